@@ -1,0 +1,206 @@
+// Package corral holds the domain of Corral, a self-hosted control plane for
+// AI coding agents: the types every layer shares (users, agents, grants,
+// links, messages), the one error type, and the small storage interfaces
+// that the service layer uses and the store packages implement.
+//
+// Dependencies point inward: internal/api calls internal/service, which
+// talks to these interfaces; internal/store/sqlite implements them. This
+// package imports nothing from the project.
+package corral
+
+import (
+	"fmt"
+	"time"
+)
+
+// Level is a caller's access to one agent. The order matters: a higher level
+// can do everything a lower one can.
+type Level int8
+
+const (
+	LevelNone   Level = iota // cannot see the agent at all
+	LevelViewer              // reads the agent, its messages, runs, traces, change sets
+	LevelRunner              // also sends messages and stops its own runs
+	LevelEditor              // also edits instructions, policy, limits; decides change sets
+	LevelOwner               // also shares, sets the budget, deletes
+)
+
+var levelNames = [...]string{"none", "viewer", "runner", "editor", "owner"}
+
+func (l Level) String() string {
+	if l < 0 || int(l) >= len(levelNames) {
+		return fmt.Sprintf("Level(%d)", int8(l))
+	}
+	return levelNames[l]
+}
+
+// ParseLevel parses a level name. "none" is not a level anyone can hold, so
+// it is rejected like any unknown word.
+func ParseLevel(s string) (Level, error) {
+	for i, n := range levelNames {
+		if i > 0 && n == s {
+			return Level(i), nil
+		}
+	}
+	return LevelNone, Errorf(EINVALID, "level must be one of viewer, runner, editor, owner")
+}
+
+// User is an account as the rest of the system sees it. It has no field for
+// a password hash: credentials travel only as Credential, inside the
+// accounts service.
+type User struct {
+	ID        string
+	Email     string
+	Name      string
+	Admin     bool
+	Disabled  bool
+	CreatedAt time.Time
+}
+
+// UserRef names a user where an email would say too much (an agent's owner,
+// a message's author).
+type UserRef struct {
+	ID   string
+	Name string
+}
+
+// Credential is what login needs to check a password. It never leaves the
+// accounts service.
+type Credential struct {
+	UserID       string
+	PasswordHash string
+	Disabled     bool
+}
+
+// NewUser is what creating an account stores.
+type NewUser struct {
+	Email        string
+	Name         string
+	PasswordHash string
+	// Admin forces the admin flag; the first account is admin regardless.
+	Admin bool
+}
+
+// Session is a signed-in browser. The token itself is never stored: only
+// its SHA-256.
+type Session struct {
+	ID        string
+	UserID    string
+	TokenHash []byte
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// APIToken is a personal bearer token for scripts. Like a session, only the
+// hash of the secret is stored.
+type APIToken struct {
+	ID        string
+	UserID    string
+	Name      string
+	CreatedAt time.Time
+	LastUsed  time.Time // zero when never used
+}
+
+// Invite lets one person sign up when the server's signup mode is invite.
+type Invite struct {
+	ID        string
+	CreatedBy string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Agent states.
+const (
+	StateActive      = "active"
+	StatePaused      = "paused" // budget reached
+	StateQuarantined = "quarantined"
+)
+
+// Policy values.
+const (
+	FSReadOnly     = "read-only"
+	FSReadWrite    = "read-write"
+	ChangesReview  = "review"
+	ChangesAuto    = "auto"
+	NetworkNone    = "none"
+	DefaultFS      = FSReadWrite   // writes land in a staged copy: review guards them
+	DefaultChanges = ChangesReview // nothing persists without a person's approval
+)
+
+// Agent is a configured coding agent owned by one user.
+type Agent struct {
+	ID           string
+	Name         string
+	Instructions string
+	Model        string // "" means the server's default model
+	Owner        UserRef
+	Policy       Policy
+	Limits       Limits
+	Budget       Budget
+	State        string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+
+	// Access is the level of the user the agent was loaded for. Stores fill
+	// it in the same read as the agent, so it is never stale.
+	Access Level
+}
+
+// Policy says what an agent's runs may do.
+type Policy struct {
+	FS      string // read-only | read-write
+	Changes string // review | auto
+	Network string // none
+}
+
+// Limits bound each run of an agent. Zero means the server's default.
+type Limits struct {
+	MaxPromptBytes int64
+	MaxRuns        int64
+	RunTimeoutS    int64
+	CPUMillis      int64
+	MemoryBytes    int64
+	Pids           int64
+	OutputBytes    int64
+}
+
+// Budget is an agent's token allowance. Tokens 0 means unlimited.
+type Budget struct {
+	Tokens int64
+	Used   int64
+}
+
+// Grant gives one user a level on one agent.
+type Grant struct {
+	AgentID   string
+	User      User // ID, Email and Name are filled; nothing secret exists on User
+	Level     Level
+	CreatedAt time.Time
+}
+
+// Link is a share link. Whoever holds its token and accepts it while signed in
+// gains its level for as long as the link exists.
+type Link struct {
+	ID        string
+	AgentID   string
+	Level     Level
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// Message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one entry in an agent's thread.
+type Message struct {
+	ID        string
+	AgentID   string
+	Role      string
+	Content   string
+	Author    *UserRef // nil for messages not written by a person
+	RunID     string   // "" when no run belongs to it
+	CreatedAt time.Time
+}
