@@ -1,6 +1,6 @@
 module corral
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/pressly/goose/v3 v3.30.1

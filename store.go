@@ -87,6 +87,8 @@ type ShareStore interface {
 	// everyone who joined through it.
 	DeleteLink(ctx context.Context, agentID, linkID string) error
 	LinkByHash(ctx context.Context, hash []byte) (Link, error)
+	// Links lists an agent's share links, oldest first.
+	Links(ctx context.Context, agentID string) ([]Link, error)
 	// JoinLink records that userID accepted the link; joining twice is fine.
 	JoinLink(ctx context.Context, linkID, userID string, now time.Time) error
 }

@@ -1,0 +1,183 @@
+// Command corral is the one Corral binary: the server in each of its roles
+// and the administration commands. Flags and environment variables are read
+// here and nowhere else; everything below takes a config struct.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"corral"
+	"corral/internal/auth"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage:
+  corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
+  corral user create --email E --name N [--admin]   (reads the password from stdin)
+  corral user disable --email E
+  corral user enable --email E
+  corral version
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr, getenv)
+	case "user":
+		err = user(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "corral", buildVersion())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "corral: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "corral: %s\n", describe(err))
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+// describe shows a user-facing message, and the internal cause too: the
+// command line's reader is the operator, who needs it.
+func describe(err error) string {
+	var e *corral.Error
+	if errors.As(err, &e) && e.Code != corral.EINTERNAL {
+		return e.Message
+	}
+	return err.Error()
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return version
+}
+
+// envOr returns the environment variable's value, or def when it is unset.
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func newLogger(w io.Writer, getenv func(string) string) *slog.Logger {
+	level := slog.LevelInfo
+	if strings.EqualFold(getenv("CORRAL_LOG_LEVEL"), "debug") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func dbPath(data string) string { return filepath.Join(data, "corral.db") }
+
+func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: corral user create|disable|enable", errUsage)
+	}
+	fs := flag.NewFlagSet("user "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "data directory")
+	email := fs.String("email", "", "the account's email")
+	name := fs.String("name", "", "the account's display name (create)")
+	admin := fs.Bool("admin", false, "make the account an administrator (create)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	db, err := sqlite.Open(ctx, dbPath(*data))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	log := newLogger(stderr, getenv)
+	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, service.Config{Log: log})
+	if err != nil {
+		return err
+	}
+	var u corral.User
+	switch args[0] {
+	case "create":
+		password, err := readPassword(stdin)
+		if err != nil {
+			return err
+		}
+		u, err = accounts.CreateUser(ctx, *email, *name, password, *admin)
+		if err != nil {
+			return err
+		}
+	case "disable", "enable":
+		u, err = accounts.SetDisabledByEmail(ctx, *email, args[0] == "disable")
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: unknown user command %q", errUsage, args[0])
+	}
+	fmt.Fprintf(stdout, "%s %s <%s> admin=%v disabled=%v\n", u.ID, u.Name, u.Email, u.Admin, u.Disabled)
+	return nil
+}
+
+// readPassword reads the first line of stdin: a password never goes on the
+// command line, where ps and shell history would show it.
+func readPassword(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read password from stdin: %w", err)
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", corral.Errorf(corral.EINVALID, "give the password on stdin, for example: printf '%%s\\n' \"$PASSWORD\" | corral user create ...")
+	}
+	return line, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"corral/internal/api"
+	"corral/internal/auth"
+	"corral/internal/role"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+)
+
+// serveConfig is everything serve reads from flags and the environment.
+type serveConfig struct {
+	Addr, Data, Role, Signup string
+	SecureCookies            bool
+}
+
+func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", envOr(getenv, "CORRAL_ADDR", "127.0.0.1:8080"), "listen address")
+	fs.StringVar(&c.Data, "data", envOr(getenv, "CORRAL_DATA", "./data"), "data directory")
+	fs.StringVar(&c.Role, "role", envOr(getenv, "CORRAL_ROLE", string(role.All)), "all, control or sandbox")
+	fs.StringVar(&c.Signup, "signup", envOr(getenv, "CORRAL_SIGNUP", service.SignupOpen), "open, invite or closed")
+	fs.BoolVar(&c.SecureCookies, "secure-cookies", getenv("CORRAL_SECURE_COOKIES") == "true", "mark cookies Secure (behind a TLS proxy)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return c, nil
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
+	c, err := parseServe(args, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	r, err := role.Parse(c.Role)
+	if err != nil {
+		return err
+	}
+	if err := role.Supported(r); err != nil {
+		return err
+	}
+	log := newLogger(stderr, getenv)
+	if !role.NeedsDatabase(r) || !role.ServesBrowsers(r) {
+		// Unreachable while only "all" is supported; kept so a new role
+		// cannot start half-wired.
+		return fmt.Errorf("role %q: this build wires only roles with the database that serve browsers", r)
+	}
+
+	db, err := sqlite.Open(ctx, dbPath(c.Data))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	cfg := service.Config{Signup: c.Signup, Log: log}
+	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
+	if err != nil {
+		return err
+	}
+	agents := service.NewAgents(db, cfg)
+	apiServer := api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents)
+
+	mux := http.NewServeMux()
+	mux.Handle("/api/", apiServer)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")
+	})
+
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go sweepSessions(ctx, db, log)
+
+	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+ln.Addr().String(), "data", c.Data, "signup", c.Signup)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// sweepSessions deletes expired sessions once an hour. Expired sessions are
+// refused on lookup anyway; this only keeps the table small.
+func sweepSessions(ctx context.Context, db *sqlite.DB, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := db.DeleteExpiredSessions(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			log.Warn("sweeping expired sessions", "err", err)
+		} else if n > 0 {
+			log.Info("swept expired sessions", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,131 @@
+// Package access is Corral's authorization policy: one pure function that
+// decides what a caller holding a level on an agent may do. It does no I/O
+// and reads no clock, so every entry point (HTTP handlers, websocket frames,
+// delegated runs, the sandbox role) can call it with the same result, and
+// its exhaustive test covers every decision the product makes.
+package access
+
+import "corral"
+
+// Action is something a caller can do to an agent or what belongs to it.
+type Action int
+
+const (
+	ViewAgent     Action = iota // read the agent's settings
+	ReadMessages                // read the thread
+	ViewRuns                    // read runs and their traces and events
+	ViewChanges                 // read change sets and diffs
+	ReadFiles                   // read the persistent workspace
+	SendMessage                 // post a message (and so start a run)
+	StopOwnRun                  // gracefully stop a run the caller started
+	StopAnyRun                  // gracefully stop anyone's run
+	KillRun                     // kill a run at once
+	EditAgent                   // change name, instructions, model, policy, limits
+	DecideChanges               // approve or reject change sets
+	WriteFiles                  // upload into the persistent workspace
+	SetBudget                   // change the token budget
+	Share                       // grant, revoke, create and delete share links
+	Release                     // lift a quarantine
+	DeleteAgent                 // delete the agent and everything it owns
+
+	numActions // keep last: the exhaustive test walks 0..numActions-1
+)
+
+var actionNames = [numActions]string{
+	"view_agent", "read_messages", "view_runs", "view_changes", "read_files",
+	"send_message", "stop_own_run", "stop_any_run", "kill_run", "edit_agent",
+	"decide_changes", "write_files", "set_budget", "share", "release",
+	"delete_agent",
+}
+
+func (a Action) String() string {
+	if a < 0 || a >= numActions {
+		return "unknown"
+	}
+	return actionNames[a]
+}
+
+// Actions returns every action, for tests and documentation.
+func Actions() []Action {
+	all := make([]Action, numActions)
+	for i := range all {
+		all[i] = Action(i)
+	}
+	return all
+}
+
+// required is the lowest level that may perform each action. An action
+// missing here has the zero value LevelNone, which Check refuses: a new
+// action is denied until someone decides who may do it.
+var required = [numActions]corral.Level{
+	ViewAgent:     corral.LevelViewer,
+	ReadMessages:  corral.LevelViewer,
+	ViewRuns:      corral.LevelViewer,
+	ViewChanges:   corral.LevelViewer,
+	ReadFiles:     corral.LevelViewer,
+	SendMessage:   corral.LevelRunner,
+	StopOwnRun:    corral.LevelRunner,
+	StopAnyRun:    corral.LevelEditor,
+	KillRun:       corral.LevelEditor,
+	EditAgent:     corral.LevelEditor,
+	DecideChanges: corral.LevelEditor,
+	WriteFiles:    corral.LevelEditor,
+	SetBudget:     corral.LevelOwner,
+	Share:         corral.LevelOwner,
+	Release:       corral.LevelOwner,
+	DeleteAgent:   corral.LevelOwner,
+}
+
+// Decision is the outcome of Check.
+type Decision int
+
+const (
+	// Hide: the caller may not know the agent exists. The answer must be the
+	// same as for an agent that does not exist.
+	Hide Decision = iota
+	// Forbid: the caller can see the agent but may not do this.
+	Forbid
+	// Allow: go ahead.
+	Allow
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Allow:
+		return "allow"
+	case Forbid:
+		return "forbid"
+	default:
+		return "hide"
+	}
+}
+
+// Check decides whether a caller holding level may perform action. It is
+// total: an unknown level or action never yields Allow.
+func Check(level corral.Level, action Action) Decision {
+	if level <= corral.LevelNone || level > corral.LevelOwner {
+		return Hide
+	}
+	if action < 0 || action >= numActions {
+		return Forbid
+	}
+	need := required[action]
+	if need == corral.LevelNone || level < need {
+		return Forbid
+	}
+	return Allow
+}
+
+// Err turns a decision into the error the caller sees: nil for Allow, a
+// not-found error (identical to a missing resource of that kind) for Hide,
+// and forbidden for Forbid.
+func (d Decision) Err(kind string, action Action) error {
+	switch d {
+	case Allow:
+		return nil
+	case Forbid:
+		return corral.Errorf(corral.EFORBIDDEN, "your access to this %s does not allow %s", kind, action)
+	default:
+		return corral.NotFound(kind)
+	}
+}

@@ -1,0 +1,89 @@
+package access
+
+import (
+	"testing"
+
+	"corral"
+)
+
+// want is written out by hand, independently of the required table, so a
+// change to the policy has to be made twice, on purpose.
+var (
+	N = Hide
+	F = Forbid
+	A = Allow
+)
+
+var levels = []corral.Level{corral.LevelNone, corral.LevelViewer, corral.LevelRunner, corral.LevelEditor, corral.LevelOwner}
+
+var want = map[Action][5]Decision{
+	//               none viewer runner editor owner
+	ViewAgent:     {N, A, A, A, A},
+	ReadMessages:  {N, A, A, A, A},
+	ViewRuns:      {N, A, A, A, A},
+	ViewChanges:   {N, A, A, A, A},
+	ReadFiles:     {N, A, A, A, A},
+	SendMessage:   {N, F, A, A, A},
+	StopOwnRun:    {N, F, A, A, A},
+	StopAnyRun:    {N, F, F, A, A},
+	KillRun:       {N, F, F, A, A},
+	EditAgent:     {N, F, F, A, A},
+	DecideChanges: {N, F, F, A, A},
+	WriteFiles:    {N, F, F, A, A},
+	SetBudget:     {N, F, F, F, A},
+	Share:         {N, F, F, F, A},
+	Release:       {N, F, F, F, A},
+	DeleteAgent:   {N, F, F, F, A},
+}
+
+func TestCheckEveryActionAndLevel(t *testing.T) {
+	for _, a := range Actions() {
+		row, ok := want[a]
+		if !ok {
+			t.Errorf("action %v has no row in the expected table: decide who may do it", a)
+			continue
+		}
+		for i, l := range levels {
+			if got := Check(l, a); got != row[i] {
+				t.Errorf("Check(%v, %v) = %v, want %v", l, a, got, row[i])
+			}
+		}
+	}
+	if len(want) != len(Actions()) {
+		t.Errorf("expected table has %d rows, policy has %d actions", len(want), len(Actions()))
+	}
+}
+
+func TestCheckFailsClosed(t *testing.T) {
+	tests := []struct {
+		name   string
+		level  corral.Level
+		action Action
+		want   Decision
+	}{
+		{"negative level", corral.Level(-1), ViewAgent, Hide},
+		{"level above owner", corral.LevelOwner + 1, ViewAgent, Hide},
+		{"unknown action", corral.LevelOwner, numActions, Forbid},
+		{"negative action", corral.LevelOwner, Action(-1), Forbid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Check(tt.level, tt.action); got != tt.want {
+				t.Errorf("Check(%v, %v) = %v, want %v", tt.level, tt.action, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecisionErr(t *testing.T) {
+	if err := Allow.Err("agent", ViewAgent); err != nil {
+		t.Errorf("Allow.Err = %v, want nil", err)
+	}
+	if code := corral.ErrorCode(Forbid.Err("agent", Share)); code != corral.EFORBIDDEN {
+		t.Errorf("Forbid.Err code = %q, want %q", code, corral.EFORBIDDEN)
+	}
+	hidden, missing := Hide.Err("agent", ViewAgent), corral.NotFound("agent")
+	if corral.ErrorCode(hidden) != corral.ENOTFOUND || corral.ErrorMessage(hidden) != corral.ErrorMessage(missing) {
+		t.Errorf("Hide.Err = %v, want the same error as a missing agent (%v)", hidden, missing)
+	}
+}

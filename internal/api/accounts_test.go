@@ -1,0 +1,288 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/auth"
+)
+
+const password = "correct horse battery"
+
+func TestSignupLoginMeLogout(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	first := e.signup("First@Example.com ", "First")
+	second := e.signup("second@example.com", "Second")
+	if !first.user.Admin || second.user.Admin {
+		t.Fatalf("admin flags: first %v, second %v; want only the first account admin", first.user.Admin, second.user.Admin)
+	}
+	if first.user.Email != "first@example.com" {
+		t.Errorf("email stored as %q, want it normalised to first@example.com", first.user.Email)
+	}
+	e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "FIRST@example.com", "name": "Dup", "password": password}).want(http.StatusConflict)
+
+	res := e.anon().do("POST", "/api/auth/login", map[string]string{"email": "first@example.com", "password": password}).want(http.StatusOK)
+	var c *http.Cookie
+	for _, ck := range (&http.Response{Header: res.header}).Cookies() {
+		if ck.Name == CookieName {
+			c = ck
+		}
+	}
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.MaxAge <= 0 {
+		t.Fatalf("session cookie = %+v, want HttpOnly, SameSite=Lax, Path=/, with an expiry", c)
+	}
+	if !strings.HasPrefix(c.Value, "cs_") || len(c.Value) < 40 {
+		t.Fatalf("session token %q is not a 256-bit token", c.Value)
+	}
+	session := &client{e: e, cookie: c.Value}
+	var me userAnswer
+	session.do("GET", "/api/me", nil).want(http.StatusOK).decode(&me)
+	if me.User.ID != first.user.ID {
+		t.Fatalf("/api/me = %+v, want %s", me.User, first.user.ID)
+	}
+	session.do("POST", "/api/auth/logout", nil).want(http.StatusNoContent)
+	// The token is revoked server-side: replaying the cookie fails.
+	session.do("GET", "/api/me", nil).want(http.StatusUnauthorized)
+	// The other session of the same account is untouched.
+	first.do("GET", "/api/me", nil).want(http.StatusOK)
+}
+
+func TestSessionsExpire(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	u.do("GET", "/api/me", nil).want(http.StatusOK)
+	e.clock.Advance(7*24*time.Hour + time.Second)
+	u.do("GET", "/api/me", nil).want(http.StatusUnauthorized)
+}
+
+func TestSameAnswerForUnknownEmailAndWrongPassword(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.signup("known@example.com", "Known")
+	wrong := e.anon().do("POST", "/api/auth/login", map[string]string{"email": "known@example.com", "password": "not the password"}).want(http.StatusUnauthorized)
+	unknown := e.anon().do("POST", "/api/auth/login", map[string]string{"email": "nobody@example.com", "password": "not the password"}).want(http.StatusUnauthorized)
+	if !bytes.Equal(wrong.body, unknown.body) {
+		t.Fatalf("wrong password answers %q, unknown email %q: must be identical", wrong.body, unknown.body)
+	}
+}
+
+func TestLoginThrottling(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.signup("victim@example.com", "Victim")
+	try := func(pw string) *response {
+		return e.anon().do("POST", "/api/auth/login", map[string]string{"email": "victim@example.com", "password": pw})
+	}
+	for i := 0; i < 5; i++ {
+		try("guess").want(http.StatusUnauthorized)
+	}
+	var waits []int
+	for i := 0; i < 3; i++ {
+		res := try(password) // even the right password is refused while locked
+		res.want(http.StatusTooManyRequests)
+		if res.code() != "throttled" {
+			t.Fatalf("code = %q, want throttled", res.code())
+		}
+		secs, err := strconv.Atoi(res.header.Get("Retry-After"))
+		if err != nil || secs < 1 {
+			t.Fatalf("Retry-After = %q, want whole seconds ≥ 1", res.header.Get("Retry-After"))
+		}
+		waits = append(waits, secs)
+		e.clock.Advance(time.Duration(secs) * time.Second)
+		try("guess again").want(http.StatusUnauthorized)
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] <= waits[i-1] {
+			t.Fatalf("Retry-After did not grow: %v", waits)
+		}
+	}
+	e.clock.Advance(time.Hour)
+	try(password).want(http.StatusOK)
+}
+
+// TestHourlyCapAcrossAddresses: an attacker spreading guesses over many
+// addresses and honouring every Retry-After still gets at most 100 answers
+// other than 429 per account per hour.
+func TestHourlyCapAcrossAddresses(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.signup("victim@example.com", "Victim")
+	start := e.clock.Now()
+	var answered []time.Time // times of non-429 answers
+	for i := 0; e.clock.Now().Sub(start) < 2*time.Hour; i++ {
+		req := httptest.NewRequest("POST", "/api/auth/login", strings.NewReader(`{"email":"victim@example.com","password":"guess"}`))
+		req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255)
+		rec := httptest.NewRecorder()
+		e.api.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusTooManyRequests:
+			secs, _ := strconv.Atoi(rec.Header().Get("Retry-After"))
+			e.clock.Advance(time.Duration(secs) * time.Second)
+		case http.StatusUnauthorized:
+			answered = append(answered, e.clock.Now())
+			e.clock.Advance(time.Second)
+		default:
+			t.Fatalf("attempt %d answered %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	for i := range answered {
+		n := 0
+		for j := i; j < len(answered) && answered[j].Sub(answered[i]) < time.Hour; j++ {
+			n++
+		}
+		if n > 100 {
+			t.Fatalf("%d failed attempts answered within an hour of %v, want ≤ 100", n, answered[i])
+		}
+	}
+	if len(answered) < 10 {
+		t.Fatalf("only %d attempts answered in two hours: the throttle should slow, not stop, a patient caller", len(answered))
+	}
+}
+
+func TestDisableEndsSessionsAndTokens(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	admin := e.signup("admin@example.com", "Admin")
+	bob := e.signup("bob@example.com", "Bob")
+	second := &client{e: e, cookie: loginCookie(t, e, "bob@example.com")}
+	var tok tokenView
+	bob.do("POST", "/api/tokens", map[string]string{"name": "script"}).want(http.StatusCreated).decode(&tok)
+	script := &client{e: e, bearer: tok.Token}
+	script.do("GET", "/api/me", nil).want(http.StatusOK)
+
+	admin.do("POST", "/api/users/"+admin.user.ID+"/disable", nil).want(http.StatusConflict)
+	admin.do("POST", "/api/users/"+bob.user.ID+"/disable", nil).want(http.StatusOK)
+	for _, c := range []*client{bob, second, script} {
+		c.do("GET", "/api/me", nil).want(http.StatusUnauthorized)
+	}
+	e.anon().do("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": password}).want(http.StatusUnauthorized)
+
+	admin.do("POST", "/api/users/"+bob.user.ID+"/enable", nil).want(http.StatusOK)
+	bob.do("GET", "/api/me", nil).want(http.StatusUnauthorized) // sessions stay ended
+	script.do("GET", "/api/me", nil).want(http.StatusOK)
+	loginCookie(t, e, "bob@example.com")
+}
+
+func TestAPITokens(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	other := e.signup("o@example.com", "O")
+	var tok tokenView
+	u.do("POST", "/api/tokens", map[string]string{"name": "deploy"}).want(http.StatusCreated).decode(&tok)
+	if !strings.HasPrefix(tok.Token, "cat_") {
+		t.Fatalf("token = %q, want the cat_ prefix", tok.Token)
+	}
+	script := &client{e: e, bearer: tok.Token}
+	script.do("POST", "/api/agents", map[string]string{"name": "from-a-script"}).want(http.StatusCreated)
+
+	var listed list[tokenView]
+	u.do("GET", "/api/tokens", nil).want(http.StatusOK).decode(&listed)
+	if len(listed.Items) != 1 || listed.Items[0].Token != "" || listed.Items[0].LastUsedAt == nil {
+		t.Fatalf("tokens = %+v, want one, without its secret, with a last use", listed.Items)
+	}
+	other.do("DELETE", "/api/tokens/"+tok.ID, nil).want(http.StatusNotFound)
+	script.do("GET", "/api/me", nil).want(http.StatusOK)
+	u.do("DELETE", "/api/tokens/"+tok.ID, nil).want(http.StatusNoContent)
+	script.do("GET", "/api/me", nil).want(http.StatusUnauthorized)
+
+	for _, h := range []string{"Basic dTpw", "Bearer", "Bearer cat_short", "bearer " + tok.Token} {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/api/me", nil)
+		req.Header.Set("Authorization", h)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q = %d, want 401", h, res.StatusCode)
+		}
+	}
+}
+
+func TestSignupModes(t *testing.T) {
+	t.Run("closed", func(t *testing.T) {
+		e := newEnv(t, envOptions{signup: "closed"})
+		res := e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "a@example.com", "name": "A", "password": password}).want(http.StatusForbidden)
+		if !strings.Contains(string(res.body), "closed") {
+			t.Errorf("closed signup says %s, want it to say signup is closed", res.body)
+		}
+	})
+	t.Run("invite", func(t *testing.T) {
+		e := newEnv(t, envOptions{signup: "invite"})
+		// The first admin comes from the command line in invite mode.
+		if _, err := e.api.accounts.CreateUser(context.Background(), "admin@example.com", "Admin", password, true); err != nil {
+			t.Fatal(err)
+		}
+		admin := &client{e: e, cookie: loginCookie(t, e, "admin@example.com")}
+		signup := func(email, invite string) *response {
+			return e.anon().do("POST", "/api/auth/signup", map[string]string{"email": email, "name": "N", "password": password, "invite": invite})
+		}
+		signup("a@example.com", "").want(http.StatusForbidden)
+		signup("a@example.com", "cin_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").want(http.StatusForbidden)
+		var inv inviteView
+		admin.do("POST", "/api/invites", nil).want(http.StatusCreated).decode(&inv)
+		signup("a@example.com", inv.Token).want(http.StatusCreated)
+		signup("b@example.com", inv.Token).want(http.StatusForbidden) // single use
+
+		admin.do("POST", "/api/invites", nil).want(http.StatusCreated).decode(&inv)
+		e.clock.Advance(8 * 24 * time.Hour)
+		signup("c@example.com", inv.Token).want(http.StatusForbidden) // expired
+	})
+	t.Run("unknown mode", func(t *testing.T) {
+		if _, err := newAccountsForMode("sometimes"); err == nil {
+			t.Fatal("signup mode \"sometimes\" accepted, want an error")
+		}
+	})
+}
+
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	send := func(header, value string) int {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/api/agents", strings.NewReader(`{"name":"x"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: u.cookie})
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	tests := []struct {
+		name, header, value string
+		want                int
+	}{
+		{"cross-site fetch", "Sec-Fetch-Site", "cross-site", http.StatusForbidden},
+		{"same-site other origin", "Sec-Fetch-Site", "same-site", http.StatusForbidden},
+		{"foreign Origin", "Origin", "https://evil.example", http.StatusForbidden},
+		{"same origin", "Sec-Fetch-Site", "same-origin", http.StatusCreated},
+		{"no browser headers (curl)", "", "", http.StatusCreated},
+	}
+	for _, tt := range tests {
+		if got := send(tt.header, tt.value); got != tt.want {
+			t.Errorf("%s: POST with %s=%q = %d, want %d", tt.name, tt.header, tt.value, got, tt.want)
+		}
+	}
+}
+
+// TestPasswordsUseOWASPParameters checks the hash the production
+// parameters store.
+func TestPasswordsUseOWASPParameters(t *testing.T) {
+	e := newEnv(t, envOptions{params: auth.DefaultParams})
+	e.signup("u@example.com", "U")
+	var hash string
+	if err := e.rawDB(t).QueryRow(`SELECT password_hash FROM users`).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hash, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("stored hash %q does not use argon2id with m=19456,t=2,p=1", hash)
+	}
+	loginCookie(t, e, "u@example.com")
+}

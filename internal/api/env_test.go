@@ -1,0 +1,227 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"corral/internal/auth"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+)
+
+// env is a real Corral API over a real SQLite database in a temp dir.
+type env struct {
+	t      testing.TB
+	db     *sqlite.DB
+	dbPath string
+	api    *Server
+	srv    *httptest.Server
+	clock  *fakeClock
+
+	mu     sync.Mutex
+	bodies [][]byte // every answer, for the no-secrets walk
+}
+
+type envOptions struct {
+	signup string
+	params auth.Params
+}
+
+// fakeClock drives the throttle and sessions without sleeping.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// cheapParams keep tests that log in hundreds of times fast; one test
+// (TestPasswordsUseOWASPParameters) checks what the server really uses.
+var cheapParams = auth.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+func newEnv(t testing.TB, opt envOptions) *env {
+	t.Helper()
+	if opt.params == (auth.Params{}) {
+		opt.params = cheapParams
+	}
+	path := filepath.Join(t.TempDir(), "corral.db")
+	db, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	cfg := service.Config{Signup: opt.signup, Now: clock.Now}
+	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now}), opt.params, cfg)
+	if err != nil {
+		t.Fatalf("accounts: %v", err)
+	}
+	e := &env{t: t, db: db, dbPath: path, clock: clock}
+	e.api = New(Config{}, accounts, service.NewAgents(db, cfg))
+	e.srv = httptest.NewServer(e.api)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// client is one caller: anonymous, or signed in with a cookie or a bearer
+// token.
+type client struct {
+	e      *env
+	cookie string
+	bearer string
+	user   userView
+}
+
+func (e *env) anon() *client { return &client{e: e} }
+
+// signup creates an account through the API and returns it signed in.
+func (e *env) signup(email, name string) *client {
+	e.t.Helper()
+	c := e.anon()
+	res := c.do("POST", "/api/auth/signup", map[string]string{"email": email, "name": name, "password": "correct horse battery"})
+	res.want(http.StatusCreated)
+	c.cookie = res.cookie(CookieName)
+	var got userAnswer
+	res.decode(&got)
+	c.user = got.User
+	return c
+}
+
+type response struct {
+	t      testing.TB
+	status int
+	header http.Header
+	body   []byte
+	req    string
+}
+
+func (c *client) do(method, path string, body any) *response {
+	c.e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			c.e.t.Fatal(err)
+		}
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, c.e.srv.URL+path, r)
+	if err != nil {
+		c.e.t.Fatal(err)
+	}
+	if r != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.cookie != "" {
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
+	res, err := c.e.srv.Client().Do(req)
+	if err != nil {
+		c.e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.e.t.Fatal(err)
+	}
+	c.e.mu.Lock()
+	c.e.bodies = append(c.e.bodies, data)
+	c.e.mu.Unlock()
+	return &response{t: c.e.t, status: res.StatusCode, header: res.Header, body: data, req: method + " " + path}
+}
+
+func (r *response) want(status int) *response {
+	r.t.Helper()
+	if r.status != status {
+		r.t.Fatalf("%s = %d %s, want %d", r.req, r.status, r.body, status)
+	}
+	return r
+}
+
+func (r *response) decode(v any) {
+	r.t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		r.t.Fatalf("%s: decode %s: %v", r.req, r.body, err)
+	}
+}
+
+func (r *response) code() string {
+	var b errorBody
+	_ = json.Unmarshal(r.body, &b)
+	return b.Error.Code
+}
+
+func (r *response) cookie(name string) string {
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	r.t.Fatalf("%s: no %s cookie in %v", r.req, name, r.header)
+	return ""
+}
+
+// createAgent makes an agent owned by c and returns its id.
+func (c *client) createAgent(name string) string {
+	c.e.t.Helper()
+	var a agentView
+	c.do("POST", "/api/agents", map[string]any{"name": name}).want(http.StatusCreated).decode(&a)
+	return a.ID
+}
+
+func (c *client) grant(agentID, userID, level string) {
+	c.e.t.Helper()
+	c.do("PUT", "/api/agents/"+agentID+"/grants/"+userID, map[string]string{"level": level}).want(http.StatusOK)
+}
+
+func (c *client) link(agentID, level string) linkView {
+	c.e.t.Helper()
+	var l linkView
+	c.do("POST", "/api/agents/"+agentID+"/links", map[string]string{"level": level}).want(http.StatusCreated).decode(&l)
+	return l
+}
+
+// rawDB opens the test's database file directly, to look at what the API
+// must never show.
+func (e *env) rawDB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+e.dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newAccountsForMode(mode string) (*service.Accounts, error) {
+	return service.NewAccounts(nil, auth.NewThrottle(auth.ThrottleConfig{}), cheapParams, service.Config{Signup: mode})
+}

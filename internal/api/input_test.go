@@ -1,0 +1,180 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"corral/internal/sanitize"
+)
+
+// hostileNames come from path traversal payloads and every Windows device
+// form; each must be refused wherever a name enters.
+func hostileNames() []string {
+	names := []string{
+		"../etc/passwd", "..", ".", "a/b", `a\b`, `..\..\windows\system32`, "/abs", "foo/../bar",
+		"x\x00y", "line\nbreak", "tab\there", "bell\a", "del\x7f", "nbsp\u0085", "rtl\u202eexe.txt",
+		".git", ".GIT", "GIT~1", "git~12", ".hidden", "trailing.", " lead", "trail ", "",
+		strings.Repeat("a", 256), "a:b", "what?", "pipe|x", "star*", `quote"`, "lt<", "gt>",
+	}
+	for _, base := range []string{"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"} {
+		names = append(names, devForms(base)...)
+	}
+	for _, p := range []string{"COM", "LPT"} {
+		for _, d := range []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "¹", "²", "³"} {
+			names = append(names, devForms(p+d)...)
+		}
+	}
+	return names
+}
+
+func devForms(dev string) []string {
+	return []string{dev, strings.ToLower(dev), strings.ToUpper(dev[:1]) + strings.ToLower(dev[1:]), dev + ".txt", strings.ToLower(dev) + ".tar.gz", dev + " .log"}
+}
+
+func TestHostileNamesRefusedEverywhere(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	id := u.createAgent("ok-name")
+	for _, name := range hostileNames() {
+		for _, path := range []struct{ method, path string }{{"POST", "/api/agents"}, {"PATCH", "/api/agents/" + id}} {
+			body, _ := json.Marshal(map[string]string{"name": name})
+			if !json.Valid(body) {
+				t.Fatalf("cannot encode %q", name)
+			}
+			res := u.do(path.method, path.path, body)
+			if res.status != http.StatusBadRequest || res.code() != "invalid_name" {
+				t.Errorf("%s %s name=%q = %d %s, want 400 invalid_name", path.method, path.path, name, res.status, res.body)
+			}
+		}
+		if res := u.do("POST", "/api/tokens", map[string]string{"name": name}); res.code() != "invalid_name" {
+			t.Errorf("POST /api/tokens name=%q = %d %s, want 400 invalid_name", name, res.status, res.body)
+		}
+	}
+	var listed list[agentView]
+	u.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&listed)
+	if len(listed.Items) != 1 || listed.Items[0].Name != "ok-name" {
+		t.Fatalf("agents after hostile names = %+v, want only ok-name", listed.Items)
+	}
+}
+
+func TestMessageContent(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	id := u.createAgent("a")
+	path := "/api/agents/" + id + "/messages"
+	tests := []struct {
+		name    string
+		body    string
+		status  int
+		code    string
+		content string
+	}{
+		{"plain", `{"content":"fix the tests"}`, 202, "", "fix the tests"},
+		{"unicode", `{"content":"héllo — 世界 🎉"}`, 202, "", "héllo — 世界 🎉"},
+		{"NUL escaped in JSON", `{"content":"a\u0000b"}`, 400, "invalid_content", ""},
+		{"empty", `{"content":""}`, 400, "invalid_content", ""},
+		{"whitespace only", `{"content":"  \n\t"}`, 400, "invalid_content", ""},
+		{"lone surrogate", `{"content":"\ud800"}`, 202, "", "\ufffd"}, // JSON decoding replaces it
+		{"over the limit", fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", sanitize.MaxContent+1)), 413, "too_large", ""},
+		{"at the limit", fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", sanitize.MaxContent)), 202, "", strings.Repeat("x", sanitize.MaxContent)},
+		{"unknown field", `{"content":"x","role":"assistant"}`, 400, "invalid_input", ""},
+		{"not JSON", `content=x`, 400, "invalid_input", ""},
+		{"two objects", `{"content":"x"}{"content":"y"}`, 400, "invalid_input", ""},
+		{"wrong type", `{"content":42}`, 400, "invalid_input", ""},
+		{"no body", ``, 400, "invalid_input", ""},
+		{"body too large", `{"content":"` + strings.Repeat("y", MaxBody) + `"}`, 413, "too_large", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := u.do("POST", path, []byte(tt.body))
+			if res.status != tt.status || res.code() != tt.code {
+				t.Fatalf("POST %s = %d %s, want %d %q", tt.name, res.status, truncate(res.body), tt.status, tt.code)
+			}
+			if tt.status != 202 {
+				return
+			}
+			var got postedMessage
+			res.decode(&got)
+			if got.Message.Content != tt.content || got.Message.Author == nil || got.Message.Author.ID != u.user.ID || got.Message.Role != "user" {
+				t.Fatalf("stored %+v, want content %q authored by %s", got.Message, truncate([]byte(tt.content)), u.user.ID)
+			}
+		})
+	}
+	var thread list[messageView]
+	u.do("GET", path, nil).want(http.StatusOK).decode(&thread)
+	if len(thread.Items) != 4 || thread.Items[0].Content != "fix the tests" {
+		t.Fatalf("thread has %d messages, first %q; want the 4 accepted ones in order", len(thread.Items), thread.Items[0].Content)
+	}
+	var page list[messageView]
+	u.do("GET", path+"?limit=2&before="+thread.Items[3].ID, nil).want(http.StatusOK).decode(&page)
+	if len(page.Items) != 2 || page.Items[0].ID != thread.Items[1].ID || page.Items[1].ID != thread.Items[2].ID {
+		t.Fatalf("page before the 4th = %+v, want the 2nd and 3rd", page.Items)
+	}
+	u.do("GET", path+"?limit=0", nil).want(http.StatusBadRequest)
+}
+
+func truncate(b []byte) string {
+	if len(b) > 120 {
+		return string(b[:120]) + "…"
+	}
+	return string(b)
+}
+
+func TestAgentSettingsValidated(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	var a agentView
+	u.do("POST", "/api/agents", map[string]any{"name": "cfg"}).want(http.StatusCreated).decode(&a)
+	if a.Policy != (policyView{FS: "read-write", Changes: "review", Network: "none"}) || a.State != "active" || a.Access != "owner" {
+		t.Fatalf("new agent = %+v, want the default policy, active, owned", a)
+	}
+	tests := []struct {
+		name   string
+		body   string
+		status int
+	}{
+		{"policy", `{"policy":{"fs":"read-only","changes":"auto"}}`, 200},
+		{"limits", `{"limits":{"memory_bytes":268435456,"pids":64,"run_timeout_s":600}}`, 200},
+		{"budget", `{"budget":{"tokens":5000}}`, 200},
+		{"bad fs", `{"policy":{"fs":"everything"}}`, 400},
+		{"network", `{"policy":{"network":"internet"}}`, 400},
+		{"negative limit", `{"limits":{"pids":-1}}`, 400},
+		{"huge limit", `{"limits":{"pids":100000000}}`, 400},
+		{"budget used is not settable", `{"budget":{"used":0}}`, 400},
+		{"unknown field", `{"owner":"someone-else"}`, 400},
+		{"bad model", `{"model":"gpt 4; rm -rf"}`, 400},
+	}
+	for _, tt := range tests {
+		res := u.do("PATCH", "/api/agents/"+a.ID, []byte(tt.body))
+		if res.status != tt.status {
+			t.Errorf("%s: PATCH %s = %d %s, want %d", tt.name, tt.body, res.status, res.body, tt.status)
+		}
+	}
+	u.do("GET", "/api/agents/"+a.ID, nil).want(http.StatusOK).decode(&a)
+	want := limitsView{MemoryBytes: 268435456, Pids: 64, RunTimeoutS: 600}
+	if a.Policy.FS != "read-only" || a.Policy.Changes != "auto" || a.Limits != want || a.Budget.Tokens != 5000 {
+		t.Fatalf("agent after updates = %+v", a)
+	}
+}
+
+func TestUnknownRoutesAnswerInTheErrorShape(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.signup("u@example.com", "U")
+	tests := []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/api/nothing-here", 404, "not_found"},
+		{"PUT", "/api/agents", 405, "method_not_allowed"},
+	}
+	for _, tt := range tests {
+		res := u.do(tt.method, tt.path, nil)
+		if res.status != tt.status || res.code() != tt.code {
+			t.Errorf("%s %s = %d %s, want %d %s", tt.method, tt.path, res.status, res.body, tt.status, tt.code)
+		}
+	}
+}

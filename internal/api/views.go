@@ -1,0 +1,172 @@
+package api
+
+import (
+	"time"
+
+	"corral"
+)
+
+// The views are what leaves the server. Each is built field by field from a
+// domain value, so nothing the domain gains later (a hash, a secret) can
+// ride along by accident.
+
+type userView struct {
+	ID        string `json:"id"`
+	Email     string `json:"email"`
+	Name      string `json:"name"`
+	Admin     bool   `json:"admin"`
+	Disabled  bool   `json:"disabled"`
+	CreatedAt string `json:"created_at"`
+}
+
+func viewUser(u corral.User) userView {
+	return userView{ID: u.ID, Email: u.Email, Name: u.Name, Admin: u.Admin, Disabled: u.Disabled, CreatedAt: rfc3339(u.CreatedAt)}
+}
+
+type userRefView struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type contactView struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+type policyView struct {
+	FS      string `json:"fs"`
+	Changes string `json:"changes"`
+	Network string `json:"network"`
+}
+
+type limitsView struct {
+	MaxPromptBytes int64 `json:"max_prompt_bytes"`
+	MaxRuns        int64 `json:"max_runs"`
+	RunTimeoutS    int64 `json:"run_timeout_s"`
+	CPUMillis      int64 `json:"cpu_millis"`
+	MemoryBytes    int64 `json:"memory_bytes"`
+	Pids           int64 `json:"pids"`
+	OutputBytes    int64 `json:"output_bytes"`
+}
+
+type budgetView struct {
+	Tokens int64 `json:"tokens"`
+	Used   int64 `json:"used"`
+}
+
+type agentView struct {
+	ID           string      `json:"id"`
+	Name         string      `json:"name"`
+	Instructions string      `json:"instructions"`
+	Model        string      `json:"model"`
+	Owner        userRefView `json:"owner"`
+	Access       string      `json:"access"`
+	Policy       policyView  `json:"policy"`
+	Limits       limitsView  `json:"limits"`
+	Budget       budgetView  `json:"budget"`
+	State        string      `json:"state"`
+	CreatedAt    string      `json:"created_at"`
+	UpdatedAt    string      `json:"updated_at"`
+}
+
+func viewAgent(a corral.Agent) agentView {
+	l := a.Limits
+	return agentView{
+		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model,
+		Owner:  userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
+		Access: a.Access.String(),
+		Policy: policyView{FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network},
+		Limits: limitsView{
+			MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
+			CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,
+		},
+		Budget:    budgetView{Tokens: a.Budget.Tokens, Used: a.Budget.Used},
+		State:     a.State,
+		CreatedAt: rfc3339(a.CreatedAt),
+		UpdatedAt: rfc3339(a.UpdatedAt),
+	}
+}
+
+type grantView struct {
+	User      contactView `json:"user"`
+	Level     string      `json:"level"`
+	CreatedAt string      `json:"created_at"`
+}
+
+func viewGrant(g corral.Grant) grantView {
+	return grantView{
+		User:  contactView{ID: g.User.ID, Email: g.User.Email, Name: g.User.Name},
+		Level: g.Level.String(), CreatedAt: rfc3339(g.CreatedAt),
+	}
+}
+
+type linkView struct {
+	ID        string `json:"id"`
+	Level     string `json:"level"`
+	Token     string `json:"token,omitempty"` // only in the answer that creates it
+	CreatedAt string `json:"created_at"`
+}
+
+func viewLink(l corral.Link, token string) linkView {
+	return linkView{ID: l.ID, Level: l.Level.String(), Token: token, CreatedAt: rfc3339(l.CreatedAt)}
+}
+
+type tokenView struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	Token      string  `json:"token,omitempty"` // only in the answer that creates it
+	CreatedAt  string  `json:"created_at"`
+	LastUsedAt *string `json:"last_used_at"`
+}
+
+func viewToken(t corral.APIToken, secret string) tokenView {
+	v := tokenView{ID: t.ID, Name: t.Name, Token: secret, CreatedAt: rfc3339(t.CreatedAt)}
+	if !t.LastUsed.IsZero() {
+		s := rfc3339(t.LastUsed)
+		v.LastUsedAt = &s
+	}
+	return v
+}
+
+type inviteView struct {
+	ID        string `json:"id"`
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+type messageView struct {
+	ID        string       `json:"id"`
+	Role      string       `json:"role"`
+	Content   string       `json:"content"`
+	Author    *userRefView `json:"author"`
+	RunID     *string      `json:"run_id"`
+	CreatedAt string       `json:"created_at"`
+}
+
+func viewMessage(m corral.Message) messageView {
+	v := messageView{ID: m.ID, Role: m.Role, Content: m.Content, CreatedAt: rfc3339(m.CreatedAt)}
+	if m.Author != nil {
+		v.Author = &userRefView{ID: m.Author.ID, Name: m.Author.Name}
+	}
+	if m.RunID != "" {
+		v.RunID = &m.RunID
+	}
+	return v
+}
+
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+// viewAll maps a slice through a view, never answering null for an empty
+// list.
+func viewAll[D, V any](ds []D, view func(D) V) list[V] {
+	out := make([]V, len(ds))
+	for i, d := range ds {
+		out[i] = view(d)
+	}
+	return list[V]{Items: out}
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }

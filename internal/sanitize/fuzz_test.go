@@ -1,0 +1,306 @@
+package sanitize_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"corral"
+	"corral/internal/sanitize"
+)
+
+// The fuzz targets check what each validator promises, written out again
+// here rather than calling the package's own helpers, so that a mistake in
+// a helper cannot hide itself. Seeds live in testdata/fuzz.
+
+// mustCode fails unless err is a *corral.Error with one of codes.
+func mustCode(t *testing.T, call string, err error, codes ...string) *corral.Error {
+	t.Helper()
+	var e *corral.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%s: error %T %v, want *corral.Error", call, err, err)
+	}
+	for _, c := range codes {
+		if e.Code == c {
+			return e
+		}
+	}
+	t.Fatalf("%s: code %q, want one of %q", call, e.Code, codes)
+	return nil
+}
+
+// hidden is the set of characters Name and DisplayName must refuse, as the
+// brief for this package lists them.
+func hidden(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069,
+		r == 0x200E, r == 0x200F, r == 0x061C:
+		return true
+	case r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF:
+		return true
+	}
+	return false
+}
+
+func isDevice(s string) bool {
+	base, _, _ := strings.Cut(s, ".")
+	base = strings.ToUpper(strings.TrimRight(base, " "))
+	for _, d := range deviceNames() {
+		if base == d {
+			return true
+		}
+	}
+	return false
+}
+
+// namesGit reports whether s is .git to Windows: any case, trailing dots
+// and spaces dropped, or the 8.3 short form GIT~<digits>.
+func namesGit(s string) bool {
+	l := strings.ToLower(strings.TrimRight(s, ". "))
+	digits, short := strings.CutPrefix(l, "git~")
+	return l == ".git" || short && digits != "" && strings.Trim(digits, "0123456789") == ""
+}
+
+func FuzzName(f *testing.F) {
+	for _, s := range []string{"report.txt", "../etc/passwd", "CON.txt", ".git", "GIT~1", "e\u0301"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := sanitize.Name(s)
+		if err != nil {
+			e := mustCode(t, "Name", err, corral.ENAME)
+			if !strings.HasPrefix(e.Message, "invalid name: ") {
+				t.Fatalf("Name(%q) message = %q, want prefix %q", s, e.Message, "invalid name: ")
+			}
+			checkRuleHolds(t, s, sanitize.Rule(err))
+			return
+		}
+		switch {
+		case !utf8.ValidString(out):
+			t.Fatalf("Name(%q) = %q, not valid UTF-8", s, out)
+		case !norm.NFC.IsNormalString(out):
+			t.Fatalf("Name(%q) = %q, not NFC", s, out)
+		case out != norm.NFC.String(s):
+			t.Fatalf("Name(%q) = %q, want the NFC form of the input", s, out)
+		case out == "", len(out) > 255:
+			t.Fatalf("Name(%q) = %q, %d bytes", s, out, len(out))
+		case strings.ContainsAny(out, `/\`), strings.Contains(out, ".."):
+			t.Fatalf("Name(%q) = %q, can leave its directory", s, out)
+		case strings.IndexFunc(out, hidden) >= 0:
+			t.Fatalf("Name(%q) = %q, has a control or invisible character", s, out)
+		case strings.ContainsAny(out, `<>:"|?*`):
+			t.Fatalf("Name(%q) = %q, has a Windows-reserved character", s, out)
+		case strings.HasPrefix(out, "."), strings.HasSuffix(out, "."),
+			strings.TrimSpace(out) != out:
+			t.Fatalf("Name(%q) = %q, dot or space at an edge", s, out)
+		case namesGit(out):
+			t.Fatalf("Name(%q) = %q, names .git", s, out)
+		case isDevice(out):
+			t.Fatalf("Name(%q) = %q, a device name", s, out)
+		}
+		if again, err := sanitize.Name(out); err != nil || again != out {
+			t.Fatalf("Name(%q) = %q, %v; want %q again (idempotent)", out, again, err, out)
+		}
+	})
+}
+
+// checkRuleHolds fails unless the rule Name reported for s is one that s
+// really breaks.
+func checkRuleHolds(t *testing.T, s, rule string) {
+	t.Helper()
+	n := norm.NFC.String(s)
+	var holds bool
+	switch rule {
+	case "invalid_utf8":
+		holds = !utf8.ValidString(s)
+	case "empty":
+		holds = s == ""
+	case "too_long":
+		holds = len(n) > 255
+	case "separator":
+		holds = strings.ContainsAny(n, `/\`)
+	case "dot_dot":
+		holds = strings.Contains(n, "..")
+	case "control":
+		// Name also refuses the HFS+-ignorable U+206A-F and U+2028-9.
+		holds = strings.IndexFunc(n, func(r rune) bool {
+			return hidden(r) || r >= 0x206A && r <= 0x206F || r == 0x2028 || r == 0x2029
+		}) >= 0
+	case "reserved_char":
+		holds = strings.ContainsAny(n, `<>:"|?*`)
+	case "git_dir":
+		holds = namesGit(n)
+	case "edge_dot_or_space":
+		r0, _ := utf8.DecodeRuneInString(n)
+		r1, _ := utf8.DecodeLastRuneInString(n)
+		holds = r0 == '.' || r1 == '.' || unicode.IsSpace(r0) || unicode.IsSpace(r1)
+	case "device_name":
+		holds = isDevice(n)
+	default:
+		t.Fatalf("Name(%q): unknown rule %q", s, rule)
+	}
+	if !holds {
+		t.Fatalf("Name(%q) reported rule %q, which the input does not break", s, rule)
+	}
+}
+
+func FuzzContent(f *testing.F) {
+	f.Add("hello", 100)
+	f.Add("a\x00b", 100)
+	f.Add(" \n", 100)
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		out, err := sanitize.Content(s, limit)
+		valid := len(s) <= limit && utf8.ValidString(s) &&
+			strings.IndexByte(s, 0) < 0 && strings.TrimSpace(s) != ""
+		if err != nil {
+			if valid {
+				t.Fatalf("Content(%q, %d) = %v, want accepted", s, limit, err)
+			}
+			e := mustCode(t, "Content", err, corral.ECONTENT, corral.ETOOLARGE)
+			if (e.Code == corral.ETOOLARGE) != (len(s) > limit) {
+				t.Fatalf("Content(%q, %d) code %q for %d bytes", s, limit, e.Code, len(s))
+			}
+			return
+		}
+		if !valid {
+			t.Fatalf("Content(%q, %d) accepted", s, limit)
+		}
+		if out != s {
+			t.Fatalf("Content(%q, %d) = %q, want input unchanged", s, limit, out)
+		}
+	})
+}
+
+func FuzzText(f *testing.F) {
+	f.Add("", 0)
+	f.Add("be terse", 100)
+	f.Add("\xff", 100)
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		out, err := sanitize.Text("instructions", s, limit)
+		valid := len(s) <= limit && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+		if err != nil {
+			if valid {
+				t.Fatalf("Text(%q, %d) = %v, want accepted", s, limit, err)
+			}
+			e := mustCode(t, "Text", err, corral.ECONTENT, corral.ETOOLARGE)
+			if !strings.HasPrefix(e.Message, "instructions ") {
+				t.Fatalf("Text(%q, %d) message %q does not name the field", s, limit, e.Message)
+			}
+			return
+		}
+		if !valid || out != s {
+			t.Fatalf("Text(%q, %d) = %q, want rejected or unchanged", s, limit, out)
+		}
+	})
+}
+
+func FuzzEmail(f *testing.F) {
+	f.Add("Ada@Example.com")
+	f.Add("a@b@c.d")
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := sanitize.Email(s)
+		if err != nil {
+			e := mustCode(t, "Email", err, corral.EINVALID)
+			if e.Message != "invalid email address" {
+				t.Fatalf("Email(%q) message = %q", s, e.Message)
+			}
+			return
+		}
+		local, domain, _ := strings.Cut(out, "@")
+		switch {
+		case !utf8.ValidString(out):
+			t.Fatalf("Email(%q) = %q, not valid UTF-8", s, out)
+		case out != strings.ToLower(out):
+			t.Fatalf("Email(%q) = %q, not lowercase", s, out)
+		case len(out) > 254:
+			t.Fatalf("Email(%q) = %q, %d bytes", s, out, len(out))
+		case strings.Count(out, "@") != 1, local == "", !strings.Contains(domain, "."):
+			t.Fatalf("Email(%q) = %q, not local@domain.tld", s, out)
+		case strings.IndexFunc(out, func(r rune) bool { return unicode.IsSpace(r) || hidden(r) }) >= 0:
+			t.Fatalf("Email(%q) = %q, has whitespace or control characters", s, out)
+		case strings.ContainsAny(out, `<>()[]\,;:"`):
+			t.Fatalf("Email(%q) = %q, has a header delimiter", s, out)
+		}
+		if again, err := sanitize.Email(out); err != nil || again != out {
+			t.Fatalf("Email(%q) = %q, %v; want %q again (idempotent)", out, again, err, out)
+		}
+	})
+}
+
+func FuzzDisplayName(f *testing.F) {
+	f.Add(" Ada Lovelace ")
+	f.Add("E\u0301mile")
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := sanitize.DisplayName(s)
+		if err != nil {
+			mustCode(t, "DisplayName", err, corral.EINVALID)
+			return
+		}
+		n := utf8.RuneCountInString(out)
+		switch {
+		case !utf8.ValidString(out):
+			t.Fatalf("DisplayName(%q) = %q, not valid UTF-8", s, out)
+		case !norm.NFC.IsNormalString(out):
+			t.Fatalf("DisplayName(%q) = %q, not NFC", s, out)
+		case strings.TrimSpace(out) != out:
+			t.Fatalf("DisplayName(%q) = %q, not trimmed", s, out)
+		case n < 1, n > 100:
+			t.Fatalf("DisplayName(%q) = %q, %d characters", s, out, n)
+		case strings.IndexFunc(out, hidden) >= 0:
+			t.Fatalf("DisplayName(%q) = %q, has a control or invisible character", s, out)
+		}
+		if again, err := sanitize.DisplayName(out); err != nil || again != out {
+			t.Fatalf("DisplayName(%q) = %q, %v; want %q again (idempotent)", out, again, err, out)
+		}
+	})
+}
+
+func FuzzPassword(f *testing.F) {
+	f.Add("correct horse")
+	f.Add("hunter2")
+	f.Fuzz(func(t *testing.T, s string) {
+		err := sanitize.Password(s)
+		valid := len(s) <= 1024 && utf8.ValidString(s) &&
+			strings.IndexByte(s, 0) < 0 && utf8.RuneCountInString(s) >= 8
+		if err == nil {
+			if !valid {
+				t.Fatalf("Password(%q) accepted", s)
+			}
+			return
+		}
+		if valid {
+			t.Fatalf("Password(%q) = %v, want accepted", s, err)
+		}
+		mustCode(t, "Password", err, corral.EINVALID)
+		if len(s) >= 8 && strings.Contains(err.Error(), s) {
+			t.Fatalf("Password(%q) error %q contains the password", s, err)
+		}
+	})
+}
+
+func FuzzModelName(f *testing.F) {
+	f.Add("")
+	f.Add("openrouter/meta/llama3:8b")
+	f.Add("gpt 4")
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := sanitize.ModelName(s)
+		valid := len(s) <= 200 && strings.Trim(s,
+			"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+") == ""
+		if err != nil {
+			if valid {
+				t.Fatalf("ModelName(%q) = %v, want accepted", s, err)
+			}
+			mustCode(t, "ModelName", err, corral.EINVALID)
+			return
+		}
+		if !valid || out != s {
+			t.Fatalf("ModelName(%q) = %q, want rejected or unchanged", s, out)
+		}
+	})
+}

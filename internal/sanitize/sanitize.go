@@ -1,0 +1,186 @@
+// Package sanitize checks what people send before the rest of Corral sees
+// it: one validator per kind of input (names, message content, free text,
+// emails, display names, passwords, model names).
+//
+// Every entry point of the server runs its input through the validator for
+// its kind and keeps what the validator returns, never the raw input: the
+// returned value is normalised where the kind calls for it, so two spellings
+// of one email or name cannot become two accounts or two files. A rejection
+// is always a *corral.Error whose Message tells the user which rule the input
+// broke, and never repeats a secret.
+package sanitize
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"corral"
+)
+
+// MaxContent is the usual limit, in bytes, on a chat message.
+const MaxContent = 256 << 10
+
+// Limits of the other kinds. They bound what a single field can cost to
+// store, hash and display.
+const (
+	maxEmail       = 254 // the longest address SMTP can carry (RFC 5321)
+	maxDisplayName = 100 // in characters
+	minPassword    = 8   // in characters
+	maxPassword    = 1024
+	maxModelName   = 200
+)
+
+// Content checks the content of a chat message and returns it unchanged: a
+// message is the user's own words and is stored byte for byte. It must be at
+// most limit bytes (ETOOLARGE), because each message is kept and sent to the
+// model; valid UTF-8, because it is shown as text and sent as JSON; free of
+// NUL, which C code and some databases read as the end of the string; and
+// not empty or all whitespace, which would only spend a model run on nothing
+// (ECONTENT).
+func Content(s string, limit int) (string, error) {
+	if len(s) > limit { // first, so an oversize message is never scanned
+		return "", corral.Errorf(corral.ETOOLARGE, "content is larger than %d bytes", limit)
+	}
+	switch {
+	case !utf8.ValidString(s):
+		return "", corral.Errorf(corral.ECONTENT, "invalid content: not valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return "", corral.Errorf(corral.ECONTENT, "invalid content: contains a NUL character")
+	case strings.TrimSpace(s) == "":
+		return "", corral.Errorf(corral.ECONTENT, "invalid content: empty or only whitespace")
+	}
+	return s, nil
+}
+
+// Text checks free text such as an agent's instructions and returns it
+// unchanged. It may be empty; otherwise it follows the rules of Content:
+// at most limit bytes (ETOOLARGE), valid UTF-8 and no NUL (ECONTENT). field
+// names the input in the error message, so the user knows which one to fix.
+func Text(field, s string, limit int) (string, error) {
+	switch {
+	case len(s) > limit:
+		return "", corral.Errorf(corral.ETOOLARGE, "%s is larger than %d bytes", field, limit)
+	case !utf8.ValidString(s):
+		return "", corral.Errorf(corral.ECONTENT, "%s is not valid UTF-8", field)
+	case strings.IndexByte(s, 0) >= 0:
+		return "", corral.Errorf(corral.ECONTENT, "%s contains a NUL character", field)
+	}
+	return s, nil
+}
+
+// Email checks an email address and returns it trimmed and lowercased, the
+// form accounts are stored and looked up by, so "Ada@Example.com " and
+// "ada@example.com" are one account. It is not a full RFC 5322 parser: it
+// asks for exactly one "@" with something before it, a domain of at least
+// two non-empty labels, no whitespace or control characters (they would
+// split a header or a log line), none of the characters that delimit an
+// address in a mail header (< > ( ) [ ] \ , ; : "), and at most 254 bytes.
+// Quoted local parts and IP-literal domains, legal but unseen in practice,
+// are refused with them. The error, code EINVALID, does not say which part
+// is wrong.
+func Email(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", invalidEmail()
+	}
+	s = strings.ToLower(strings.TrimSpace(s))
+	local, domain, ok := strings.Cut(s, "@")
+	if !ok || local == "" || len(s) > maxEmail || strings.ContainsAny(s, `<>()[]\,;:"`) {
+		return "", invalidEmail()
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return "", invalidEmail()
+	}
+	for _, l := range labels {
+		if l == "" || strings.Contains(l, "@") {
+			return "", invalidEmail()
+		}
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || invisible(r) {
+			return "", invalidEmail()
+		}
+	}
+	return s, nil
+}
+
+func invalidEmail() *corral.Error {
+	return corral.Errorf(corral.EINVALID, "invalid email address")
+}
+
+// DisplayName checks a person's name as others will see it next to their
+// messages, and returns it in NFC form with surrounding whitespace trimmed.
+// It must be 1 to 100 characters and free of control, bidirectional and
+// invisible characters, the same set Name refuses: a name shown to other
+// users must not reorder the text around it or pass for someone else's.
+// Code EINVALID.
+func DisplayName(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", corral.Errorf(corral.EINVALID, "display name is not valid UTF-8")
+	}
+	s = strings.TrimSpace(norm.NFC.String(s))
+	n := utf8.RuneCountInString(s)
+	switch {
+	case n == 0:
+		return "", corral.Errorf(corral.EINVALID, "display name must not be empty")
+	case n > maxDisplayName:
+		return "", corral.Errorf(corral.EINVALID, "display name must be at most %d characters", maxDisplayName)
+	}
+	for _, r := range s {
+		if invisible(r) {
+			return "", corral.Errorf(corral.EINVALID, "display name contains a control or invisible character (%U)", r)
+		}
+	}
+	return s, nil
+}
+
+// Password checks a new password. At least 8 characters keeps out the
+// guessable ones; at most 1024 bytes bounds the cost of hashing it, which an
+// attacker could otherwise drive up; valid UTF-8 and no NUL, because some
+// hash implementations stop at a NUL and would ignore the rest. The error,
+// code EINVALID, never contains the password.
+func Password(s string) error {
+	switch {
+	case len(s) > maxPassword:
+		return corral.Errorf(corral.EINVALID, "password must be at most %d bytes", maxPassword)
+	case !utf8.ValidString(s):
+		return corral.Errorf(corral.EINVALID, "password must be valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return corral.Errorf(corral.EINVALID, "password must not contain a NUL character")
+	case utf8.RuneCountInString(s) < minPassword:
+		return corral.Errorf(corral.EINVALID, "password must be at least %d characters", minPassword)
+	}
+	return nil
+}
+
+// ModelName checks the name of a model an agent uses and returns it
+// unchanged. "" is allowed and means the server's default. Otherwise it is 1
+// to 200 bytes of ASCII letters, digits and - _ . : / @ +, enough for every
+// provider's names ("claude-3-5-sonnet@20240620", "openrouter/meta/llama3:8b")
+// and nothing that could smuggle a space, a quote or a newline into a
+// request or a command line. Code EINVALID.
+func ModelName(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	ok := len(s) <= maxModelName
+	for i := 0; ok && i < len(s); i++ {
+		ok = modelByte(s[i])
+	}
+	if !ok {
+		return "", corral.Errorf(corral.EINVALID,
+			"invalid model name: at most %d ASCII letters, digits and - _ . : / @ +", maxModelName)
+	}
+	return s, nil
+}
+
+func modelByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-_.:/@+", c) >= 0
+}

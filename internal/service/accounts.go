@@ -1,0 +1,356 @@
+package service
+
+import (
+	"context"
+	"net/netip"
+
+	"corral"
+	"corral/internal/auth"
+	"corral/internal/sanitize"
+)
+
+// Token prefixes, so a leaked secret is recognisable by scanners.
+const (
+	prefixSession = "cs"
+	prefixToken   = "cat"
+	prefixLink    = "csl"
+	prefixInvite  = "cin"
+)
+
+// AccountStore is what the accounts use cases need from storage.
+type AccountStore interface {
+	corral.UserStore
+	corral.SessionStore
+	corral.TokenStore
+	corral.InviteStore
+}
+
+// Accounts is signup, login, sessions, API tokens and account
+// administration.
+type Accounts struct {
+	store    AccountStore
+	throttle *auth.Throttle
+	params   auth.Params
+	slots    chan struct{}
+	logins   keyLock
+	cfg      Config
+}
+
+// NewAccounts returns the accounts use cases. throttle decides login
+// attempts; params are the password hashing parameters.
+func NewAccounts(store AccountStore, throttle *auth.Throttle, params auth.Params, cfg Config) (*Accounts, error) {
+	cfg.defaults()
+	switch cfg.Signup {
+	case SignupOpen, SignupInvite, SignupClosed:
+	default:
+		return nil, corral.Errorf(corral.EINVALID, "unknown signup mode %q: want open, invite or closed", cfg.Signup)
+	}
+	return &Accounts{store: store, throttle: throttle, params: params, slots: make(chan struct{}, cfg.HashSlots), cfg: cfg}, nil
+}
+
+// SignupInput is what a person gives to create an account.
+type SignupInput struct {
+	Email, Name, Password string
+	Invite                string // required when the signup mode is invite
+}
+
+// Signup creates an account and signs it in. It returns the account and a
+// session token.
+func (s *Accounts) Signup(ctx context.Context, in SignupInput) (corral.User, string, error) {
+	if s.cfg.Signup == SignupClosed {
+		return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup is closed on this server: ask an administrator for an account")
+	}
+	nu, err := s.newUser(ctx, in.Email, in.Name, in.Password, false)
+	if err != nil {
+		return corral.User{}, "", err
+	}
+	var u corral.User
+	if s.cfg.Signup == SignupInvite {
+		if !auth.WellFormed(prefixInvite, in.Invite) {
+			return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
+		}
+		u, err = s.store.CreateUserWithInvite(ctx, auth.HashToken(in.Invite), s.cfg.Now(), nu)
+		if corral.ErrorCode(err) == corral.ENOTFOUND {
+			return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
+		}
+	} else {
+		u, err = s.store.CreateUser(ctx, nu)
+	}
+	if err != nil {
+		return corral.User{}, "", err
+	}
+	s.cfg.Log.Info("account created", "user", u.ID, "admin", u.Admin, "via", "signup")
+	token, err := s.startSession(ctx, u.ID)
+	return u, token, err
+}
+
+// CreateUser creates an account without signing it in, for the command
+// line: it ignores the signup mode, because whoever runs it already holds
+// the server's data directory.
+func (s *Accounts) CreateUser(ctx context.Context, email, name, password string, admin bool) (corral.User, error) {
+	nu, err := s.newUser(ctx, email, name, password, admin)
+	if err != nil {
+		return corral.User{}, err
+	}
+	u, err := s.store.CreateUser(ctx, nu)
+	if err == nil {
+		s.cfg.Log.Info("account created", "user", u.ID, "admin", u.Admin, "via", "cli")
+	}
+	return u, err
+}
+
+func (s *Accounts) newUser(ctx context.Context, email, name, password string, admin bool) (corral.NewUser, error) {
+	email, err := sanitize.Email(email)
+	if err != nil {
+		return corral.NewUser{}, err
+	}
+	name, err = sanitize.DisplayName(name)
+	if err != nil {
+		return corral.NewUser{}, err
+	}
+	if err := sanitize.Password(password); err != nil {
+		return corral.NewUser{}, err
+	}
+	hash, err := s.hash(ctx, password)
+	if err != nil {
+		return corral.NewUser{}, err
+	}
+	return corral.NewUser{Email: email, Name: name, PasswordHash: hash, Admin: admin}, nil
+}
+
+// errBadLogin is the one answer for an unknown email, a wrong password and a
+// disabled account, so a login reveals nothing about which accounts exist.
+func errBadLogin() error {
+	return corral.Errorf(corral.EUNAUTH, "wrong email or password")
+}
+
+// Login checks a password and starts a session. client is the caller's
+// address, throttled alongside the account.
+func (s *Accounts) Login(ctx context.Context, email, password string, client netip.Addr) (corral.User, string, error) {
+	norm, err := sanitize.Email(email)
+	if err != nil {
+		// A malformed email is no account: same answer, same throttling.
+		norm = "malformed:" + email
+	}
+	keys := []string{"acct:" + norm, "addr:" + client.Unmap().String()}
+	defer s.logins.lock(keys[0])()
+	if wait, ok := s.throttle.Allow(keys...); !ok {
+		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many failed logins: try again later", RetryAfter: wait}
+	}
+	if len(password) > 1024 {
+		password = password[:1024] // sanitize.Password's bound: never hash an unbounded input
+	}
+	cred, err := s.store.Credential(ctx, norm)
+	if err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
+		return corral.User{}, "", err
+	}
+	ok := false
+	if err == nil {
+		ok, err = s.verify(ctx, password, cred.PasswordHash)
+		if err != nil {
+			return corral.User{}, "", err
+		}
+	} else if err := s.dummyVerify(ctx, password); err != nil {
+		return corral.User{}, "", err
+	}
+	if !ok || cred.Disabled {
+		s.throttle.Fail(keys...)
+		return corral.User{}, "", errBadLogin()
+	}
+	s.throttle.Succeed(keys[0])
+	u, err := s.store.UserByID(ctx, cred.UserID)
+	if err != nil {
+		return corral.User{}, "", err
+	}
+	token, err := s.startSession(ctx, u.ID)
+	return u, token, err
+}
+
+func (s *Accounts) startSession(ctx context.Context, userID string) (string, error) {
+	token, hash := auth.NewToken(prefixSession)
+	now := s.cfg.Now().UTC()
+	err := s.store.CreateSession(ctx, corral.Session{
+		ID: corral.NewID("ses"), UserID: userID, TokenHash: hash,
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL),
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// SessionTTL reports how long a new session lives, for the cookie.
+func (s *Accounts) SessionTTL() int { return int(s.cfg.SessionTTL.Seconds()) }
+
+// Logout revokes a session server-side. An unknown token is not an error:
+// the caller is signed out either way.
+func (s *Accounts) Logout(ctx context.Context, token string) error {
+	if !auth.WellFormed(prefixSession, token) {
+		return nil
+	}
+	err := s.store.DeleteSession(ctx, auth.HashToken(token))
+	if corral.ErrorCode(err) == corral.ENOTFOUND {
+		return nil
+	}
+	return err
+}
+
+func errUnauthenticated() error {
+	return corral.Errorf(corral.EUNAUTH, "sign in first")
+}
+
+// SessionUser returns the account of a live session token.
+func (s *Accounts) SessionUser(ctx context.Context, token string) (corral.User, error) {
+	if !auth.WellFormed(prefixSession, token) {
+		return corral.User{}, errUnauthenticated()
+	}
+	u, err := s.store.SessionUser(ctx, auth.HashToken(token), s.cfg.Now())
+	if corral.ErrorCode(err) == corral.ENOTFOUND {
+		return corral.User{}, errUnauthenticated()
+	}
+	return u, err
+}
+
+// TokenUser returns the account of a personal API token.
+func (s *Accounts) TokenUser(ctx context.Context, token string) (corral.User, error) {
+	if !auth.WellFormed(prefixToken, token) {
+		return corral.User{}, errUnauthenticated()
+	}
+	u, err := s.store.TokenUser(ctx, auth.HashToken(token), s.cfg.Now())
+	if corral.ErrorCode(err) == corral.ENOTFOUND {
+		return corral.User{}, errUnauthenticated()
+	}
+	return u, err
+}
+
+// CreateToken makes a personal API token for the actor. The secret is
+// returned once and only its hash is kept.
+func (s *Accounts) CreateToken(ctx context.Context, actor corral.User, name string) (corral.APIToken, string, error) {
+	name, err := sanitize.Name(name)
+	if err != nil {
+		return corral.APIToken{}, "", err
+	}
+	secret, hash := auth.NewToken(prefixToken)
+	t := corral.APIToken{ID: corral.NewID("tok"), UserID: actor.ID, Name: name, CreatedAt: s.cfg.Now().UTC()}
+	if err := s.store.CreateToken(ctx, t, hash); err != nil {
+		return corral.APIToken{}, "", err
+	}
+	return t, secret, nil
+}
+
+// Tokens lists the actor's API tokens (never their secrets).
+func (s *Accounts) Tokens(ctx context.Context, actor corral.User) ([]corral.APIToken, error) {
+	return s.store.Tokens(ctx, actor.ID)
+}
+
+// DeleteToken revokes one of the actor's API tokens.
+func (s *Accounts) DeleteToken(ctx context.Context, actor corral.User, id string) error {
+	return s.store.DeleteToken(ctx, actor.ID, id)
+}
+
+func requireAdmin(actor corral.User) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an administrator can do this")
+	}
+	return nil
+}
+
+// CreateInvite makes a single-use signup invite (admins only).
+func (s *Accounts) CreateInvite(ctx context.Context, actor corral.User) (corral.Invite, string, error) {
+	if err := requireAdmin(actor); err != nil {
+		return corral.Invite{}, "", err
+	}
+	token, hash := auth.NewToken(prefixInvite)
+	now := s.cfg.Now().UTC()
+	inv := corral.Invite{ID: corral.NewID("inv"), CreatedBy: actor.ID, CreatedAt: now, ExpiresAt: now.Add(s.cfg.InviteTTL)}
+	if err := s.store.CreateInvite(ctx, inv, hash); err != nil {
+		return corral.Invite{}, "", err
+	}
+	return inv, token, nil
+}
+
+// Users lists every account (admins only).
+func (s *Accounts) Users(ctx context.Context, actor corral.User) ([]corral.User, error) {
+	if err := requireAdmin(actor); err != nil {
+		return nil, err
+	}
+	return s.store.Users(ctx)
+}
+
+// SetDisabled disables or re-enables an account (admins only). Disabling
+// ends every session of the account at once; its API tokens stop working
+// while it stays disabled.
+func (s *Accounts) SetDisabled(ctx context.Context, actor corral.User, id string, disabled bool) (corral.User, error) {
+	if err := requireAdmin(actor); err != nil {
+		return corral.User{}, err
+	}
+	if disabled && id == actor.ID {
+		return corral.User{}, corral.Errorf(corral.ECONFLICT, "you cannot disable your own account")
+	}
+	if err := s.store.SetDisabled(ctx, id, disabled); err != nil {
+		return corral.User{}, err
+	}
+	s.cfg.Log.Info("account disabled changed", "user", id, "disabled", disabled, "by", actor.ID)
+	return s.store.UserByID(ctx, id)
+}
+
+// SetDisabledByEmail is SetDisabled for the command line, which is trusted.
+func (s *Accounts) SetDisabledByEmail(ctx context.Context, email string, disabled bool) (corral.User, error) {
+	email, err := sanitize.Email(email)
+	if err != nil {
+		return corral.User{}, err
+	}
+	u, err := s.store.UserByEmail(ctx, email)
+	if err != nil {
+		return corral.User{}, err
+	}
+	if err := s.store.SetDisabled(ctx, u.ID, disabled); err != nil {
+		return corral.User{}, err
+	}
+	return s.store.UserByID(ctx, u.ID)
+}
+
+// hash and verify run the password function under the hashing semaphore.
+func (s *Accounts) hash(ctx context.Context, password string) (string, error) {
+	if err := s.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer s.release()
+	h, err := auth.HashPassword(password, s.params)
+	if err != nil {
+		return "", corral.Internal("hash password", err)
+	}
+	return h, nil
+}
+
+func (s *Accounts) verify(ctx context.Context, password, encoded string) (bool, error) {
+	if err := s.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer s.release()
+	ok, _, err := auth.VerifyPassword(password, encoded)
+	if err != nil {
+		return false, corral.Internal("verify password", err)
+	}
+	return ok, nil
+}
+
+func (s *Accounts) dummyVerify(ctx context.Context, password string) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	auth.DummyVerify(password)
+	return nil
+}
+
+func (s *Accounts) acquire(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &corral.Error{Code: corral.EUNAVAIL, Message: "the server is busy: try again", Err: ctx.Err()}
+	}
+}
+
+func (s *Accounts) release() { <-s.slots }

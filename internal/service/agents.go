@@ -1,0 +1,367 @@
+package service
+
+import (
+	"context"
+
+	"corral"
+	"corral/internal/access"
+	"corral/internal/auth"
+	"corral/internal/sanitize"
+)
+
+// AgentStore is what the agent use cases need from storage.
+type AgentStore interface {
+	corral.AgentStore
+	corral.ShareStore
+	corral.MessageStore
+	UserByID(ctx context.Context, id string) (corral.User, error)
+}
+
+// Agents is everything done to agents: settings, sharing, and the thread.
+type Agents struct {
+	store AgentStore
+	cfg   Config
+}
+
+// NewAgents returns the agent use cases.
+func NewAgents(store AgentStore, cfg Config) *Agents {
+	cfg.defaults()
+	return &Agents{store: store, cfg: cfg}
+}
+
+// MaxInstructions bounds an agent's instructions.
+const MaxInstructions = 64 << 10
+
+// Upper bounds of limits: past these a value is a typo, not a setting.
+var limitMax = corral.Limits{
+	MaxPromptBytes: sanitize.MaxContent,
+	MaxRuns:        1 << 40,
+	RunTimeoutS:    7 * 24 * 3600,
+	CPUMillis:      1 << 20,
+	MemoryBytes:    1 << 40,
+	Pids:           1 << 16,
+	OutputBytes:    1 << 30,
+}
+
+// load reads the agent with the actor's level, fresh, and applies the
+// policy. Every agent method starts here.
+func (s *Agents) load(ctx context.Context, actor corral.User, id string, action access.Action) (corral.Agent, error) {
+	a, err := s.store.Agent(ctx, id, actor.ID)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if err := access.Check(a.Access, action).Err("agent", action); err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
+}
+
+// List returns the agents the actor can see, each with the actor's level.
+func (s *Agents) List(ctx context.Context, actor corral.User) ([]corral.Agent, error) {
+	return s.store.AgentsFor(ctx, actor.ID)
+}
+
+// Get returns one agent.
+func (s *Agents) Get(ctx context.Context, actor corral.User, id string) (corral.Agent, error) {
+	return s.load(ctx, actor, id, access.ViewAgent)
+}
+
+// AgentInput is the settable part of an agent. A nil field is left as it is
+// (on create: takes the default).
+type AgentInput struct {
+	Name         *string
+	Instructions *string
+	Model        *string
+	FS           *string
+	Changes      *string
+	Network      *string
+	Limits       LimitsInput
+	BudgetTokens *int64
+}
+
+// LimitsInput sets individual limits; nil leaves one as it is.
+type LimitsInput struct {
+	MaxPromptBytes, MaxRuns, RunTimeoutS, CPUMillis, MemoryBytes, Pids, OutputBytes *int64
+}
+
+func (l LimitsInput) empty() bool { return l == LimitsInput{} }
+
+// Create makes an agent owned by the actor.
+func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (corral.Agent, error) {
+	if in.Name == nil {
+		return corral.Agent{}, corral.Errorf(corral.EINVALID, "name is required")
+	}
+	now := s.cfg.Now().UTC()
+	a := corral.Agent{
+		ID:        corral.NewID("agt"),
+		Owner:     corral.UserRef{ID: actor.ID, Name: actor.Name},
+		Policy:    corral.Policy{FS: corral.DefaultFS, Changes: corral.DefaultChanges, Network: corral.NetworkNone},
+		State:     corral.StateActive,
+		CreatedAt: now,
+		UpdatedAt: now,
+		Access:    corral.LevelOwner,
+	}
+	if err := apply(&a, in); err != nil {
+		return corral.Agent{}, err
+	}
+	if err := s.store.CreateAgent(ctx, a); err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
+}
+
+// Update changes an agent's settings: editors may change everything but the
+// budget, which is the owner's.
+func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in AgentInput) (corral.Agent, error) {
+	a, err := s.load(ctx, actor, id, access.EditAgent)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if in.BudgetTokens != nil {
+		if err := access.Check(a.Access, access.SetBudget).Err("agent", access.SetBudget); err != nil {
+			return corral.Agent{}, err
+		}
+	}
+	if err := apply(&a, in); err != nil {
+		return corral.Agent{}, err
+	}
+	a.UpdatedAt = s.cfg.Now().UTC()
+	if err := s.store.UpdateAgent(ctx, a); err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
+}
+
+// apply validates each given field and sets it on a.
+func apply(a *corral.Agent, in AgentInput) error {
+	if in.Name != nil {
+		name, err := sanitize.Name(*in.Name)
+		if err != nil {
+			return err
+		}
+		a.Name = name
+	}
+	if in.Instructions != nil {
+		text, err := sanitize.Text("instructions", *in.Instructions, MaxInstructions)
+		if err != nil {
+			return err
+		}
+		a.Instructions = text
+	}
+	if in.Model != nil {
+		model, err := sanitize.ModelName(*in.Model)
+		if err != nil {
+			return err
+		}
+		a.Model = model
+	}
+	if err := setEnum(&a.Policy.FS, in.FS, "policy.fs", corral.FSReadOnly, corral.FSReadWrite); err != nil {
+		return err
+	}
+	if err := setEnum(&a.Policy.Changes, in.Changes, "policy.changes", corral.ChangesReview, corral.ChangesAuto); err != nil {
+		return err
+	}
+	if err := setEnum(&a.Policy.Network, in.Network, "policy.network", corral.NetworkNone); err != nil {
+		return err
+	}
+	l := &a.Limits
+	for _, f := range []struct {
+		name string
+		dst  *int64
+		in   *int64
+		max  int64
+	}{
+		{"max_prompt_bytes", &l.MaxPromptBytes, in.Limits.MaxPromptBytes, limitMax.MaxPromptBytes},
+		{"max_runs", &l.MaxRuns, in.Limits.MaxRuns, limitMax.MaxRuns},
+		{"run_timeout_s", &l.RunTimeoutS, in.Limits.RunTimeoutS, limitMax.RunTimeoutS},
+		{"cpu_millis", &l.CPUMillis, in.Limits.CPUMillis, limitMax.CPUMillis},
+		{"memory_bytes", &l.MemoryBytes, in.Limits.MemoryBytes, limitMax.MemoryBytes},
+		{"pids", &l.Pids, in.Limits.Pids, limitMax.Pids},
+		{"output_bytes", &l.OutputBytes, in.Limits.OutputBytes, limitMax.OutputBytes},
+	} {
+		if err := setBounded(f.dst, f.in, "limits."+f.name, f.max); err != nil {
+			return err
+		}
+	}
+	if in.BudgetTokens != nil {
+		if err := setBounded(&a.Budget.Tokens, in.BudgetTokens, "budget.tokens", 1<<50); err != nil {
+			return err
+		}
+		// A paused agent resumes the moment its budget allows more work.
+		if a.State == corral.StatePaused && (a.Budget.Tokens == 0 || a.Budget.Tokens > a.Budget.Used) {
+			a.State = corral.StateActive
+		}
+	}
+	return nil
+}
+
+func setEnum(dst, in *string, field string, allowed ...string) error {
+	if in == nil {
+		return nil
+	}
+	for _, v := range allowed {
+		if *in == v {
+			*dst = v
+			return nil
+		}
+	}
+	return corral.Errorf(corral.EINVALID, "%s must be one of %q", field, allowed)
+}
+
+func setBounded(dst, in *int64, field string, max int64) error {
+	if in == nil {
+		return nil
+	}
+	if *in < 0 || *in > max {
+		return corral.Errorf(corral.EINVALID, "%s must be between 0 and %d (0 means the server default)", field, max)
+	}
+	*dst = *in
+	return nil
+}
+
+// Delete removes an agent and everything that belongs to it.
+func (s *Agents) Delete(ctx context.Context, actor corral.User, id string) error {
+	if _, err := s.load(ctx, actor, id, access.DeleteAgent); err != nil {
+		return err
+	}
+	return s.store.DeleteAgent(ctx, id)
+}
+
+// Release lifts a quarantine.
+func (s *Agents) Release(ctx context.Context, actor corral.User, id string) (corral.Agent, error) {
+	a, err := s.load(ctx, actor, id, access.Release)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if a.State != corral.StateQuarantined {
+		return a, nil
+	}
+	a.State = corral.StateActive
+	if a.Budget.Tokens != 0 && a.Budget.Used >= a.Budget.Tokens {
+		a.State = corral.StatePaused
+	}
+	a.UpdatedAt = s.cfg.Now().UTC()
+	if err := s.store.UpdateAgent(ctx, a); err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
+}
+
+// Grants lists who the agent is shared with.
+func (s *Agents) Grants(ctx context.Context, actor corral.User, id string) ([]corral.Grant, error) {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return nil, err
+	}
+	return s.store.Grants(ctx, id)
+}
+
+// PutGrant gives a user a level on the agent, or changes it.
+func (s *Agents) PutGrant(ctx context.Context, actor corral.User, id, userID, level string) (corral.Grant, error) {
+	a, err := s.load(ctx, actor, id, access.Share)
+	if err != nil {
+		return corral.Grant{}, err
+	}
+	l, err := corral.ParseLevel(level)
+	if err != nil || l == corral.LevelOwner {
+		return corral.Grant{}, corral.Errorf(corral.EINVALID, "level must be one of viewer, runner, editor")
+	}
+	if userID == a.Owner.ID {
+		return corral.Grant{}, corral.Errorf(corral.ECONFLICT, "the owner already has full access")
+	}
+	u, err := s.store.UserByID(ctx, userID)
+	if err != nil {
+		return corral.Grant{}, err
+	}
+	now := s.cfg.Now().UTC()
+	if err := s.store.PutGrant(ctx, id, userID, l, now); err != nil {
+		return corral.Grant{}, err
+	}
+	return corral.Grant{AgentID: id, User: corral.User{ID: u.ID, Email: u.Email, Name: u.Name}, Level: l, CreatedAt: now}, nil
+}
+
+// DeleteGrant revokes a user's grant; it bites on their next request.
+func (s *Agents) DeleteGrant(ctx context.Context, actor corral.User, id, userID string) error {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return err
+	}
+	return s.store.DeleteGrant(ctx, id, userID)
+}
+
+// Links lists the agent's share links (never their tokens).
+func (s *Agents) Links(ctx context.Context, actor corral.User, id string) ([]corral.Link, error) {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return nil, err
+	}
+	return s.store.Links(ctx, id)
+}
+
+// CreateLink makes a share link. The token is returned once; only its hash
+// is kept. Links give at most runner: editing is granted to people by name.
+func (s *Agents) CreateLink(ctx context.Context, actor corral.User, id, level string) (corral.Link, string, error) {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return corral.Link{}, "", err
+	}
+	l, err := corral.ParseLevel(level)
+	if err != nil || l > corral.LevelRunner {
+		return corral.Link{}, "", corral.Errorf(corral.EINVALID, "a link's level must be viewer or runner")
+	}
+	token, hash := auth.NewToken(prefixLink)
+	link := corral.Link{ID: corral.NewID("lnk"), AgentID: id, Level: l, CreatedBy: actor.ID, CreatedAt: s.cfg.Now().UTC()}
+	if err := s.store.CreateLink(ctx, link, hash); err != nil {
+		return corral.Link{}, "", err
+	}
+	return link, token, nil
+}
+
+// DeleteLink deletes a share link and so ends the access of everyone who
+// joined through it, on their next request.
+func (s *Agents) DeleteLink(ctx context.Context, actor corral.User, id, linkID string) error {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return err
+	}
+	return s.store.DeleteLink(ctx, id, linkID)
+}
+
+// AcceptLink gives the actor the link's level for as long as the link
+// lives, and returns the agent as the actor now sees it.
+func (s *Agents) AcceptLink(ctx context.Context, actor corral.User, token string) (corral.Agent, error) {
+	if !auth.WellFormed(prefixLink, token) {
+		return corral.Agent{}, corral.NotFound("link")
+	}
+	link, err := s.store.LinkByHash(ctx, auth.HashToken(token))
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if err := s.store.JoinLink(ctx, link.ID, actor.ID, s.cfg.Now().UTC()); err != nil {
+		return corral.Agent{}, err
+	}
+	return s.load(ctx, actor, link.AgentID, access.ViewAgent)
+}
+
+// Messages returns a page of the agent's thread, oldest first.
+func (s *Agents) Messages(ctx context.Context, actor corral.User, id, before string, limit int) ([]corral.Message, error) {
+	if _, err := s.load(ctx, actor, id, access.ReadMessages); err != nil {
+		return nil, err
+	}
+	return s.store.Messages(ctx, id, before, limit)
+}
+
+// PostMessage adds the actor's message to the agent's thread. Runs are
+// started from here once the runs capability exists.
+func (s *Agents) PostMessage(ctx context.Context, actor corral.User, id, content string) (corral.Message, error) {
+	if _, err := s.load(ctx, actor, id, access.SendMessage); err != nil {
+		return corral.Message{}, err
+	}
+	content, err := sanitize.Content(content, sanitize.MaxContent)
+	if err != nil {
+		return corral.Message{}, err
+	}
+	m := corral.Message{
+		ID: corral.NewID("msg"), AgentID: id, Role: corral.RoleUser, Content: content,
+		Author: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: s.cfg.Now().UTC(),
+	}
+	if err := s.store.AddMessage(ctx, m); err != nil {
+		return corral.Message{}, err
+	}
+	return m, nil
+}

@@ -1,0 +1,385 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"corral"
+)
+
+// agentColumns selects an agent and its owner's name from agents a joined
+// with users o. scanAgent reads them in this order, then the access rank.
+const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
+	a.fs, a.changes, a.network,
+	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
+	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at`
+
+// rank returns SQL that turns the level name in col into its corral.Level
+// number, so that SQL's max picks the highest level; 0 (LevelNone) for
+// anything else.
+func rank(col string) string {
+	return fmt.Sprintf(`CASE %s WHEN '%s' THEN %d WHEN '%s' THEN %d WHEN '%s' THEN %d ELSE %d END`, col,
+		corral.LevelViewer, int(corral.LevelViewer),
+		corral.LevelRunner, int(corral.LevelRunner),
+		corral.LevelEditor, int(corral.LevelEditor),
+		int(corral.LevelNone))
+}
+
+// ownerRank is the rank of the agent's owner.
+var ownerRank = fmt.Sprint(int(corral.LevelOwner))
+
+// agentQuery loads one agent (?1) with the access of one user (?2): owner,
+// or else the higher of the user's grant and the links the user joined.
+var agentQuery = `
+	SELECT ` + agentColumns + `,
+		CASE WHEN a.owner_id = ?2 THEN ` + ownerRank + ` ELSE max(
+			coalesce((SELECT ` + rank("g.level") + ` FROM grants g
+				WHERE g.agent_id = a.id AND g.user_id = ?2), 0),
+			coalesce((SELECT max(` + rank("l.level") + `) FROM link_members m
+				JOIN links l ON l.id = m.link_id
+				WHERE l.agent_id = a.id AND m.user_id = ?2), 0))
+		END
+	FROM agents a JOIN users o ON o.id = a.owner_id
+	WHERE a.id = ?1`
+
+// agentsForQuery lists the agents one user (?1) can reach by any path, each
+// once, with the highest level among the paths.
+var agentsForQuery = `
+	WITH reach (agent_id, lvl) AS (
+		SELECT id, ` + ownerRank + ` FROM agents WHERE owner_id = ?1
+		UNION ALL
+		SELECT agent_id, ` + rank("level") + ` FROM grants WHERE user_id = ?1
+		UNION ALL
+		SELECT l.agent_id, ` + rank("l.level") + ` FROM link_members m
+			JOIN links l ON l.id = m.link_id WHERE m.user_id = ?1
+	), best (agent_id, lvl) AS (
+		SELECT agent_id, max(lvl) FROM reach GROUP BY agent_id
+	)
+	SELECT ` + agentColumns + `, best.lvl
+	FROM best
+	JOIN agents a ON a.id = best.agent_id
+	JOIN users o ON o.id = a.owner_id
+	ORDER BY a.created_at DESC, a.id DESC`
+
+func scanAgent(s scanner) (corral.Agent, error) {
+	var a corral.Agent
+	var created, updated int64
+	var access int
+	err := s.Scan(&a.ID, &a.Name, &a.Instructions, &a.Model, &a.Owner.ID, &a.Owner.Name,
+		&a.Policy.FS, &a.Policy.Changes, &a.Policy.Network,
+		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
+		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
+		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &access)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if access < int(corral.LevelNone) || access > int(corral.LevelOwner) {
+		return corral.Agent{}, fmt.Errorf("agent %s: access rank %d out of range", a.ID, access)
+	}
+	a.Access = corral.Level(access)
+	a.CreatedAt = fromMillis(created)
+	a.UpdatedAt = fromMillis(updated)
+	return a, nil
+}
+
+// CreateAgent stores a new agent owned by a.Owner.ID. Access is ignored.
+func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
+	const op = "sqlite.CreateAgent"
+	if err := needID(op, a.ID); err != nil {
+		return err
+	}
+	created := db.orNow(a.CreatedAt)
+	updated := a.UpdatedAt
+	if updated.IsZero() {
+		updated = created
+	}
+	_, err := db.w.ExecContext(ctx, `
+		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
+			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
+			budget_tokens, budget_used, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.Owner.ID, a.Name, a.Instructions, a.Model,
+		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
+		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
+		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
+		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return corral.NotFound("user")
+	case isUnique(err):
+		return conflict("agent already exists")
+	default:
+		return corral.Internal(op, err)
+	}
+}
+
+// Agent returns an agent with userID's access to it, LevelNone included.
+func (db *DB) Agent(ctx context.Context, id, userID string) (corral.Agent, error) {
+	a, err := scanAgent(db.r.QueryRowContext(ctx, agentQuery, id, userID))
+	switch {
+	case err == nil:
+		return a, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.Agent{}, corral.NotFound("agent")
+	default:
+		return corral.Agent{}, corral.Internal("sqlite.Agent", err)
+	}
+}
+
+// AgentsFor lists the agents userID owns, was granted, or joined a link
+// of, newest first, each with userID's access.
+func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, error) {
+	const op = "sqlite.AgentsFor"
+	rows, err := db.r.QueryContext(ctx, agentsForQuery, userID)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	defer rows.Close()
+	var agents []corral.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, corral.Internal(op, err)
+		}
+		agents = append(agents, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return agents, nil
+}
+
+// UpdateAgent writes every settable field of a: everything but the owner
+// and the creation time. UpdatedAt is a.UpdatedAt, or now when zero.
+func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
+	const op = "sqlite.UpdateAgent"
+	res, err := db.w.ExecContext(ctx, `
+		UPDATE agents SET name = ?, instructions = ?, model = ?,
+			fs = ?, changes = ?, network = ?,
+			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
+			memory_bytes = ?, pids = ?, output_bytes = ?,
+			budget_tokens = ?, budget_used = ?, state = ?, updated_at = ?
+		WHERE id = ?`,
+		a.Name, a.Instructions, a.Model,
+		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
+		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
+		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
+		a.Budget.Tokens, a.Budget.Used, a.State, millis(db.orNow(a.UpdatedAt)),
+		a.ID)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "agent", res)
+}
+
+// DeleteAgent deletes an agent; its grants, links, link members and
+// messages go with it.
+func (db *DB) DeleteAgent(ctx context.Context, id string) error {
+	const op = "sqlite.DeleteAgent"
+	res, err := db.w.ExecContext(ctx, `DELETE FROM agents WHERE id = ?`, id)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "agent", res)
+}
+
+// PutGrant creates or changes userID's level on an agent. Only the levels
+// a grant can hold are accepted: viewer, runner, editor.
+func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral.Level, now time.Time) error {
+	const op = "sqlite.PutGrant"
+	if level < corral.LevelViewer || level > corral.LevelEditor {
+		return corral.Errorf(corral.EINVALID, "a grant's level must be viewer, runner or editor")
+	}
+	_, err := db.w.ExecContext(ctx, `
+		INSERT INTO grants (agent_id, user_id, level, created_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (agent_id, user_id) DO UPDATE SET level = excluded.level`,
+		agentID, userID, level.String(), millis(now))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return db.missing(ctx, op, "agents", "agent", agentID, "user")
+	default:
+		return corral.Internal(op, err)
+	}
+}
+
+// missing tells, after a foreign key failure involving two references,
+// which one was missing: kind when table has no row with id, else other.
+func (db *DB) missing(ctx context.Context, op, table, kind, id, other string) error {
+	var exists bool
+	err := db.r.QueryRowContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = ?)`, id).Scan(&exists)
+	switch {
+	case err != nil:
+		return corral.Internal(op, err)
+	case !exists:
+		return corral.NotFound(kind)
+	default:
+		return corral.NotFound(other)
+	}
+}
+
+// DeleteGrant removes userID's grant on an agent.
+func (db *DB) DeleteGrant(ctx context.Context, agentID, userID string) error {
+	const op = "sqlite.DeleteGrant"
+	res, err := db.w.ExecContext(ctx,
+		`DELETE FROM grants WHERE agent_id = ? AND user_id = ?`, agentID, userID)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "grant", res)
+}
+
+// Grants lists an agent's grants, oldest first. Each User has ID, Email and
+// Name; an unknown agent has none.
+func (db *DB) Grants(ctx context.Context, agentID string) ([]corral.Grant, error) {
+	const op = "sqlite.Grants"
+	rows, err := db.r.QueryContext(ctx, `
+		SELECT g.agent_id, u.id, u.email, u.name, g.level, g.created_at
+		FROM grants g JOIN users u ON u.id = g.user_id
+		WHERE g.agent_id = ?
+		ORDER BY g.created_at, u.id`, agentID)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	defer rows.Close()
+	var grants []corral.Grant
+	for rows.Next() {
+		var g corral.Grant
+		var level string
+		var created int64
+		if err := rows.Scan(&g.AgentID, &g.User.ID, &g.User.Email, &g.User.Name, &level, &created); err != nil {
+			return nil, corral.Internal(op, err)
+		}
+		if g.Level, err = corral.ParseLevel(level); err != nil {
+			return nil, corral.Internal(op, fmt.Errorf("grant level %q: %w", level, err))
+		}
+		g.CreatedAt = fromMillis(created)
+		grants = append(grants, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return grants, nil
+}
+
+// CreateLink stores a share link by the hash of its token. Only viewer and
+// runner links exist.
+func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error {
+	const op = "sqlite.CreateLink"
+	if err := needID(op, l.ID); err != nil {
+		return err
+	}
+	if l.Level != corral.LevelViewer && l.Level != corral.LevelRunner {
+		return corral.Errorf(corral.EINVALID, "a link's level must be viewer or runner")
+	}
+	_, err := db.w.ExecContext(ctx, `
+		INSERT INTO links (id, agent_id, level, token_hash, created_by, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		l.ID, l.AgentID, l.Level.String(), hash, l.CreatedBy, millis(db.orNow(l.CreatedAt)))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return db.missing(ctx, op, "agents", "agent", l.AgentID, "user")
+	case isUnique(err):
+		return conflict("link already exists")
+	default:
+		return corral.Internal(op, err)
+	}
+}
+
+// DeleteLink deletes a link of the agent; the cascade to link_members
+// takes the access of everyone who joined through it.
+func (db *DB) DeleteLink(ctx context.Context, agentID, linkID string) error {
+	const op = "sqlite.DeleteLink"
+	res, err := db.w.ExecContext(ctx,
+		`DELETE FROM links WHERE id = ? AND agent_id = ?`, linkID, agentID)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "link", res)
+}
+
+// linkColumns selects a link, never its token hash; scanLink reads them.
+const linkColumns = `id, agent_id, level, created_by, created_at`
+
+func scanLink(s scanner) (corral.Link, error) {
+	var l corral.Link
+	var level string
+	var created int64
+	if err := s.Scan(&l.ID, &l.AgentID, &level, &l.CreatedBy, &created); err != nil {
+		return corral.Link{}, err
+	}
+	var err error
+	if l.Level, err = corral.ParseLevel(level); err != nil {
+		return corral.Link{}, fmt.Errorf("link %s: level %q: %w", l.ID, level, err)
+	}
+	l.CreatedAt = fromMillis(created)
+	return l, nil
+}
+
+// LinkByHash returns the link whose token has this hash.
+func (db *DB) LinkByHash(ctx context.Context, hash []byte) (corral.Link, error) {
+	l, err := scanLink(db.r.QueryRowContext(ctx,
+		`SELECT `+linkColumns+` FROM links WHERE token_hash = ?`, hash))
+	switch {
+	case err == nil:
+		return l, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.Link{}, corral.NotFound("link")
+	default:
+		return corral.Link{}, corral.Internal("sqlite.LinkByHash", err)
+	}
+}
+
+// Links lists an agent's share links, oldest first; an unknown agent has
+// none.
+func (db *DB) Links(ctx context.Context, agentID string) ([]corral.Link, error) {
+	const op = "sqlite.Links"
+	rows, err := db.r.QueryContext(ctx, `
+		SELECT `+linkColumns+` FROM links
+		WHERE agent_id = ? ORDER BY created_at, id`, agentID)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	defer rows.Close()
+	var links []corral.Link
+	for rows.Next() {
+		l, err := scanLink(rows)
+		if err != nil {
+			return nil, corral.Internal(op, err)
+		}
+		links = append(links, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return links, nil
+}
+
+// JoinLink records that userID accepted a link. Joining again changes
+// nothing, not even the time of joining.
+func (db *DB) JoinLink(ctx context.Context, linkID, userID string, now time.Time) error {
+	const op = "sqlite.JoinLink"
+	// ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: it ignores only
+	// the second join, not a NOT NULL or CHECK failure.
+	_, err := db.w.ExecContext(ctx, `
+		INSERT INTO link_members (link_id, user_id, joined_at) VALUES (?, ?, ?)
+		ON CONFLICT (link_id, user_id) DO NOTHING`,
+		linkID, userID, millis(now))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return db.missing(ctx, op, "links", "link", linkID, "user")
+	default:
+		return corral.Internal(op, err)
+	}
+}

@@ -1,0 +1,268 @@
+// Package sqlite is the embedded SQLite implementation of Corral's storage
+// interfaces: one *DB implements every interface in the root package's
+// store.go on a single database file.
+//
+// A *DB holds two pools on the same file. All writes go through a writer
+// pool of exactly one connection whose transactions begin IMMEDIATE, so
+// writers queue in Go instead of failing with SQLITE_BUSY halfway through a
+// transaction; reads go through a small pool of read-only connections that,
+// thanks to WAL, never wait for the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"corral"
+
+	"github.com/pressly/goose/v3"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// readers is the size of the read pool. Reads in WAL mode run in parallel
+// with each other and with the writer; a handful covers a small server.
+const readers = 4
+
+// DB is Corral's store on one SQLite file. It is safe for concurrent use.
+type DB struct {
+	w *sql.DB // one connection, BEGIN IMMEDIATE
+	r *sql.DB // read-only connections
+
+	now func() time.Time // the clock for times the caller does not pass
+}
+
+// The compiler checks that *DB implements every storage interface.
+var (
+	_ corral.UserStore    = (*DB)(nil)
+	_ corral.SessionStore = (*DB)(nil)
+	_ corral.TokenStore   = (*DB)(nil)
+	_ corral.InviteStore  = (*DB)(nil)
+	_ corral.AgentStore   = (*DB)(nil)
+	_ corral.ShareStore   = (*DB)(nil)
+	_ corral.MessageStore = (*DB)(nil)
+)
+
+// Open opens the database at path, creating it and its directory when they
+// do not exist, and brings its schema up to date.
+func Open(ctx context.Context, path string) (*DB, error) {
+	const op = "sqlite.Open"
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	// SQLite would create the file with the umask's permissions; creating
+	// it first keeps it private. The -wal and -shm files copy its mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+
+	w, err := openPool(ctx, dsn(abs, "&_txlock=immediate"), 1)
+	if err != nil {
+		return nil, corral.Internal(op, fmt.Errorf("writer: %w", err))
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, corral.Internal(op, err)
+	}
+	// The readers open after the migrations so that, on a new file, the
+	// switch to WAL has happened before any of them connects.
+	r, err := openPool(ctx, dsn(abs, "&_pragma=query_only(1)"), readers)
+	if err != nil {
+		w.Close()
+		return nil, corral.Internal(op, fmt.Errorf("reader: %w", err))
+	}
+	return &DB{w: w, r: r, now: time.Now}, nil
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	err := errors.Join(db.r.Close(), db.w.Close())
+	if err != nil {
+		return corral.Internal("sqlite.Close", err)
+	}
+	return nil
+}
+
+// dsn returns the modernc DSN for path: every connection gets the same
+// pragmas, so no connection of either pool can run without foreign keys.
+func dsn(path, extra string) string {
+	// In a file: URI, SQLite decodes %XX in the path, and the driver splits
+	// its own parameters at the first '?'; escaping keeps odd paths intact.
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
+	return "file:" + esc +
+		"?_pragma=foreign_keys(1)" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=busy_timeout(10000)" +
+		"&_pragma=synchronous(NORMAL)" +
+		extra
+}
+
+// openPool opens a pool of at most n connections and checks, on one of
+// them, that the pragmas the schema depends on really took effect.
+func openPool(ctx context.Context, dsn string, n int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	if err := checkPragmas(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkPragmas fails unless foreign keys are enforced and the journal is in
+// WAL mode: without the first, cascades and references silently do nothing;
+// without the second, readers and the writer block each other.
+func checkPragmas(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var fk int
+	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return fmt.Errorf("read foreign_keys: %w", err)
+	}
+	if fk != 1 {
+		return fmt.Errorf("foreign_keys is %d, want 1", fk)
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal_mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal", mode)
+	}
+	return nil
+}
+
+// migrate applies the embedded migrations that the file has not seen yet.
+func migrate(ctx context.Context, db *sql.DB) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	// p.Close would close db, which the caller still owns.
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return nil
+}
+
+// sqliteCode returns the extended result code of the SQLite error in err's
+// chain, or 0 when there is none.
+func sqliteCode(err error) int {
+	var e *msqlite.Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return 0
+}
+
+func isUnique(err error) bool {
+	c := sqliteCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+func isForeignKey(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// conflict is the answer to a uniqueness violation.
+func conflict(msg string) *corral.Error {
+	return &corral.Error{Code: corral.ECONFLICT, Message: msg}
+}
+
+// rowsAffected turns a DELETE's or UPDATE's result into ENOTFOUND for kind
+// when it touched nothing.
+func rowsAffected(op, kind string, res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	if n == 0 {
+		return corral.NotFound(kind)
+	}
+	return nil
+}
+
+// rollback undoes tx when the function that began it returns early; after a
+// commit it does nothing.
+func rollback(tx *sql.Tx) { _ = tx.Rollback() }
+
+// millis is how every time is stored: unix milliseconds, UTC.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMillis is the inverse of millis.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// nullMillis stores the zero time as NULL ("never").
+func nullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+// fromNullMillis is the inverse of nullMillis.
+func fromNullMillis(ms sql.NullInt64) time.Time {
+	if !ms.Valid {
+		return time.Time{}
+	}
+	return fromMillis(ms.Int64)
+}
+
+// orNow returns t, or the store's clock when t is zero.
+func (db *DB) orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return db.now()
+	}
+	return t
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// needID rejects an empty primary key: ids are the caller's to generate
+// (corral.NewID), and an empty one is a bug, not a user's mistake.
+func needID(op, id string) error {
+	if id == "" {
+		return corral.Internal(op, errors.New("empty id"))
+	}
+	return nil
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
