@@ -11,7 +11,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 FUZZ_TARGETS := FuzzName FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
 
-.PHONY: all build run test deps vet fmt-check unit fuzz bench clean
+.PHONY: all build run test deps tools vet fmt-check unit fuzz bench clean
 
 all: build
 
@@ -25,7 +25,18 @@ build: deps
 run: build
 	./$(BIN) serve
 
-test: deps fmt-check vet unit fuzz
+test: deps tools fmt-check vet unit fuzz
+
+# The README walkthrough test drives curl and jq. Installed when missing
+# (as root, from Debian's packages); without them that one test skips.
+tools:
+	@missing=""; for t in curl jq; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing$$missing"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else echo "note:$$missing missing and cannot be installed here: the README walkthrough test will skip"; fi; \
+	fi
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

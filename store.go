@@ -35,8 +35,9 @@ type SessionStore interface {
 	// SessionUser returns the account of a live session: ENOTFOUND when the
 	// session is unknown, expired at now, or its account is disabled.
 	SessionUser(ctx context.Context, tokenHash []byte, now time.Time) (User, error)
+	// DeleteSession deletes a session: ENOTFOUND when there is none.
 	DeleteSession(ctx context.Context, tokenHash []byte) error
-	// DeleteExpiredSessions removes sessions that expired before now.
+	// DeleteExpiredSessions removes sessions that expired at or before now.
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
 }
 
@@ -70,7 +71,8 @@ type AgentStore interface {
 	Agent(ctx context.Context, id, userID string) (Agent, error)
 	// AgentsFor lists the agents userID has any access to, newest first.
 	AgentsFor(ctx context.Context, userID string) ([]Agent, error)
-	// UpdateAgent writes every settable field of a.
+	// UpdateAgent writes every settable field of a. Budget.Used is not
+	// settable: only metering changes it.
 	UpdateAgent(ctx context.Context, a Agent) error
 	DeleteAgent(ctx context.Context, id string) error
 }

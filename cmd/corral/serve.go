@@ -47,6 +47,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	if err != nil {
 		return err
 	}
+	return runServer(ctx, c, newLogger(stderr, getenv), nil)
+}
+
+// runServer starts what the role needs, serves until ctx is cancelled, then
+// shuts down gracefully. ready, when not nil, receives the listen address.
+func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- string) error {
+	ctx, cancel := context.WithCancel(ctx) // ends background work however we return
+	defer cancel()
 	r, err := role.Parse(c.Role)
 	if err != nil {
 		return err
@@ -54,33 +62,31 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	if err := role.Supported(r); err != nil {
 		return err
 	}
-	log := newLogger(stderr, getenv)
-	if !role.NeedsDatabase(r) || !role.ServesBrowsers(r) {
-		// Unreachable while only "all" is supported; kept so a new role
-		// cannot start half-wired.
-		return fmt.Errorf("role %q: this build wires only roles with the database that serve browsers", r)
-	}
 
-	db, err := sqlite.Open(ctx, dbPath(c.Data))
-	if err != nil {
-		return err
+	var db *sqlite.DB
+	if role.NeedsDatabase(r) {
+		if db, err = sqlite.Open(ctx, dbPath(c.Data)); err != nil {
+			return err
+		}
+		defer db.Close()
 	}
-	defer db.Close()
-
-	cfg := service.Config{Signup: c.Signup, Log: log}
-	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
-	if err != nil {
-		return err
-	}
-	agents := service.NewAgents(db, cfg)
-	apiServer := api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents)
+	// role.HoldsWorktree: workspaces and sandboxes arrive with the sandbox
+	// capability; until then no role holds any.
 
 	mux := http.NewServeMux()
-	mux.Handle("/api/", apiServer)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")
-	})
+	if role.ServesBrowsers(r) {
+		cfg := service.Config{Signup: c.Signup, Log: log}
+		accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
+		if err != nil {
+			return err
+		}
+		agents := service.NewAgents(db, cfg)
+		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents))
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")
+		})
+	}
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -94,11 +100,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	go sweepSessions(ctx, db, log)
-
-	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+ln.Addr().String(), "data", c.Data, "signup", c.Signup)
+	if db != nil {
+		go sweepSessions(ctx, db, log)
+	}
+	addr := ln.Addr().String()
+	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+addr, "data", c.Data, "signup", c.Signup)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready <- addr
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

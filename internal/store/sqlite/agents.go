@@ -96,7 +96,7 @@ func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
 	if updated.IsZero() {
 		updated = created
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
 			budget_tokens, budget_used, state, created_at, updated_at)
@@ -120,7 +120,7 @@ func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
 
 // Agent returns an agent with userID's access to it, LevelNone included.
 func (db *DB) Agent(ctx context.Context, id, userID string) (corral.Agent, error) {
-	a, err := scanAgent(db.r.QueryRowContext(ctx, agentQuery, id, userID))
+	a, err := scanAgent(db.queryRow(ctx, agentQuery, id, userID))
 	switch {
 	case err == nil:
 		return a, nil
@@ -135,7 +135,7 @@ func (db *DB) Agent(ctx context.Context, id, userID string) (corral.Agent, error
 // of, newest first, each with userID's access.
 func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, error) {
 	const op = "sqlite.AgentsFor"
-	rows, err := db.r.QueryContext(ctx, agentsForQuery, userID)
+	rows, err := db.query(ctx, agentsForQuery, userID)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
@@ -154,22 +154,24 @@ func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, err
 	return agents, nil
 }
 
-// UpdateAgent writes every settable field of a: everything but the owner
-// and the creation time. UpdatedAt is a.UpdatedAt, or now when zero.
+// UpdateAgent writes every settable field of a: everything but the owner,
+// the creation time and the tokens used, which only metering changes (a
+// read-modify-write of settings must never undo usage counted meanwhile).
+// UpdatedAt is a.UpdatedAt, or now when zero.
 func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 	const op = "sqlite.UpdateAgent"
-	res, err := db.w.ExecContext(ctx, `
+	res, err := db.exec(ctx, `
 		UPDATE agents SET name = ?, instructions = ?, model = ?,
 			fs = ?, changes = ?, network = ?,
 			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
 			memory_bytes = ?, pids = ?, output_bytes = ?,
-			budget_tokens = ?, budget_used = ?, state = ?, updated_at = ?
+			budget_tokens = ?, state = ?, updated_at = ?
 		WHERE id = ?`,
 		a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
-		a.Budget.Tokens, a.Budget.Used, a.State, millis(db.orNow(a.UpdatedAt)),
+		a.Budget.Tokens, a.State, millis(db.orNow(a.UpdatedAt)),
 		a.ID)
 	if err != nil {
 		return corral.Internal(op, err)
@@ -181,7 +183,7 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 // messages go with it.
 func (db *DB) DeleteAgent(ctx context.Context, id string) error {
 	const op = "sqlite.DeleteAgent"
-	res, err := db.w.ExecContext(ctx, `DELETE FROM agents WHERE id = ?`, id)
+	res, err := db.exec(ctx, `DELETE FROM agents WHERE id = ?`, id)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -195,7 +197,7 @@ func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral
 	if level < corral.LevelViewer || level > corral.LevelEditor {
 		return corral.Errorf(corral.EINVALID, "a grant's level must be viewer, runner or editor")
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO grants (agent_id, user_id, level, created_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (agent_id, user_id) DO UPDATE SET level = excluded.level`,
 		agentID, userID, level.String(), millis(now))
@@ -213,7 +215,7 @@ func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral
 // which one was missing: kind when table has no row with id, else other.
 func (db *DB) missing(ctx context.Context, op, table, kind, id, other string) error {
 	var exists bool
-	err := db.r.QueryRowContext(ctx,
+	err := db.queryRow(ctx,
 		`SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = ?)`, id).Scan(&exists)
 	switch {
 	case err != nil:
@@ -228,7 +230,7 @@ func (db *DB) missing(ctx context.Context, op, table, kind, id, other string) er
 // DeleteGrant removes userID's grant on an agent.
 func (db *DB) DeleteGrant(ctx context.Context, agentID, userID string) error {
 	const op = "sqlite.DeleteGrant"
-	res, err := db.w.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`DELETE FROM grants WHERE agent_id = ? AND user_id = ?`, agentID, userID)
 	if err != nil {
 		return corral.Internal(op, err)
@@ -240,7 +242,7 @@ func (db *DB) DeleteGrant(ctx context.Context, agentID, userID string) error {
 // Name; an unknown agent has none.
 func (db *DB) Grants(ctx context.Context, agentID string) ([]corral.Grant, error) {
 	const op = "sqlite.Grants"
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.query(ctx, `
 		SELECT g.agent_id, u.id, u.email, u.name, g.level, g.created_at
 		FROM grants g JOIN users u ON u.id = g.user_id
 		WHERE g.agent_id = ?
@@ -279,7 +281,7 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 	if l.Level != corral.LevelViewer && l.Level != corral.LevelRunner {
 		return corral.Errorf(corral.EINVALID, "a link's level must be viewer or runner")
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO links (id, agent_id, level, token_hash, created_by, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
 		l.ID, l.AgentID, l.Level.String(), hash, l.CreatedBy, millis(db.orNow(l.CreatedAt)))
@@ -299,7 +301,7 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 // takes the access of everyone who joined through it.
 func (db *DB) DeleteLink(ctx context.Context, agentID, linkID string) error {
 	const op = "sqlite.DeleteLink"
-	res, err := db.w.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`DELETE FROM links WHERE id = ? AND agent_id = ?`, linkID, agentID)
 	if err != nil {
 		return corral.Internal(op, err)
@@ -327,7 +329,7 @@ func scanLink(s scanner) (corral.Link, error) {
 
 // LinkByHash returns the link whose token has this hash.
 func (db *DB) LinkByHash(ctx context.Context, hash []byte) (corral.Link, error) {
-	l, err := scanLink(db.r.QueryRowContext(ctx,
+	l, err := scanLink(db.queryRow(ctx,
 		`SELECT `+linkColumns+` FROM links WHERE token_hash = ?`, hash))
 	switch {
 	case err == nil:
@@ -343,7 +345,7 @@ func (db *DB) LinkByHash(ctx context.Context, hash []byte) (corral.Link, error) 
 // none.
 func (db *DB) Links(ctx context.Context, agentID string) ([]corral.Link, error) {
 	const op = "sqlite.Links"
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.query(ctx, `
 		SELECT `+linkColumns+` FROM links
 		WHERE agent_id = ? ORDER BY created_at, id`, agentID)
 	if err != nil {
@@ -370,7 +372,7 @@ func (db *DB) JoinLink(ctx context.Context, linkID, userID string, now time.Time
 	const op = "sqlite.JoinLink"
 	// ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: it ignores only
 	// the second join, not a NOT NULL or CHECK failure.
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO link_members (link_id, user_id, joined_at) VALUES (?, ?, ?)
 		ON CONFLICT (link_id, user_id) DO NOTHING`,
 		linkID, userID, millis(now))

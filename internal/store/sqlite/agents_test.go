@@ -79,6 +79,7 @@ func TestAgentCRUD(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Owner = corral.UserRef{ID: owner.ID, Name: owner.Name}
+	a.Budget.Used = 0 // not settable: only metering counts usage
 	if got, err = db.Agent(ctx, a.ID, owner.ID); err != nil || got != a {
 		t.Errorf("Agent after update = %+v, %v\nwant %+v", got, err, a)
 	}

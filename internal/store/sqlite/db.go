@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"corral"
@@ -37,8 +38,10 @@ const readers = 4
 
 // DB is Corral's store on one SQLite file. It is safe for concurrent use.
 type DB struct {
-	w *sql.DB // one connection, BEGIN IMMEDIATE
-	r *sql.DB // read-only connections
+	w  *sql.DB // one connection, BEGIN IMMEDIATE
+	r  *sql.DB // read-only connections
+	ws stmts   // prepared statements on w
+	rs stmts   // prepared statements on r
 
 	now func() time.Time // the clock for times the caller does not pass
 }
@@ -90,12 +93,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, corral.Internal(op, fmt.Errorf("reader: %w", err))
 	}
-	return &DB{w: w, r: r, now: time.Now}, nil
+	return &DB{w: w, r: r, ws: stmts{pool: w}, rs: stmts{pool: r}, now: time.Now}, nil
 }
 
 // Close closes both pools.
 func (db *DB) Close() error {
-	err := errors.Join(db.r.Close(), db.w.Close())
+	err := errors.Join(db.rs.close(), db.ws.close(), db.r.Close(), db.w.Close())
 	if err != nil {
 		return corral.Internal("sqlite.Close", err)
 	}
@@ -265,4 +268,74 @@ func needID(op, id string) error {
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// stmts caches prepared statements by their text. SQLite spends most of a
+// small query's time parsing it: preparing each statement once per
+// connection (database/sql does that per *sql.Stmt) multiplied the
+// throughput of the hottest reads, the session lookup and the agent list.
+type stmts struct {
+	pool *sql.DB
+	mu   sync.Mutex
+	m    map[string]*sql.Stmt
+}
+
+func (c *stmts) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.m[query]; ok {
+		return s, nil
+	}
+	s, err := c.pool.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[query] = s
+	return s, nil
+}
+
+func (c *stmts) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, s := range c.m {
+		errs = append(errs, s.Close())
+	}
+	c.m = nil
+	return errors.Join(errs...)
+}
+
+// errRow is a row whose query could not be prepared.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// queryRow runs a cached read statement that returns at most one row.
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) scanner {
+	s, err := db.rs.get(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// query runs a cached read statement.
+func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := db.rs.get(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+// exec runs a cached write statement outside a transaction.
+func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := db.ws.get(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
 }

@@ -26,7 +26,7 @@ func (db *DB) AddMessage(ctx context.Context, m corral.Message) error {
 	if m.Author != nil {
 		author = sql.NullString{String: m.Author.ID, Valid: true}
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO messages (id, agent_id, role, content, author_id, run_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.AgentID, m.Role, m.Content, author, m.RunID, millis(db.orNow(m.CreatedAt)))

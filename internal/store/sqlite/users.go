@@ -59,14 +59,14 @@ func (db *DB) CreateUser(ctx context.Context, u corral.NewUser) (corral.User, er
 
 // UserByID returns an account by id.
 func (db *DB) UserByID(ctx context.Context, id string) (corral.User, error) {
-	u, err := scanUser(db.r.QueryRowContext(ctx,
+	u, err := scanUser(db.queryRow(ctx,
 		`SELECT `+userColumns+` FROM users u WHERE u.id = ?`, id))
 	return u, userErr("sqlite.UserByID", err)
 }
 
 // UserByEmail returns an account by its exact email.
 func (db *DB) UserByEmail(ctx context.Context, email string) (corral.User, error) {
-	u, err := scanUser(db.r.QueryRowContext(ctx,
+	u, err := scanUser(db.queryRow(ctx,
 		`SELECT `+userColumns+` FROM users u WHERE u.email = ?`, email))
 	return u, userErr("sqlite.UserByEmail", err)
 }
@@ -86,7 +86,7 @@ func userErr(op string, err error) error {
 // Users lists every account, oldest first.
 func (db *DB) Users(ctx context.Context) ([]corral.User, error) {
 	const op = "sqlite.Users"
-	rows, err := db.r.QueryContext(ctx,
+	rows, err := db.query(ctx,
 		`SELECT `+userColumns+` FROM users u ORDER BY u.created_at, u.id`)
 	if err != nil {
 		return nil, corral.Internal(op, err)
@@ -109,7 +109,7 @@ func (db *DB) Users(ctx context.Context) ([]corral.User, error) {
 // Credential returns what login needs for an email.
 func (db *DB) Credential(ctx context.Context, email string) (corral.Credential, error) {
 	var c corral.Credential
-	err := db.r.QueryRowContext(ctx,
+	err := db.queryRow(ctx,
 		`SELECT id, password_hash, disabled FROM users WHERE email = ?`, email,
 	).Scan(&c.UserID, &c.PasswordHash, &c.Disabled)
 	if err != nil {
@@ -149,7 +149,7 @@ func (db *DB) SetDisabled(ctx context.Context, id string, disabled bool) error {
 // CountUsers reports how many accounts exist.
 func (db *DB) CountUsers(ctx context.Context) (int, error) {
 	var n int
-	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil {
+	if err := db.queryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil {
 		return 0, corral.Internal("sqlite.CountUsers", err)
 	}
 	return n, nil
@@ -161,7 +161,7 @@ func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 	if err := needID(op, s.ID); err != nil {
 		return err
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO sessions (id, user_id, token_hash, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?)`,
 		s.ID, s.UserID, s.TokenHash, millis(db.orNow(s.CreatedAt)), millis(s.ExpiresAt))
@@ -179,7 +179,7 @@ func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 
 // SessionUser returns the account of a session that is live at now.
 func (db *DB) SessionUser(ctx context.Context, tokenHash []byte, now time.Time) (corral.User, error) {
-	u, err := scanUser(db.r.QueryRowContext(ctx, `
+	u, err := scanUser(db.queryRow(ctx, `
 		SELECT `+userColumns+`
 		FROM sessions s JOIN users u ON u.id = s.user_id
 		WHERE s.token_hash = ? AND s.expires_at > ? AND u.disabled = 0`,
@@ -197,7 +197,7 @@ func (db *DB) SessionUser(ctx context.Context, tokenHash []byte, now time.Time) 
 // DeleteSession deletes a session by the hash of its token.
 func (db *DB) DeleteSession(ctx context.Context, tokenHash []byte) error {
 	const op = "sqlite.DeleteSession"
-	res, err := db.w.ExecContext(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash)
+	res, err := db.exec(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -208,7 +208,7 @@ func (db *DB) DeleteSession(ctx context.Context, tokenHash []byte) error {
 // now, and reports how many there were.
 func (db *DB) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	const op = "sqlite.DeleteExpiredSessions"
-	res, err := db.w.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, millis(now))
+	res, err := db.exec(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, millis(now))
 	if err != nil {
 		return 0, corral.Internal(op, err)
 	}
@@ -225,7 +225,7 @@ func (db *DB) CreateToken(ctx context.Context, t corral.APIToken, hash []byte) e
 	if err := needID(op, t.ID); err != nil {
 		return err
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, last_used_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
 		t.ID, t.UserID, t.Name, hash, millis(db.orNow(t.CreatedAt)), nullMillis(t.LastUsed))
@@ -252,7 +252,7 @@ func (db *DB) TokenUser(ctx context.Context, hash []byte, now time.Time) (corral
 	var lastUsed sql.NullInt64
 	var u corral.User
 	var created int64
-	err := db.r.QueryRowContext(ctx, `
+	err := db.queryRow(ctx, `
 		SELECT `+userColumns+`, t.id, t.last_used_at
 		FROM api_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = ? AND u.disabled = 0`, hash,
@@ -269,7 +269,7 @@ func (db *DB) TokenUser(ctx context.Context, hash []byte, now time.Time) (corral
 	if !lastUsed.Valid || lastUsed.Int64 < cutoff {
 		// The condition is repeated so that concurrent requests with the
 		// same token do not all move it, and it never moves backwards.
-		_, err := db.w.ExecContext(ctx, `
+		_, err := db.exec(ctx, `
 			UPDATE api_tokens SET last_used_at = ?
 			WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`,
 			millis(now), tokenID, cutoff)
@@ -283,7 +283,7 @@ func (db *DB) TokenUser(ctx context.Context, hash []byte, now time.Time) (corral
 // Tokens lists the API tokens of a user, oldest first.
 func (db *DB) Tokens(ctx context.Context, userID string) ([]corral.APIToken, error) {
 	const op = "sqlite.Tokens"
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.query(ctx, `
 		SELECT id, user_id, name, created_at, last_used_at
 		FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
 	if err != nil {
@@ -312,7 +312,7 @@ func (db *DB) Tokens(ctx context.Context, userID string) ([]corral.APIToken, err
 // exactly like a missing one.
 func (db *DB) DeleteToken(ctx context.Context, userID, id string) error {
 	const op = "sqlite.DeleteToken"
-	res, err := db.w.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`DELETE FROM api_tokens WHERE id = ? AND user_id = ?`, id, userID)
 	if err != nil {
 		return corral.Internal(op, err)
@@ -326,7 +326,7 @@ func (db *DB) CreateInvite(ctx context.Context, inv corral.Invite, hash []byte) 
 	if err := needID(op, inv.ID); err != nil {
 		return err
 	}
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.exec(ctx, `
 		INSERT INTO invites (id, created_by, token_hash, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?)`,
 		inv.ID, inv.CreatedBy, hash, millis(db.orNow(inv.CreatedAt)), millis(inv.ExpiresAt))

@@ -1,0 +1,92 @@
+package corral
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestParseLevel(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Level
+		wantErr bool
+	}{
+		{"viewer", LevelViewer, false},
+		{"runner", LevelRunner, false},
+		{"editor", LevelEditor, false},
+		{"owner", LevelOwner, false},
+		{"none", LevelNone, true},
+		{"", LevelNone, true},
+		{"Viewer", LevelNone, true},
+		{"admin", LevelNone, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseLevel(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("ParseLevel(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err == nil && got.String() != tt.in {
+			t.Errorf("ParseLevel(%q).String() = %q", tt.in, got.String())
+		}
+	}
+	if s := Level(9).String(); s != "Level(9)" {
+		t.Errorf("Level(9).String() = %q", s)
+	}
+}
+
+func TestErrorsKeepInternalsOut(t *testing.T) {
+	cause := errors.New("disk I/O error at /var/lib/corral/corral.db")
+	tests := []struct {
+		name     string
+		err      error
+		code     string
+		message  string
+		logHas   string // what Error() keeps for the log
+		hideText string // what must not reach the caller
+	}{
+		{"internal", Internal("sqlite.Agent", cause), EINTERNAL, "internal error", "sqlite.Agent: internal error: disk I/O", "/var/lib"},
+		{"wrapped internal", fmt.Errorf("load: %w", Internal("op", cause)), EINTERNAL, "internal error", "disk I/O", "/var/lib"},
+		{"plain error", cause, EINTERNAL, "internal error", "disk I/O", "/var/lib"},
+		{"user error", Errorf(EINVALID, "name is required"), EINVALID, "name is required", "name is required", ""},
+		{"wrapped user error", fmt.Errorf("create: %w", NotFound("agent")), ENOTFOUND, "agent not found", "agent not found", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ErrorCode(tt.err); got != tt.code {
+				t.Errorf("ErrorCode = %q, want %q", got, tt.code)
+			}
+			msg := ErrorMessage(tt.err)
+			if msg != tt.message {
+				t.Errorf("ErrorMessage = %q, want %q", msg, tt.message)
+			}
+			if tt.hideText != "" && strings.Contains(msg, tt.hideText) {
+				t.Errorf("ErrorMessage %q leaks %q", msg, tt.hideText)
+			}
+			if !strings.Contains(tt.err.Error(), tt.logHas) {
+				t.Errorf("Error() = %q, want it to contain %q for the log", tt.err.Error(), tt.logHas)
+			}
+		})
+	}
+	if ErrorCode(nil) != "" || ErrorMessage(nil) != "" {
+		t.Error("nil error has a code or message")
+	}
+	if !errors.Is(Internal("op", cause), cause) {
+		t.Error("Internal does not unwrap to its cause")
+	}
+}
+
+func TestNewID(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := NewID("agt")
+		if !strings.HasPrefix(id, "agt_") || len(id) != 4+16 || strings.ToLower(id) != id {
+			t.Fatalf("NewID = %q, want agt_ and 16 lowercase base32 characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewID repeated %q", id)
+		}
+		seen[id] = true
+	}
+}
