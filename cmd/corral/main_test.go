@@ -15,10 +15,10 @@ func noenv(string) string { return "" }
 func TestCommandLine(t *testing.T) {
 	data := t.TempDir()
 	tests := []struct {
-		name       string
-		args       []string
-		stdin      string
-		code       int
+		name        string
+		args        []string
+		stdin       string
+		code        int
 		out, errOut string // substrings expected on stdout, stderr
 	}{
 		{"no command", nil, "", 2, "", "usage"},
