@@ -24,7 +24,7 @@ func (s *Server) signup(w http.ResponseWriter, r *http.Request, _ corral.User) e
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	u, token, err := s.accounts.Signup(r.Context(), service.SignupInput{Email: req.Email, Name: req.Name, Password: req.Password, Invite: req.Invite})
+	u, token, err := s.accounts.Signup(r.Context(), service.SignupInput{Email: req.Email, Name: req.Name, Password: req.Password, Invite: req.Invite}, clientAddr(r))
 	if err != nil {
 		return err
 	}

@@ -286,3 +286,49 @@ func TestPasswordsUseOWASPParameters(t *testing.T) {
 	}
 	loginCookie(t, e, "u@example.com")
 }
+
+func TestSignupThrottledPerAddress(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	signup := func(i int, addr string) *httptest.ResponseRecorder {
+		body := fmt.Sprintf(`{"email":"u%d@example.com","name":"U","password":%q}`, i, password)
+		req := httptest.NewRequest("POST", "/api/auth/signup", strings.NewReader(body))
+		req.RemoteAddr = addr + ":5555"
+		rec := httptest.NewRecorder()
+		e.api.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := 0; i < 19; i++ {
+		if rec := signup(i, "192.0.2.1"); rec.Code != http.StatusCreated {
+			t.Fatalf("signup %d = %d %s, want 201", i, rec.Code, rec.Body)
+		}
+	}
+	signup(19, "192.0.2.1") // the 20th starts the backoff
+	rec := signup(20, "192.0.2.1")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("signup 21 = %d (Retry-After %q), want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := signup(21, "192.0.2.2"); rec.Code != http.StatusCreated {
+		t.Fatalf("signup from another address = %d, want 201", rec.Code)
+	}
+	e.clock.Advance(time.Hour)
+	if rec := signup(22, "192.0.2.1"); rec.Code != http.StatusCreated {
+		t.Fatalf("signup an hour later = %d %s, want 201", rec.Code, rec.Body)
+	}
+}
+
+func TestLoginRefusesWhatCannotBeAPassword(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	long := strings.Repeat("p", 1024)
+	e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "long@example.com", "name": "L", "password": long}).want(http.StatusCreated)
+	login := func(email, pw string) *response {
+		return e.anon().do("POST", "/api/auth/login", map[string]string{"email": email, "password": pw})
+	}
+	login("long@example.com", long).want(http.StatusOK)
+	// Longer than any stored password: wrong, even though it starts right.
+	wrong := login("long@example.com", long+"x").want(http.StatusUnauthorized)
+	malformed := login("not an email", "whatever-password").want(http.StatusUnauthorized)
+	if !bytes.Equal(wrong.body, malformed.body) {
+		t.Fatalf("answers differ: %s vs %s", wrong.body, malformed.body)
+	}
+	e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "x@example.com", "name": "X", "password": long + "x"}).want(http.StatusBadRequest)
+}

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -160,16 +159,27 @@ func unmatched(mux *http.ServeMux) http.Handler {
 			mux.ServeHTTP(w, r) // sets r.Pattern and path values
 			return
 		}
-		rec := httptest.NewRecorder()
+		rec := &discardWriter{header: http.Header{}}
 		h.ServeHTTP(rec, r)
-		if rec.Code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", rec.Header().Get("Allow"))
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
 			writeError(w, corral.Errorf(corral.ENOTALLOWED, "method %s not allowed here", r.Method))
 			return
 		}
 		writeError(w, corral.Errorf(corral.ENOTFOUND, "no such endpoint"))
 	})
 }
+
+// discardWriter keeps the status and headers of the mux's own answer and
+// drops its plain-text body.
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (d *discardWriter) Header() http.Header         { return d.header }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(status int)      { d.status = status }
 
 // statusOf maps each error code to its HTTP status.
 var statusOf = map[string]int{

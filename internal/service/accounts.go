@@ -31,6 +31,7 @@ type Accounts struct {
 	store    AccountStore
 	throttle *auth.Throttle
 	params   auth.Params
+	signups  *auth.Throttle // per client address: every attempt counts
 	slots    chan struct{}
 	logins   keyLock
 	cfg      Config
@@ -45,7 +46,14 @@ func NewAccounts(store AccountStore, throttle *auth.Throttle, params auth.Params
 	default:
 		return nil, corral.Errorf(corral.EINVALID, "unknown signup mode %q: want open, invite or closed", cfg.Signup)
 	}
-	return &Accounts{store: store, throttle: throttle, params: params, slots: make(chan struct{}, cfg.HashSlots), cfg: cfg}, nil
+	return &Accounts{
+		store: store, throttle: throttle, params: params,
+		// Signups are counted like failures: a burst from one address is
+		// free, a flood slows down and stops at the hourly cap.
+		signups: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: 20, HourlyCap: 100}),
+		slots:   make(chan struct{}, cfg.HashSlots),
+		cfg:     cfg,
+	}, nil
 }
 
 // SignupInput is what a person gives to create an account.
@@ -55,20 +63,26 @@ type SignupInput struct {
 }
 
 // Signup creates an account and signs it in. It returns the account and a
-// session token.
-func (s *Accounts) Signup(ctx context.Context, in SignupInput) (corral.User, string, error) {
+// session token. client is the caller's address: signups are throttled per
+// address, since each one costs a password hash and a row.
+func (s *Accounts) Signup(ctx context.Context, in SignupInput, client netip.Addr) (corral.User, string, error) {
 	if s.cfg.Signup == SignupClosed {
 		return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup is closed on this server: ask an administrator for an account")
 	}
+	if s.cfg.Signup == SignupInvite && !auth.WellFormed(prefixInvite, in.Invite) {
+		return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
+	}
+	key := "addr:" + client.Unmap().String()
+	if wait, ok := s.signups.Allow(key); !ok {
+		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many signups from your address: try again later", RetryAfter: wait}
+	}
+	s.signups.Fail(key)
 	nu, err := s.newUser(ctx, in.Email, in.Name, in.Password, false)
 	if err != nil {
 		return corral.User{}, "", err
 	}
 	var u corral.User
 	if s.cfg.Signup == SignupInvite {
-		if !auth.WellFormed(prefixInvite, in.Invite) {
-			return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
-		}
 		u, err = s.store.CreateUserWithInvite(ctx, auth.HashToken(in.Invite), s.cfg.Now(), nu)
 		if corral.ErrorCode(err) == corral.ENOTFOUND {
 			return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
@@ -129,16 +143,20 @@ func errBadLogin() error {
 func (s *Accounts) Login(ctx context.Context, email, password string, client netip.Addr) (corral.User, string, error) {
 	norm, err := sanitize.Email(email)
 	if err != nil {
-		// A malformed email is no account: same answer, same throttling.
-		norm = "malformed:" + email
+		// A malformed email is no account: same answer, same throttling,
+		// under one shared key so junk cannot grow the throttle's memory.
+		norm = "(malformed)"
 	}
 	keys := []string{"acct:" + norm, "addr:" + client.Unmap().String()}
 	defer s.logins.lock(keys[0])()
 	if wait, ok := s.throttle.Allow(keys...); !ok {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many failed logins: try again later", RetryAfter: wait}
 	}
-	if len(password) > 1024 {
-		password = password[:1024] // sanitize.Password's bound: never hash an unbounded input
+	// No stored password is longer than sanitize.Password allows; a longer
+	// one is wrong, and is never hashed whole.
+	tooLong := len(password) > 1024
+	if tooLong {
+		password = password[:1024]
 	}
 	cred, err := s.store.Credential(ctx, norm)
 	if err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
@@ -153,7 +171,7 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 	} else if err := s.dummyVerify(ctx, password); err != nil {
 		return corral.User{}, "", err
 	}
-	if !ok || cred.Disabled {
+	if !ok || tooLong || cred.Disabled {
 		s.throttle.Fail(keys...)
 		return corral.User{}, "", errBadLogin()
 	}
