@@ -139,16 +139,8 @@ func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, err
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	defer rows.Close()
-	var agents []corral.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, corral.Internal(op, err)
-		}
-		agents = append(agents, a)
-	}
-	if err := rows.Err(); err != nil {
+	agents, err := collect(rows, scanAgent)
+	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	return agents, nil
@@ -351,16 +343,8 @@ func (db *DB) Links(ctx context.Context, agentID string) ([]corral.Link, error) 
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	defer rows.Close()
-	var links []corral.Link
-	for rows.Next() {
-		l, err := scanLink(rows)
-		if err != nil {
-			return nil, corral.Internal(op, err)
-		}
-		links = append(links, l)
-	}
-	if err := rows.Err(); err != nil {
+	links, err := collect(rows, scanLink)
+	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	return links, nil

@@ -270,6 +270,20 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// collect scans every row with scan, then closes rows.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // stmts caches prepared statements by their text. SQLite spends most of a
 // small query's time parsing it: preparing each statement once per
 // connection (database/sql does that per *sql.Stmt) multiplied the

@@ -91,16 +91,8 @@ func (db *DB) Users(ctx context.Context) ([]corral.User, error) {
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	defer rows.Close()
-	var users []corral.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, corral.Internal(op, err)
-		}
-		users = append(users, u)
-	}
-	if err := rows.Err(); err != nil {
+	users, err := collect(rows, scanUser)
+	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	return users, nil
