@@ -29,6 +29,8 @@ var version = "dev"
 
 const usage = `usage:
   corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
+  corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]
+              [--timeout DUR] [--output BYTES] [--tmp BYTES] [--env K=V]... [--json] -- CMD [ARGS...]
   corral user create --email E --name N [--admin]   (reads the password from stdin)
   corral user disable --email E
   corral user enable --email E
@@ -36,6 +38,7 @@ const usage = `usage:
 `
 
 func main() {
+	maybeInit() // first: a sandbox's init must not run anything else
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
@@ -54,6 +57,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = serve(ctx, args[1:], stderr, getenv)
 	case "user":
 		err = user(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "exec":
+		code, err := execCommand(ctx, args[1:], stdin, stdout, stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "corral exec: %s\n", describe(err))
+		}
+		return code
 	case "version", "--version":
 		fmt.Fprintln(stdout, "corral", buildVersion())
 	case "help", "-h", "--help":

@@ -13,6 +13,7 @@ import (
 // TestMain lets the test binary act as the corral binary, so the signal
 // test can run the real main in a child process.
 func TestMain(m *testing.M) {
+	maybeInit()
 	if os.Getenv("CORRAL_TEST_AS_MAIN") == "1" {
 		main()
 		return

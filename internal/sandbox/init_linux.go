@@ -1,0 +1,243 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
+)
+
+// The file descriptors the parent hands to the init, after stdin, stdout
+// and stderr.
+const (
+	fdSpec   = 3 // the childSpec, as JSON, then EOF
+	fdGo     = 4 // one byte once the init is inside its cgroup
+	fdStatus = 5 // the init's reports: "ok", "error ...", "exit CODE SIGNAL"
+)
+
+// childSpec is what the init needs: built by the parent from a validated
+// Spec, and nothing else of the server crosses.
+type childSpec struct {
+	Workspace string   // host path of the workspace
+	ReadWrite bool     // bind the workspace writable
+	Env       []string // the command's whole environment
+	Argv      []string
+	Dir       string
+	Limits    Limits
+}
+
+// Init is the sandbox's init: the binary re-executed by Start inside new
+// namespaces. It builds the root, confines itself, runs the command and
+// reaps until the command ends. It never returns.
+func Init() {
+	status := os.NewFile(fdStatus, "status")
+	code, err := initMain(status)
+	if err != nil {
+		fmt.Fprintf(status, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		os.Exit(125)
+	}
+	os.Exit(code)
+}
+
+func initMain(status *os.File) (int, error) {
+	syscall.CloseOnExec(fdStatus)
+	var spec childSpec
+	specFile := os.NewFile(fdSpec, "spec")
+	if err := json.NewDecoder(specFile).Decode(&spec); err != nil {
+		return 0, fmt.Errorf("read spec: %w", err)
+	}
+	specFile.Close()
+	goFile := os.NewFile(fdGo, "go")
+	if _, err := goFile.Read(make([]byte, 1)); err != nil {
+		return 0, fmt.Errorf("wait for the parent: %w", err)
+	}
+	goFile.Close()
+
+	if err := buildRoot(spec); err != nil {
+		return 0, fmt.Errorf("build root: %w", err)
+	}
+	if err := unix.Sethostname([]byte(insideHostname)); err != nil {
+		return 0, fmt.Errorf("hostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return 0, fmt.Errorf("loopback: %w", err)
+	}
+	if err := setRlimits(spec.Limits); err != nil {
+		return 0, fmt.Errorf("rlimits: %w", err)
+	}
+	if err := dropPrivileges(); err != nil {
+		return 0, fmt.Errorf("drop privileges: %w", err)
+	}
+	rules := fsRules{
+		ReadOnlyDirs:   []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc"},
+		ReadWriteDirs:  []string{"/tmp"},
+		ReadOnlyFiles:  []string{"/dev/random", "/dev/urandom"},
+		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"},
+	}
+	if spec.ReadWrite {
+		rules.ReadWriteDirs = append(rules.ReadWriteDirs, insideWorkspace)
+	} else {
+		rules.ReadOnlyDirs = append(rules.ReadOnlyDirs, insideWorkspace)
+	}
+	if err := applyLandlock(rules); err != nil {
+		return 0, fmt.Errorf("landlock: %w", err)
+	}
+	if err := applySeccomp(); err != nil {
+		return 0, fmt.Errorf("seccomp: %w", err)
+	}
+	return runCommand(spec, status)
+}
+
+// runCommand starts the command as the init's only child, forwards stop
+// signals to every process of the sandbox, reaps orphans, and returns the
+// command's exit status once it ends. Whatever is left then is killed.
+func runCommand(spec childSpec, status *os.File) (int, error) {
+	argv0, err := lookPath(spec.Argv[0], spec.Env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "corral sandbox: %s: command not found\n", spec.Argv[0])
+		fmt.Fprintf(status, "ok\nexit 127 -\n")
+		return 127, nil
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	pid, err := syscall.ForkExec(argv0, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "corral sandbox: %s: %v\n", spec.Argv[0], err)
+		fmt.Fprintf(status, "ok\nexit 126 -\n")
+		return 126, nil
+	}
+	fmt.Fprintf(status, "ok\n")
+	go func() {
+		for range sigs {
+			// -1: every process the init may signal, which inside this PID
+			// namespace is every process but the init itself.
+			syscall.Kill(-1, syscall.SIGTERM)
+		}
+	}()
+	code, sig := 0, "-"
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("wait: %w", err)
+		}
+		if wpid != pid {
+			continue // an orphan reparented to us
+		}
+		switch {
+		case ws.Exited():
+			code = ws.ExitStatus()
+		case ws.Signaled():
+			code, sig = 128+int(ws.Signal()), unix.SignalName(ws.Signal())
+		}
+		break
+	}
+	syscall.Kill(-1, syscall.SIGKILL)
+	for {
+		if _, err := syscall.Wait4(-1, nil, 0, nil); errors.Is(err, syscall.ECHILD) {
+			break
+		}
+	}
+	fmt.Fprintf(status, "exit %d %s\n", code, sig)
+	return code, nil
+}
+
+// lookPath finds name in the PATH of the command's environment, inside the
+// sandbox's root.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	p := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			p = v
+		}
+	}
+	for _, dir := range filepath.SplitList(p) {
+		if dir == "" {
+			dir = "."
+		}
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", os.ErrNotExist
+}
+
+// dropPrivileges leaves the init, and so the command, without any
+// capability, as the unprivileged user, on every thread of the process.
+func dropPrivileges() error {
+	for c := 0; c <= lastCap(); c++ {
+		if _, _, errno := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); errno != 0 && errno != unix.EINVAL {
+			return fmt.Errorf("drop bounding capability %d: %w", c, errno)
+		}
+	}
+	if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("clear ambient capabilities: %w", errno)
+	}
+	if err := syscall.Setresgid(insideGID, insideGID, insideGID); err != nil {
+		return fmt.Errorf("setresgid: %w", err)
+	}
+	if err := syscall.Setresuid(insideUID, insideUID, insideUID); err != nil {
+		return fmt.Errorf("setresuid: %w", err)
+	}
+	// On the heap, which does not move, and kept alive across the call.
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := new([2]unix.CapUserData) // all zero: no capability at all
+	_, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(data)), 0)
+	runtime.KeepAlive(hdr)
+	runtime.KeepAlive(data)
+	if errno != 0 {
+		return fmt.Errorf("capset: %w", errno)
+	}
+	return nil
+}
+
+// lastCap is the highest capability the kernel knows.
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63
+	}
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &n); err != nil {
+		return 63
+	}
+	return n
+}
+
+// loopbackUp brings up the sandbox's own loopback interface. It is the only
+// interface in the network namespace: commands can talk to themselves and
+// to nothing else.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}

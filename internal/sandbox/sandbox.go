@@ -1,0 +1,130 @@
+// Package sandbox runs one command in Corral's native Linux sandbox: new
+// user, mount, PID, network, IPC and UTS namespaces; a minimal root with the
+// workspace at /workspace; Landlock; a seccomp filter; cgroup and rlimit
+// limits; and a watchdog that ends the run when a limit is crossed and names
+// the violation. Nothing of the server (its environment, files, processes,
+// network) is visible inside.
+//
+// The sandbox re-executes the current binary as its init (see Init), which
+// builds the root, confines itself and starts the command as PID 2. When the
+// init dies, the kernel kills every process left in the PID namespace, so no
+// process of a sandbox outlives it.
+//
+// The Linux implementation is in *_linux.go; elsewhere Start refuses to run.
+package sandbox
+
+import (
+	"time"
+)
+
+// Workspace modes.
+const (
+	ReadOnly  = "read-only"
+	ReadWrite = "read-write"
+)
+
+// Violations: the limit that ended a run.
+const (
+	ViolationTimeout = "timeout"
+	ViolationMemory  = "memory"
+	ViolationPids    = "pids"
+	ViolationCPU     = "cpu"
+	ViolationOutput  = "output"
+)
+
+// Limits bound one sandboxed command. Zero fields take the defaults.
+type Limits struct {
+	CPU       time.Duration // CPU time of all processes together; crossing it ends the run
+	Memory    int64         // bytes of memory (and /tmp, which lives in memory); no swap
+	Pids      int64         // processes and threads at once; reaching it ends the run
+	Wall      time.Duration // wall-clock time; crossing it ends the run
+	Output    int64         // bytes of stdout and stderr together; the excess is discarded and ends the run
+	FileSize  int64         // the largest file a process may write (RLIMIT_FSIZE)
+	OpenFiles int64         // open files per process (RLIMIT_NOFILE)
+	Tmp       int64         // bytes of the private /tmp
+}
+
+// DefaultLimits are the limits of a run that sets none.
+var DefaultLimits = Limits{
+	CPU:       5 * time.Minute,
+	Memory:    512 << 20,
+	Pids:      128,
+	Wall:      10 * time.Minute,
+	Output:    1 << 20,
+	FileSize:  256 << 20,
+	OpenFiles: 1024,
+	Tmp:       64 << 20,
+}
+
+// MaxLimits bound what a spec may ask for: past these a value is a mistake.
+var MaxLimits = Limits{
+	CPU:       24 * time.Hour,
+	Memory:    64 << 30,
+	Pids:      1 << 15,
+	Wall:      7 * 24 * time.Hour,
+	Output:    1 << 30,
+	FileSize:  64 << 30,
+	OpenFiles: 1 << 16,
+	Tmp:       16 << 30,
+}
+
+// withDefaults returns l with every zero field replaced by its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.CPU == 0 {
+		l.CPU = d.CPU
+	}
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.Wall == 0 {
+		l.Wall = d.Wall
+	}
+	if l.Output == 0 {
+		l.Output = d.Output
+	}
+	if l.FileSize == 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.Tmp == 0 {
+		l.Tmp = d.Tmp
+	}
+	return l
+}
+
+// Spec is one command to run, as plain data.
+type Spec struct {
+	Workspace string   // host directory bound at /workspace
+	Mode      string   // ReadOnly or ReadWrite
+	Limits    Limits   // zero fields take DefaultLimits
+	Env       []string // the whole environment, "KEY=value"; nothing is inherited
+	Command   []string // argv; a name without "/" is looked up in PATH inside
+	Dir       string   // working directory inside the sandbox; default /workspace
+}
+
+// Result is how a sandboxed command ended.
+type Result struct {
+	ExitCode  int           // the command's exit status; 128+n when signal n ended it
+	Signal    string        // the signal that ended it, if one did
+	Violation string        // the limit that ended it, "" if none
+	Duration  time.Duration // from start to the end of the last process
+	Output    int64         // bytes of output the command produced (kept or discarded)
+}
+
+// Inside the sandbox: the identity and paths every command sees.
+const (
+	insideUID       = 1000
+	insideGID       = 1000
+	insideWorkspace = "/workspace"
+	insideHostname  = "sandbox"
+)
+
+// InitArg is the first argument that makes the binary act as a sandbox's
+// init. main must call Init before anything else when it sees it.
+const InitArg = "__corral-sandbox-init"
