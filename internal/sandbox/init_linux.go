@@ -20,7 +20,7 @@ import (
 // and stderr.
 const (
 	fdSpec   = 3 // the childSpec, as JSON, then EOF
-	fdGo     = 4 // one byte once the init is inside its cgroup
+	fdGo     = 4 // one byte once the init is inside its cgroup: the command may start
 	fdStatus = 5 // the init's reports: "ok", "error ...", "exit CODE SIGNAL"
 )
 
@@ -39,6 +39,10 @@ type childSpec struct {
 // namespaces. It builds the root, confines itself, runs the command and
 // reaps until the command ends. It never returns.
 func Init() {
+	// The whole init runs on this one thread: privileges it drops on this
+	// thread alone (the bounding set) reach the command, because the
+	// command is forked from here and a fork copies the forking thread.
+	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
 	code, err := initMain(status)
 	if err != nil {
@@ -56,12 +60,6 @@ func initMain(status *os.File) (int, error) {
 		return 0, fmt.Errorf("read spec: %w", err)
 	}
 	specFile.Close()
-	goFile := os.NewFile(fdGo, "go")
-	if _, err := goFile.Read(make([]byte, 1)); err != nil {
-		return 0, fmt.Errorf("wait for the parent: %w", err)
-	}
-	goFile.Close()
-
 	if err := buildRoot(spec); err != nil {
 		return 0, fmt.Errorf("build root: %w", err)
 	}
@@ -94,6 +92,14 @@ func initMain(status *os.File) (int, error) {
 	if err := applySeccomp(); err != nil {
 		return 0, fmt.Errorf("seccomp: %w", err)
 	}
+	// Everything above is the init's own, trusted work, done while the
+	// parent moves it into its cgroup; nothing untrusted runs before the
+	// parent says the move is done.
+	goFile := os.NewFile(fdGo, "go")
+	if _, err := goFile.Read(make([]byte, 1)); err != nil {
+		return 0, fmt.Errorf("wait for the parent: %w", err)
+	}
+	goFile.Close()
 	return runCommand(spec, status)
 }
 
@@ -184,11 +190,15 @@ func lookPath(name string, env []string) (string, error) {
 }
 
 // dropPrivileges leaves the init, and so the command, without any
-// capability, as the unprivileged user, on every thread of the process.
+// capability, as the unprivileged user. Capabilities themselves are cleared
+// on every thread of the process. The bounding set (which only limits what
+// an execve could gain) is emptied on the init's locked thread, the one that
+// forks the command: one system call per capability on every thread would
+// cost milliseconds per sandbox, for threads that never exec.
 func dropPrivileges() error {
 	for c := 0; c <= lastCap(); c++ {
-		if _, _, errno := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); errno != 0 && errno != unix.EINVAL {
-			return fmt.Errorf("drop bounding capability %d: %w", c, errno)
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop bounding capability %d: %w", c, err)
 		}
 	}
 	if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {

@@ -226,16 +226,19 @@ func (s *Sandbox) spawn(cfg Config, spec Spec, stdin io.Reader, stdout, stderr i
 		s.cmd.Wait()
 		return e
 	}
-	if _, ok := s.cg.intoFD(); !ok {
-		if err := s.cg.add(s.cmd.Process.Pid); err != nil {
-			return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: enter cgroup: %v", err))
-		}
-	}
+	// The init builds its root while it is moved into its cgroup (on
+	// cgroup v1 the move can take milliseconds); it starts the command only
+	// after the go byte.
 	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Env: spec.Env, Argv: spec.Command, Dir: spec.Dir, Limits: spec.Limits}
 	if err := json.NewEncoder(specP.w).Encode(cs); err != nil {
 		return fail(corral.Internal("sandbox: send spec", err))
 	}
 	specP.w.Close()
+	if _, ok := s.cg.intoFD(); !ok {
+		if err := s.cg.add(s.cmd.Process.Pid); err != nil {
+			return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: enter cgroup: %v", err))
+		}
+	}
 	if _, err := goP.w.Write([]byte{1}); err != nil {
 		return fail(corral.Internal("sandbox: release init", err))
 	}
