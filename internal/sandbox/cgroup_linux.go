@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -306,9 +307,19 @@ type cgroupV2 struct {
 }
 
 // makeV2 creates the cgroup name under h with the controllers ctrls.
+//
+// cgroup v2 hands controllers down only from a cgroup without processes of
+// its own, and the server's own cgroup holds the server. So when h cannot
+// hand them down, the sandboxes go under h's parent instead, if that one
+// can: the layout systemd gives a service with Delegate=yes and
+// DelegateSubgroup= (the server in a leaf, the delegated parent empty).
 func makeV2(h *hierarchy, name string, ctrls []string) (*cgroupV2, error) {
 	if err := enableV2(h.dir, ctrls); err != nil {
-		return nil, err
+		up := &hierarchy{self: path.Dir(h.self), dir: filepath.Dir(h.dir)}
+		if !errors.Is(err, errHoldsProcesses) || h.self == "/" || enableV2(up.dir, ctrls) != nil {
+			return nil, err
+		}
+		h = up
 	}
 	parent := filepath.Join(h.dir, cgroupParent)
 	dir := filepath.Join(parent, name)
@@ -354,6 +365,10 @@ func makeV2(h *hierarchy, name string, ctrls []string) (*cgroupV2, error) {
 	return &cgroupV2{dir: dir, self: filepath.Join(h.self, cgroupParent, name), fd: fd}, nil
 }
 
+// errHoldsProcesses: a cgroup v2 with processes of its own cannot hand
+// controllers to child cgroups.
+var errHoldsProcesses = errors.New("the cgroup holds processes")
+
 // enableV2 makes the controllers ctrls of dir available to its children.
 func enableV2(dir string, ctrls []string) error {
 	file := filepath.Join(dir, "cgroup.subtree_control")
@@ -367,9 +382,10 @@ func enableV2(dir string, ctrls []string) error {
 		}
 		err := writeFile(file, "+"+c)
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("sandbox: cgroup controller %q cannot be enabled in %s: "+
-				"the cgroup holds processes, and cgroup v2 gives a controller to child cgroups "+
-				"only from the root or from a cgroup without processes of its own", c, file)
+			return fmt.Errorf("sandbox: cgroup controller %q cannot be enabled in %s: %w "+
+				"(cgroup v2 gives a controller to child cgroups only from the root or from a cgroup without processes of its own; "+
+				"run Corral in a delegated cgroup with the server in a leaf, e.g. systemd Delegate=yes and DelegateSubgroup=server)",
+				c, file, errHoldsProcesses)
 		}
 		if err != nil {
 			return fmt.Errorf("sandbox: cgroup controller %q: %w", c, err)
