@@ -14,6 +14,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/auth"
 	"corral/internal/role"
+	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -70,8 +71,14 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		}
 		defer db.Close()
 	}
-	// role.HoldsWorktree: workspaces and sandboxes arrive with the sandbox
-	// capability; until then no role holds any.
+	if role.HoldsWorktree(r) {
+		// Runs arrive with the runs capability; say now whether they could.
+		if err := sandbox.Available(); err != nil {
+			log.Warn("agent runs will be refused: "+describe(err), "role", r)
+		} else {
+			log.Info("sandbox ready", "role", r)
+		}
+	}
 
 	mux := http.NewServeMux()
 	if role.ServesBrowsers(r) {
