@@ -204,3 +204,52 @@ type Message struct {
 	RunID     string   // "" when no run belongs to it
 	CreatedAt time.Time
 }
+
+// Change set statuses.
+const (
+	ChangePending    = "pending"    // waiting for a person (review mode, or risky entries in auto mode)
+	ChangeApplied    = "applied"    // every entry that could be applied was
+	ChangeRejected   = "rejected"   // a person said no
+	ChangeDenied     = "denied"     // nothing in it may ever be applied (only protected entries)
+	ChangeConflicted = "conflicted" // the workspace changed since the run began: nothing applied
+	ChangeExpired    = "expired"    // nobody decided in time: never applied
+	ChangeFailed     = "failed"     // applying failed and was rolled back
+)
+
+// Entry states within a change set.
+const (
+	EntryPending = "pending"
+	EntryApplied = "applied"
+	EntryDenied  = "denied"  // protected: never applied
+	EntryDropped = "dropped" // the change set was rejected, expired, conflicted or failed
+)
+
+// ChangeSet is what one run proposes to change in an agent's workspace,
+// as Corral itself measured it.
+type ChangeSet struct {
+	ID        string
+	AgentID   string
+	RunID     string // "" when not made by a run
+	Status    string
+	Mode      string // the agent's policy.changes when it was made
+	Entries   []ChangeEntry
+	StageDir  string // where the staged tree lives; never leaves the server
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	DecidedBy *UserRef // nil until a person decides
+	DecidedAt time.Time
+}
+
+// ChangeEntry is one path of a change set.
+type ChangeEntry struct {
+	Path      string
+	Op        string // create | modify | delete
+	OldSHA256 string
+	NewSHA256 string
+	Size      int64
+	Mode      uint32 // the staged file's mode (os.FileMode bits)
+	OldMode   uint32
+	Class     string   // ordinary | risky | protected
+	Flags     []string // why a path is protected (symlink, hardlink, device, setuid, escape, internal)
+	State     string   // Entry*
+}

@@ -102,3 +102,18 @@ type MessageStore interface {
 	// written before the message with id before ("" for the newest).
 	Messages(ctx context.Context, agentID, before string, limit int) ([]Message, error)
 }
+
+// ChangeStore keeps change sets and their entries.
+type ChangeStore interface {
+	CreateChangeSet(ctx context.Context, cs ChangeSet) error
+	// ChangeSet returns a change set with its entries.
+	ChangeSet(ctx context.Context, id string) (ChangeSet, error)
+	// ChangeSets lists an agent's change sets, newest first, with entries.
+	ChangeSets(ctx context.Context, agentID string) ([]ChangeSet, error)
+	// UpdateChangeSet writes the status, the decision and every entry's
+	// state of cs, but only if the stored status is still from: a decision
+	// made concurrently by someone else makes this an ECONFLICT.
+	UpdateChangeSet(ctx context.Context, cs ChangeSet, from string) error
+	// PendingChangeSets lists the change sets still waiting, oldest first.
+	PendingChangeSets(ctx context.Context) ([]ChangeSet, error)
+}

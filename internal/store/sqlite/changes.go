@@ -1,0 +1,180 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"corral"
+)
+
+var _ corral.ChangeStore = (*DB)(nil)
+
+// CreateChangeSet stores a change set and its entries in one transaction.
+func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
+	const op = "sqlite.CreateChangeSet"
+	if err := needID(op, cs.ID); err != nil {
+		return err
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO change_sets (id, agent_id, run_id, status, mode, stage_dir, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		cs.ID, cs.AgentID, cs.RunID, cs.Status, cs.Mode, cs.StageDir, millis(cs.CreatedAt), millis(cs.ExpiresAt))
+	switch {
+	case isForeignKey(err):
+		return corral.NotFound("agent")
+	case isUnique(err):
+		return conflict("change set already exists")
+	case err != nil:
+		return corral.Internal(op, err)
+	}
+	for _, e := range cs.Entries {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO change_entries (change_set_id, path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			cs.ID, e.Path, e.Op, e.OldSHA256, e.NewSHA256, e.Size, int64(e.Mode), int64(e.OldMode), e.Class,
+			strings.Join(e.Flags, ","), e.State); err != nil {
+			return corral.Internal(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return corral.Internal(op, err)
+	}
+	return nil
+}
+
+const changeSetColumns = `c.id, c.agent_id, c.run_id, c.status, c.mode, c.stage_dir, c.created_at, c.expires_at,
+	c.decided_at, u.id, u.name`
+
+func scanChangeSet(s scanner) (corral.ChangeSet, error) {
+	var cs corral.ChangeSet
+	var created, expires int64
+	var decidedAt sql.NullInt64
+	var byID, byName sql.NullString
+	if err := s.Scan(&cs.ID, &cs.AgentID, &cs.RunID, &cs.Status, &cs.Mode, &cs.StageDir, &created, &expires,
+		&decidedAt, &byID, &byName); err != nil {
+		return corral.ChangeSet{}, err
+	}
+	cs.CreatedAt, cs.ExpiresAt, cs.DecidedAt = fromMillis(created), fromMillis(expires), fromNullMillis(decidedAt)
+	if byID.Valid {
+		cs.DecidedBy = &corral.UserRef{ID: byID.String, Name: byName.String}
+	}
+	return cs, nil
+}
+
+// ChangeSet returns one change set with its entries.
+func (db *DB) ChangeSet(ctx context.Context, id string) (corral.ChangeSet, error) {
+	const op = "sqlite.ChangeSet"
+	cs, err := scanChangeSet(db.queryRow(ctx, `SELECT `+changeSetColumns+`
+		FROM change_sets c LEFT JOIN users u ON u.id = c.decided_by WHERE c.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return corral.ChangeSet{}, corral.NotFound("change set")
+	}
+	if err != nil {
+		return corral.ChangeSet{}, corral.Internal(op, err)
+	}
+	sets, err := db.withEntries(ctx, []corral.ChangeSet{cs})
+	if err != nil {
+		return corral.ChangeSet{}, corral.Internal(op, err)
+	}
+	return sets[0], nil
+}
+
+// ChangeSets lists an agent's change sets, newest first.
+func (db *DB) ChangeSets(ctx context.Context, agentID string) ([]corral.ChangeSet, error) {
+	return db.changeSets(ctx, "sqlite.ChangeSets", `SELECT `+changeSetColumns+`
+		FROM change_sets c LEFT JOIN users u ON u.id = c.decided_by
+		WHERE c.agent_id = ? ORDER BY c.created_at DESC, c.id DESC`, agentID)
+}
+
+// PendingChangeSets lists every change set still waiting, oldest first.
+func (db *DB) PendingChangeSets(ctx context.Context) ([]corral.ChangeSet, error) {
+	return db.changeSets(ctx, "sqlite.PendingChangeSets", `SELECT `+changeSetColumns+`
+		FROM change_sets c LEFT JOIN users u ON u.id = c.decided_by
+		WHERE c.status = 'pending' ORDER BY c.created_at, c.id`)
+}
+
+func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]corral.ChangeSet, error) {
+	rows, err := db.query(ctx, query, args...)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	sets, err := collect(rows, scanChangeSet)
+	if err == nil {
+		sets, err = db.withEntries(ctx, sets)
+	}
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return sets, nil
+}
+
+// withEntries fills the entries of each change set, sorted by path.
+func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet) ([]corral.ChangeSet, error) {
+	for i := range sets {
+		rows, err := db.query(ctx, `
+			SELECT path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state
+			FROM change_entries WHERE change_set_id = ? ORDER BY path`, sets[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		sets[i].Entries, err = collect(rows, func(s scanner) (corral.ChangeEntry, error) {
+			var e corral.ChangeEntry
+			var mode, oldMode int64
+			var flags string
+			err := s.Scan(&e.Path, &e.Op, &e.OldSHA256, &e.NewSHA256, &e.Size, &mode, &oldMode, &e.Class, &flags, &e.State)
+			e.Mode, e.OldMode = uint32(mode), uint32(oldMode)
+			if flags != "" {
+				e.Flags = strings.Split(flags, ",")
+			}
+			return e, err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sets, nil
+}
+
+// UpdateChangeSet records a decision: status, who and when, and each
+// entry's state, only if the stored status is still from.
+func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from string) error {
+	const op = "sqlite.UpdateChangeSet"
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	defer tx.Rollback()
+	var decidedBy sql.NullString
+	if cs.DecidedBy != nil {
+		decidedBy = sql.NullString{String: cs.DecidedBy.ID, Valid: true}
+	}
+	res, err := tx.ExecContext(ctx, `
+		UPDATE change_sets SET status = ?, decided_by = ?, decided_at = ?
+		WHERE id = ? AND status = ?`,
+		cs.Status, decidedBy, nullMillis(cs.DecidedAt), cs.ID, from)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return corral.Internal(op, err)
+	} else if n == 0 {
+		return conflict("the change set was decided meanwhile")
+	}
+	for _, e := range cs.Entries {
+		if _, err := tx.ExecContext(ctx, `UPDATE change_entries SET state = ? WHERE change_set_id = ? AND path = ?`,
+			e.State, cs.ID, e.Path); err != nil {
+			return corral.Internal(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return corral.Internal(op, err)
+	}
+	return nil
+}
