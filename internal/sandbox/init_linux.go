@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,7 +54,21 @@ func Init() {
 }
 
 func initMain(status *os.File) (int, error) {
+	// Descriptors the server held without close-on-exec came along into
+	// this process: none may reach the command (Landlock checks opens, not
+	// descriptors already open).
+	if err := unix.CloseRange(fdStatus+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, fmt.Errorf("close inherited descriptors: %w", err)
+	}
 	syscall.CloseOnExec(fdStatus)
+	// Not dumpable: the command, though it runs as the same user, cannot
+	// read the init's memory or descriptors through /proc/1, nor trace it.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("set not dumpable: %w", err)
+	}
+	// Signals the command could send the init to crash it (the Go runtime
+	// dumps and exits on these) are ignored; stop signals are forwarded.
+	signal.Ignore(syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPIPE)
 	var spec childSpec
 	specFile := os.NewFile(fdSpec, "spec")
 	if err := json.NewDecoder(specFile).Decode(&spec); err != nil {
