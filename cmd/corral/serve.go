@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"corral/internal/api"
@@ -88,7 +89,14 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			return err
 		}
 		agents := service.NewAgents(db, cfg)
-		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents))
+		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser()}, cfg)
+		// Before anything touches a workspace: finish or roll back every
+		// apply a crash interrupted.
+		if err := changes.Recover(ctx); err != nil {
+			return err
+		}
+		go sweepChanges(ctx, changes, log)
+		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents, changes))
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")
@@ -130,6 +138,34 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// sandboxUser owns workspaces: the sandbox's host user when Corral runs as
+// root (see sandbox.Config), else Corral itself, and then no chown is
+// needed (0).
+func sandboxUser() int {
+	if os.Geteuid() == 0 {
+		return 65534
+	}
+	return 0
+}
+
+// sweepChanges expires change sets nobody decided in time, once a minute.
+func sweepChanges(ctx context.Context, changes *service.Changes, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := changes.ExpireDue(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("expiring change sets", "err", err)
+		} else if n > 0 {
+			log.Info("expired change sets", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // sweepSessions deletes expired sessions once an hour. Expired sessions are

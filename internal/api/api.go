@@ -40,6 +40,7 @@ type Config struct {
 type Server struct {
 	accounts *service.Accounts
 	agents   *service.Agents
+	changes  *service.Changes
 	cfg      Config
 	handler  http.Handler
 }
@@ -86,17 +87,23 @@ func (s *Server) routes() []route {
 		{"POST", "/api/links/{token}/accept", true, s.acceptLink},
 		{"GET", "/api/agents/{id}/messages", true, s.listMessages},
 		{"POST", "/api/agents/{id}/messages", true, s.postMessage},
+		{"GET", "/api/agents/{id}/changes", true, s.listChanges},
+		{"GET", "/api/changes/{id}", true, s.getChange},
+		{"POST", "/api/changes/{id}/approve", true, s.approveChange},
+		{"POST", "/api/changes/{id}/reject", true, s.rejectChange},
+		{"GET", "/api/agents/{id}/files", true, s.readFile},
+		{"PUT", "/api/agents/{id}/files", true, s.writeFile},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}
 }
 
 // New returns the API server.
-func New(cfg Config, accounts *service.Accounts, agents *service.Agents) *Server {
+func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes *service.Changes) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{accounts: accounts, agents: agents, cfg: cfg}
+	s := &Server{accounts: accounts, agents: agents, changes: changes, cfg: cfg}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))

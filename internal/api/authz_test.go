@@ -78,6 +78,9 @@ var agentRoutes = []agentRoute{
 	{"DELETE", "/api/agents/{id}/links/{link_id}", nil, "owner", 204},
 	{"GET", "/api/agents/{id}/messages", nil, "viewer", 200},
 	{"POST", "/api/agents/{id}/messages", map[string]string{"content": "hello"}, "runner", 202},
+	{"GET", "/api/agents/{id}/changes", nil, "viewer", 200},
+	{"GET", "/api/agents/{id}/files?path=", nil, "viewer", 200},
+	{"PUT", "/api/agents/{id}/files?path=notes.txt", "uploaded", "editor", 200},
 }
 
 func (rt agentRoute) url(f fixture, agentID string) string {

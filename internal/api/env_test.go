@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,12 +23,14 @@ import (
 
 // env is a real Corral API over a real SQLite database in a temp dir.
 type env struct {
-	t      testing.TB
-	db     *sqlite.DB
-	dbPath string
-	api    *Server
-	srv    *httptest.Server
-	clock  *fakeClock
+	t       testing.TB
+	db      *sqlite.DB
+	dbPath  string
+	api     *Server
+	srv     *httptest.Server
+	clock   *fakeClock
+	changes *service.Changes
+	dataDir string
 
 	mu     sync.Mutex
 	bodies [][]byte // every answer, for the no-secrets walk
@@ -77,7 +81,17 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		t.Fatalf("accounts: %v", err)
 	}
 	e := &env{t: t, db: db, dbPath: path, clock: clock}
-	e.api = New(Config{}, accounts, service.NewAgents(db, cfg))
+	e.dataDir = t.TempDir()
+	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour}, cfg)
+	// Pending change sets keep their staged trees (overlay mounts) for
+	// review across restarts; a test's must go before its temp dir does.
+	t.Cleanup(func() {
+		trees, _ := filepath.Glob(filepath.Join(e.dataDir, "stages", "*", "tree"))
+		for _, tree := range trees {
+			syscall.Unmount(tree, syscall.MNT_DETACH)
+		}
+	})
+	e.api = New(Config{}, accounts, service.NewAgents(db, cfg), e.changes)
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -224,4 +238,13 @@ func (e *env) rawDB(t testing.TB) *sql.DB {
 
 func newAccountsForMode(mode string) (*service.Accounts, error) {
 	return service.NewAccounts(nil, auth.NewThrottle(auth.ThrottleConfig{}), cheapParams, service.Config{Signup: mode})
+}
+
+// sandboxUID is the owner of workspaces in tests: the sandbox's host user
+// when the tests run as root, else nobody changes owners.
+func sandboxUID() int {
+	if os.Geteuid() == 0 {
+		return 65534
+	}
+	return 0
 }

@@ -1,0 +1,165 @@
+package api
+
+import (
+	"encoding/base64"
+	"io"
+	"net/http"
+	"os"
+	"unicode/utf8"
+
+	"corral"
+	"corral/internal/service"
+)
+
+type changeEntryView struct {
+	Path      string   `json:"path"`
+	Op        string   `json:"op"`
+	OldSHA256 string   `json:"old_sha256"`
+	NewSHA256 string   `json:"new_sha256"`
+	Size      int64    `json:"size"`
+	Mode      string   `json:"mode"`
+	Class     string   `json:"class"`
+	Flags     []string `json:"flags"`
+	State     string   `json:"state"`
+	Diff      *string  `json:"diff,omitempty"`
+}
+
+type changeSetView struct {
+	ID        string            `json:"id"`
+	RunID     *string           `json:"run_id"`
+	AgentID   string            `json:"agent_id"`
+	Status    string            `json:"status"`
+	Mode      string            `json:"mode"`
+	Entries   []changeEntryView `json:"entries"`
+	CreatedAt string            `json:"created_at"`
+	ExpiresAt string            `json:"expires_at"`
+	DecidedBy *userRefView      `json:"decided_by"`
+	DecidedAt *string           `json:"decided_at"`
+}
+
+// viewChangeSet builds the answer field by field: the staged tree's
+// location stays on the server.
+func viewChangeSet(cs corral.ChangeSet, diffs map[string]string) changeSetView {
+	v := changeSetView{
+		ID: cs.ID, AgentID: cs.AgentID, Status: cs.Status, Mode: cs.Mode,
+		Entries:   make([]changeEntryView, len(cs.Entries)),
+		CreatedAt: rfc3339(cs.CreatedAt), ExpiresAt: rfc3339(cs.ExpiresAt),
+	}
+	if cs.RunID != "" {
+		v.RunID = &cs.RunID
+	}
+	if cs.DecidedBy != nil {
+		v.DecidedBy = &userRefView{ID: cs.DecidedBy.ID, Name: cs.DecidedBy.Name}
+		at := rfc3339(cs.DecidedAt)
+		v.DecidedAt = &at
+	}
+	for i, e := range cs.Entries {
+		ev := changeEntryView{
+			Path: e.Path, Op: e.Op, OldSHA256: e.OldSHA256, NewSHA256: e.NewSHA256, Size: e.Size,
+			Mode: os.FileMode(e.Mode).String(), Class: e.Class, Flags: e.Flags, State: e.State,
+		}
+		if ev.Flags == nil {
+			ev.Flags = []string{}
+		}
+		if d, ok := diffs[e.Path]; ok {
+			ev.Diff = &d
+		}
+		v.Entries[i] = ev
+	}
+	return v
+}
+
+func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	sets, err := s.changes.List(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(sets, func(cs corral.ChangeSet) changeSetView { return viewChangeSet(cs, nil) }))
+	return nil
+}
+
+func (s *Server) getChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	cs, diffs, err := s.changes.Get(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewChangeSet(cs, diffs))
+	return nil
+}
+
+func (s *Server) approveChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	cs, err := s.changes.Approve(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewChangeSet(cs, nil))
+	return nil
+}
+
+func (s *Server) rejectChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	cs, err := s.changes.Reject(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewChangeSet(cs, nil))
+	return nil
+}
+
+type fileEntryView struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // file | dir
+	Size int64  `json:"size"`
+}
+
+type fileView struct {
+	Type          string          `json:"type"` // file | dir
+	Path          string          `json:"path"`
+	Entries       []fileEntryView `json:"entries,omitempty"`
+	Size          int64           `json:"size"`
+	Content       *string         `json:"content,omitempty"`        // text files
+	ContentBase64 *string         `json:"content_base64,omitempty"` // other files
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	p := r.URL.Query().Get("path")
+	list, content, err := s.changes.ReadFile(r.Context(), actor, r.PathValue("id"), p)
+	if err != nil {
+		return err
+	}
+	if content == nil {
+		v := fileView{Type: "dir", Path: p, Entries: make([]fileEntryView, len(list))}
+		for i, f := range list {
+			t := "file"
+			if f.Dir {
+				t = "dir"
+			}
+			v.Entries[i] = fileEntryView{Name: f.Name, Type: t, Size: f.Size}
+		}
+		writeJSON(w, http.StatusOK, v)
+		return nil
+	}
+	v := fileView{Type: "file", Path: p, Size: int64(len(content))}
+	if utf8.Valid(content) {
+		text := string(content)
+		v.Content = &text
+	} else {
+		b := base64.StdEncoding.EncodeToString(content)
+		v.ContentBase64 = &b
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// writeFile takes the request body as the file's bytes.
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, service.MaxFile))
+	if err != nil {
+		return decodeError(err)
+	}
+	p := r.URL.Query().Get("path")
+	if err := s.changes.WriteFile(r.Context(), actor, r.PathValue("id"), p, body); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, fileView{Type: "file", Path: p, Size: int64(len(body))})
+	return nil
+}

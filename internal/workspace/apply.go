@@ -1,0 +1,911 @@
+package workspace
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"corral"
+
+	"golang.org/x/sys/unix"
+)
+
+// Source gives the new content of a staged path (the run's staged tree).
+// The permission bits come from the entry, never from the source.
+type Source interface {
+	Open(path string) (io.ReadCloser, error)
+}
+
+// DirSource reads from a directory on disk (the staged tree). The staged
+// tree was written by the agent, so it is resolved like the persistent
+// tree: no symbolic link is followed and only regular files are read.
+type DirSource string
+
+// Open opens the staged file at the slash-separated path p.
+func (d DirSource) Open(p string) (io.ReadCloser, error) {
+	if err := validPath(p); err != nil {
+		return nil, err
+	}
+	t, err := openTree(string(d))
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFD(pfd)
+	f, _, err := openRegular(pfd, path.Base(p))
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return f, nil
+}
+
+// Hook, when set, is called before every I/O step of an apply or a
+// recovery with a name for the step; returning an error makes that step
+// fail as if the I/O had failed. Tests inject faults with it; production
+// passes nil.
+type Hook func(step string) error
+
+// step runs the hook for one named step.
+func (h Hook) step(name string) error {
+	if h == nil {
+		return nil
+	}
+	if err := h(name); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// Apply applies entries (already approved; every entry has Class !=
+// protected — protected ones are refused with EINVALID) to the persistent
+// workspace dir, all or nothing, using journalDir (outside dir; created if
+// missing) for its journal and backups.
+//
+// It returns ECONFLICT naming the path when any entry's base does not match
+// the persistent tree (create: the path must not exist; modify and delete:
+// the file's SHA-256 must equal OldSHA256) or when the staged content no
+// longer has the approved hash; EINVALID for a malformed entry or a path
+// that passes through a symbolic link. A conflict found before the journal
+// is written changes nothing and leaves no journal.
+//
+// Any failure before the commit mark rolls the workspace back from the
+// backups and verifies the result by hash. When that verification fails
+// the error says so and the journal stays for Recover. Once the commit
+// mark is durable Apply returns nil: clean-up that fails afterwards is left
+// to Recover.
+//
+// No symbolic link in dir is ever followed: every step resolves its path
+// again from dir, one component at a time, refusing links, so a directory
+// swapped for a link during the apply makes the apply fail instead of
+// writing outside dir.
+//
+// Apply and Recover must not run concurrently on the same dir and
+// journalDir; the service serialises applies per workspace.
+func Apply(dir, journalDir string, id string, entries []Entry, src Source, hook Hook) error {
+	absDir, absJournal, err := validateApply(dir, journalDir, id, entries, src)
+	if err != nil {
+		return err
+	}
+	a := &applier{hook: hook, journalDir: absJournal}
+	if err := hook.step("open-workspace"); err != nil {
+		return applyError(id, err)
+	}
+	t, err := openTree(absDir)
+	if err != nil {
+		return applyError(id, err)
+	}
+	defer t.close()
+	a.t = t
+
+	j, err := a.plan(absDir, id, entries)
+	if err != nil {
+		return applyError(id, err)
+	}
+	a.j = j
+
+	written, err := a.writeFirstJournal()
+	if err != nil {
+		if !written {
+			// Nothing in dir was touched and no journal is in place: drop
+			// the temporary journal, if any (Recover drops it otherwise).
+			if cerr := a.removeJournalTemp(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return applyError(id, err)
+		}
+		return a.fail(err)
+	}
+
+	if err := a.forward(src); err != nil {
+		return a.fail(err)
+	}
+
+	committed, err := a.commit()
+	if err != nil {
+		if !committed {
+			return a.fail(err)
+		}
+		// The commit mark is in place (Recover will finish the apply) but
+		// it may not be durable: say so rather than claim success.
+		return &corral.Error{Code: corral.EINTERNAL, Op: "workspace.Apply",
+			Message: "the changes were applied but could not be made durable",
+			Err:     fmt.Errorf("apply %s: %w", id, err)}
+	}
+	// The apply has happened. A failed clean-up leaves the journal, marked
+	// committed, for Recover to remove; the workspace is already right.
+	_ = finishJournal(a.journalDir, j.ID, hook)
+	return nil
+}
+
+// applier carries one apply through its steps.
+type applier struct {
+	t          *dirTree
+	j          *journal
+	journalDir string
+	hook       Hook
+}
+
+// fail rolls back after a failure that happened once the journal was in
+// place, and says what became of the workspace.
+func (a *applier) fail(cause error) error {
+	if rerr := rollback(a.t, a.journalDir, a.j, a.hook); rerr != nil {
+		return &corral.Error{Code: corral.EINTERNAL, Op: "workspace.Apply",
+			Message: "the apply failed and the workspace could not be restored yet; recovery will finish the rollback",
+			Err:     fmt.Errorf("apply %s: %w", a.j.ID, errors.Join(cause, rerr))}
+	}
+	// The workspace is its before-image again. A journal that cannot be
+	// removed now is removed by Recover.
+	_ = finishJournal(a.journalDir, a.j.ID, a.hook)
+	return applyError(a.j.ID, cause)
+}
+
+// applyError keeps conflicts and invalid input as they are and makes
+// everything else internal.
+func applyError(id string, err error) error {
+	var e *corral.Error
+	if errors.As(err, &e) && (e.Code == corral.ECONFLICT || e.Code == corral.EINVALID) {
+		return err
+	}
+	return corral.Internal("workspace.Apply", fmt.Errorf("apply %s: %w", id, err))
+}
+
+// validateApply checks everything that needs no I/O, so that a malformed
+// request touches nothing. It returns dir and journalDir made absolute.
+func validateApply(dir, journalDir, id string, entries []Entry, src Source) (string, string, error) {
+	invalid := func(format string, args ...any) error {
+		e := corral.Errorf(corral.EINVALID, format, args...)
+		e.Op = "workspace.Apply"
+		return e
+	}
+	if err := validID(id); err != nil {
+		return "", "", err
+	}
+	if dir == "" || journalDir == "" {
+		return "", "", invalid("workspace and journal directories are required")
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", corral.Internal("workspace.Apply", err)
+	}
+	absJournal, err := filepath.Abs(journalDir)
+	if err != nil {
+		return "", "", corral.Internal("workspace.Apply", err)
+	}
+	if rel, err := filepath.Rel(absDir, absJournal); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return "", "", invalid("the journal directory must be outside the workspace")
+	}
+	if len(entries) == 0 {
+		return "", "", invalid("the change set has no entries")
+	}
+	seen := make(map[string]bool, len(entries))
+	needSource := false
+	for _, e := range entries {
+		if err := validPath(e.Path); err != nil {
+			return "", "", err
+		}
+		if seen[e.Path] {
+			return "", "", invalid("path %q appears twice in the change set", e.Path)
+		}
+		seen[e.Path] = true
+		if e.Class == ClassProtected || len(e.Flags) > 0 {
+			return "", "", invalid("%q is protected and is never applied", e.Path)
+		}
+		if e.Class != ClassOrdinary && e.Class != ClassRisky {
+			return "", "", invalid("%q has no valid class", e.Path)
+		}
+		if strings.HasPrefix(path.Base(e.Path), tempPrefix) {
+			return "", "", invalid("%q is a name Corral reserves for itself", e.Path)
+		}
+		switch e.Op {
+		case OpCreate:
+			if e.OldSHA256 != "" || !validSHA(e.NewSHA256) || !e.Mode.IsRegular() {
+				return "", "", invalid("create of %q needs a new hash, no old hash and a regular file mode", e.Path)
+			}
+			needSource = true
+		case OpModify:
+			if !validSHA(e.OldSHA256) || !validSHA(e.NewSHA256) || !e.Mode.IsRegular() {
+				return "", "", invalid("modify of %q needs old and new hashes and a regular file mode", e.Path)
+			}
+			needSource = true
+		case OpDelete:
+			if !validSHA(e.OldSHA256) || e.NewSHA256 != "" {
+				return "", "", invalid("delete of %q needs an old hash and no new hash", e.Path)
+			}
+		default:
+			return "", "", invalid("%q has an unknown operation %q", e.Path, e.Op)
+		}
+	}
+	// A path cannot be a file of the change set and a directory of another
+	// of its paths at once.
+	for p := range seen {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if seen[d] {
+				return "", "", invalid("%q is both a file and a directory in the change set", d)
+			}
+		}
+	}
+	if needSource && src == nil {
+		return "", "", invalid("no source for the new content")
+	}
+	return absDir, absJournal, nil
+}
+
+// validPath accepts only a clean, relative, slash-separated path that stays
+// beneath the workspace root.
+func validPath(p string) error {
+	bad := p == "" || p == "." || strings.ContainsRune(p, 0) || path.IsAbs(p) ||
+		path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../")
+	if !bad {
+		for _, c := range strings.Split(p, "/") {
+			if c == "." || c == ".." || c == "" {
+				bad = true
+			}
+		}
+	}
+	if bad {
+		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
+			Message: fmt.Sprintf("invalid path %q: it must be relative, clean and stay inside the workspace", p)}
+	}
+	return nil
+}
+
+// validID accepts ids that are safe as file names in the journal
+// directory and in temporary names.
+func validID(id string) error {
+	ok := id != "" && len(id) <= 128 && id[0] != '.' && id[0] != '-'
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			ok = false
+		}
+	}
+	if !ok {
+		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
+			Message: fmt.Sprintf("invalid change set id %q", id)}
+	}
+	return nil
+}
+
+func validSHA(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// tempPrefix starts the name of every temporary Corral puts in a workspace.
+const tempPrefix = ".corral-tmp-"
+
+// plan checks every entry's base against the persistent tree and works out
+// the journal: the before-image of each file, the directories to create and
+// the temporary names. It writes nothing.
+func (a *applier) plan(absDir, id string, entries []Entry) (*journal, error) {
+	sorted := append([]Entry(nil), entries...)
+	sort.Slice(sorted, func(i, k int) bool { return sorted[i].Path < sorted[k].Path })
+	j := &journal{Version: journalVersion, ID: id, Dir: absDir, State: statePrepared}
+	dirs := map[string]bool{}
+	for i, e := range sorted {
+		if err := a.hook.step("check " + e.Path); err != nil {
+			return nil, err
+		}
+		je := journalEntry{
+			Path:      e.Path,
+			Op:        e.Op,
+			OldSHA256: strings.ToLower(e.OldSHA256),
+			NewSHA256: strings.ToLower(e.NewSHA256),
+			NewMode:   uint32(e.Mode.Perm()),
+			Temp:      fmt.Sprintf("%s%s-%d", tempPrefix, id, i),
+			Backup:    fmt.Sprint(i),
+		}
+		if e.Op == OpCreate {
+			missing, err := a.checkAbsent(e.Path)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range missing {
+				dirs[d] = true
+			}
+		} else {
+			old, err := a.checkBase(e.Path, je.OldSHA256)
+			if err != nil {
+				return nil, err
+			}
+			je.Old = old
+		}
+		j.Entries = append(j.Entries, je)
+	}
+	for d := range dirs {
+		j.Dirs = append(j.Dirs, d)
+	}
+	// Sorted, a directory comes before everything beneath it.
+	sort.Strings(j.Dirs)
+	return j, nil
+}
+
+// checkAbsent checks that the path of a create does not exist, and returns
+// the directories above it that do not exist either.
+func (a *applier) checkAbsent(p string) ([]string, error) {
+	parent := path.Dir(p)
+	pfd, missing, err := a.t.walk(parent, true)
+	if err != nil {
+		return nil, pathError(p, err)
+	}
+	defer closeFD(pfd)
+	if len(missing) > 0 {
+		// Every missing component is a directory to create.
+		var dirs []string
+		base := strings.TrimSuffix(parent, strings.Join(missing, "/"))
+		base = strings.TrimSuffix(base, "/")
+		for _, c := range missing {
+			base = path.Join(base, c)
+			dirs = append(dirs, base)
+		}
+		return dirs, nil
+	}
+	if _, err := lstatAt(pfd, path.Base(p)); err == nil {
+		return nil, conflictError(p, "it was created in the workspace after the change set was made", nil)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// checkBase checks that the file at p has the hash the change set was
+// made against, and returns its before-image.
+func (a *applier) checkBase(p, oldSHA string) (*fileState, error) {
+	st, err := a.t.state(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, conflictError(p, "it no longer exists in the workspace", err)
+		}
+		if errors.Is(err, errNotRegular) {
+			return nil, conflictError(p, "it is no longer a regular file in the workspace", err)
+		}
+		return nil, pathError(p, err)
+	}
+	if st.SHA256 != oldSHA {
+		return nil, conflictError(p, "it changed in the workspace after the change set was made", nil)
+	}
+	return st, nil
+}
+
+// conflictError reports that the workspace no longer matches the change set.
+func conflictError(p, why string, err error) error {
+	return &corral.Error{Code: corral.ECONFLICT, Op: "workspace.Apply",
+		Message: fmt.Sprintf("conflict on %q: %s", p, why), Err: err}
+}
+
+// pathError turns a failure to resolve p into the error the caller sees:
+// a symbolic link on the way is invalid, a file where a directory should be
+// is a conflict, anything else is left as it is.
+func pathError(p string, err error) error {
+	switch {
+	case errors.Is(err, errSymlink):
+		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
+			Message: fmt.Sprintf("path %q passes through a symbolic link in the workspace", p), Err: err}
+	case errors.Is(err, errNotDir):
+		return conflictError(p, "a directory above it is not a directory in the workspace", err)
+	}
+	return err
+}
+
+// writeFirstJournal creates the journal directory and writes the prepared
+// journal. written says whether the journal reached its final name, after
+// which only a rollback may undo the apply.
+func (a *applier) writeFirstJournal() (written bool, err error) {
+	if err := a.hook.step("journal-mkdir"); err != nil {
+		return false, err
+	}
+	if err := mkdirDurable(a.journalDir); err != nil {
+		return false, err
+	}
+	if _, err := os.Lstat(journalPath(a.journalDir, a.j.ID)); err == nil {
+		return false, &corral.Error{Code: corral.ECONFLICT, Op: "workspace.Apply",
+			Message: "an earlier apply of this change set has not been recovered yet"}
+	}
+	return writeJournal(a.journalDir, a.j, a.hook, "journal")
+}
+
+func (a *applier) removeJournalTemp() error {
+	if err := a.hook.step("remove-journal-temp"); err != nil {
+		return err
+	}
+	return removeIfExists(journalPath(a.journalDir, a.j.ID) + ".tmp")
+}
+
+// forward does the apply itself: backups, directories, temporaries,
+// renames, deletions and directory syncs, in that order.
+func (a *applier) forward(src Source) error {
+	j, h := a.j, a.hook
+	bdir := backupDir(a.journalDir, j.ID)
+	if err := h.step("mkdir-backups"); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(bdir, 0o700); err != nil {
+		return err
+	}
+	for _, e := range j.Entries {
+		if e.Old == nil {
+			continue
+		}
+		if err := a.backup(e, filepath.Join(bdir, e.Backup)); err != nil {
+			return err
+		}
+	}
+	if err := h.step("sync-backups"); err != nil {
+		return err
+	}
+	for _, d := range []string{bdir, filepath.Dir(bdir), a.journalDir} {
+		if err := syncPath(d); err != nil {
+			return err
+		}
+	}
+	// Nothing in the workspace changes before this mark is durable; a
+	// rollback that finds no mark has nothing to undo there.
+	if err := h.step("mark-backups"); err != nil {
+		return err
+	}
+	if err := writeMark(a.journalDir, j.ID); err != nil {
+		return err
+	}
+
+	for _, d := range j.Dirs {
+		if err := h.step("mkdir " + d); err != nil {
+			return err
+		}
+		if err := a.t.mkdir(d); err != nil {
+			return pathError(d, err)
+		}
+	}
+
+	// Every new file is complete and synced under its temporary name
+	// before the first one takes its place.
+	for _, e := range j.Entries {
+		if e.Op == OpDelete {
+			continue
+		}
+		if err := a.writeTemp(e, src); err != nil {
+			return err
+		}
+	}
+	for _, e := range j.Entries {
+		if e.Op == OpDelete {
+			continue
+		}
+		if err := h.step("rename " + e.Path); err != nil {
+			return err
+		}
+		if err := a.t.rename(e.Path, e.Temp, e.Op == OpCreate); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return conflictError(e.Path, "it was created in the workspace during the apply", err)
+			}
+			return pathError(e.Path, err)
+		}
+	}
+	for _, e := range j.Entries {
+		if e.Op != OpDelete {
+			continue
+		}
+		if err := h.step("delete " + e.Path); err != nil {
+			return err
+		}
+		if err := a.t.remove(e.Path); err != nil {
+			return pathError(e.Path, err)
+		}
+	}
+	for _, d := range touchedDirs(j) {
+		if err := h.step("sync-dir " + d); err != nil {
+			return err
+		}
+		if err := a.t.syncDir(d); err != nil {
+			return pathError(d, err)
+		}
+	}
+	return nil
+}
+
+// backup copies the persistent file of e into the journal, checking on the
+// way that it still has the hash the base check saw.
+func (a *applier) backup(e journalEntry, name string) error {
+	if err := a.hook.step("backup " + e.Path); err != nil {
+		return err
+	}
+	pfd, _, err := a.t.walk(path.Dir(e.Path), false)
+	if err != nil {
+		return pathError(e.Path, err)
+	}
+	defer closeFD(pfd)
+	in, _, err := openRegular(pfd, path.Base(e.Path))
+	if err != nil {
+		return conflictError(e.Path, "it changed in the workspace during the apply", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != e.Old.SHA256 {
+		err = conflictError(e.Path, "it changed in the workspace during the apply", nil)
+	}
+	if err != nil {
+		out.Close()
+		return err
+	}
+	if err := a.hook.step("sync-backup " + e.Path); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// writeTemp writes the new content of e to its temporary, next to its
+// target, with the entry's permission bits and the right owner.
+func (a *applier) writeTemp(e journalEntry, src Source) error {
+	if err := a.hook.step("write-temp " + e.Path); err != nil {
+		return err
+	}
+	r, err := src.Open(e.Path)
+	if err != nil {
+		return fmt.Errorf("open staged %s: %w", e.Path, err)
+	}
+	defer r.Close()
+	pfd, _, err := a.t.walk(path.Dir(e.Path), false)
+	if err != nil {
+		return pathError(e.Path, err)
+	}
+	defer closeFD(pfd)
+	// A new file takes the owner of its directory (the workspace belongs to
+	// the sandbox's host user, not to us); a replaced one keeps its owner.
+	uid, gid, err := ownerOf(pfd)
+	if err != nil {
+		return err
+	}
+	if e.Old != nil {
+		uid, gid = e.Old.UID, e.Old.GID
+	}
+	f, err := createTemp(pfd, e.Temp, e.NewMode, uid, gid)
+	if err != nil {
+		return pathError(e.Path, err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), r)
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != e.NewSHA256 {
+		err = conflictError(e.Path, "the staged file changed after the change set was made", nil)
+	}
+	if err == nil {
+		err = a.hook.step("sync-temp " + e.Path)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// commit marks the journal committed. committed says whether the mark
+// reached the journal's final name, even if it could not be made durable.
+func (a *applier) commit() (committed bool, err error) {
+	j := *a.j
+	j.State = stateCommitted
+	return writeJournal(a.journalDir, &j, a.hook, "commit")
+}
+
+// touchedDirs lists every directory whose entries an apply changes: the
+// parents of the entries and of the directories it creates.
+func touchedDirs(j *journal) []string {
+	set := map[string]bool{}
+	for _, e := range j.Entries {
+		set[path.Dir(e.Path)] = true
+	}
+	for _, d := range j.Dirs {
+		set[path.Dir(d)] = true
+	}
+	dirs := make([]string, 0, len(set))
+	for d := range set {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// Errors of path resolution.
+var (
+	errSymlink    = errors.New("symbolic link in the path")
+	errNotDir     = errors.New("not a directory")
+	errNotRegular = errors.New("not a regular file")
+)
+
+// dirTree is a directory beneath which paths are resolved without ever
+// following a symbolic link.
+//
+// os.Root is not enough here: it follows a link that stays inside the
+// root, and a link in the persistent tree must make the apply fail, not be
+// followed. Openat2's RESOLVE_NO_SYMLINKS would do, but walking one
+// component at a time with O_NOFOLLOW gives the same guarantee on every
+// kernel: each component is opened relative to the descriptor of the one
+// before it, so no link is followed whatever is renamed meanwhile.
+type dirTree struct{ fd int }
+
+func openTree(dir string) (*dirTree, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return &dirTree{fd: fd}, nil
+}
+
+func (t *dirTree) close() { closeFD(t.fd) }
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// walk opens the directory rel ("." for the root) and returns a descriptor
+// the caller closes. With allowMissing, a component that does not exist
+// ends the walk: walk then returns the deepest directory that exists and
+// the components below it that do not.
+func (t *dirTree) walk(rel string, allowMissing bool) (int, []string, error) {
+	cur, err := unix.FcntlInt(uintptr(t.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
+	}
+	if rel == "." || rel == "" {
+		return cur, nil, nil
+	}
+	comps := strings.Split(rel, "/")
+	for k, c := range comps {
+		if c == "" || c == "." || c == ".." {
+			closeFD(cur)
+			return -1, nil, &os.PathError{Op: "open", Path: rel, Err: errors.New("invalid path")}
+		}
+		next, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			err = classifyOpenErr(cur, c, err)
+			if allowMissing && errors.Is(err, os.ErrNotExist) {
+				return cur, comps[k:], nil
+			}
+			closeFD(cur)
+			return -1, nil, &os.PathError{Op: "open", Path: strings.Join(comps[:k+1], "/"), Err: err}
+		}
+		closeFD(cur)
+		cur = next
+	}
+	return cur, nil, nil
+}
+
+// classify tells a symbolic link from another non-directory after opening
+// name as a directory failed (Linux answers ENOTDIR for both).
+func classifyOpenErr(dirfd int, name string, err error) error {
+	if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return errSymlink
+	}
+	return errNotDir
+}
+
+// lstat reports whether p exists, without following links; a missing
+// directory on the way counts as p missing.
+func (t *dirTree) lstat(p string) error {
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	_, err = lstatAt(pfd, path.Base(p))
+	return err
+}
+
+func lstatAt(dirfd int, name string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// state hashes the regular file at p.
+func (t *dirTree) state(p string) (*fileState, error) {
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFD(pfd)
+	f, st, err := openRegular(pfd, path.Base(p))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return &fileState{
+		SHA256: hex.EncodeToString(h.Sum(nil)),
+		Mode:   st.Mode & 0o7777,
+		UID:    int(st.Uid),
+		GID:    int(st.Gid),
+	}, nil
+}
+
+// openRegular opens name in dirfd for reading if it is a regular file; a
+// link, a directory, a FIFO or a device is errNotRegular.
+func openRegular(dirfd int, name string) (*os.File, *unix.Stat_t, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, nil, errNotRegular
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, nil, errNotRegular
+	}
+	return os.NewFile(uintptr(fd), name), &st, nil
+}
+
+// createTemp creates a new temporary in dirfd with the given owner and mode
+// bits; it never reuses or follows what is already there.
+func createTemp(dirfd int, name string, mode uint32, uid, gid int) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// Chown before chmod: chown may clear set-id bits.
+	if err := fchownIfNeeded(fd, uid, gid); err != nil {
+		unix.Close(fd)
+		unix.Unlinkat(dirfd, name, 0)
+		return nil, err
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		unix.Close(fd)
+		unix.Unlinkat(dirfd, name, 0)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func fchownIfNeeded(fd, uid, gid int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) == uid && int(st.Gid) == gid {
+		return nil
+	}
+	return unix.Fchown(fd, uid, gid)
+}
+
+func ownerOf(fd int) (uid, gid int, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, 0, err
+	}
+	return int(st.Uid), int(st.Gid), nil
+}
+
+// mkdir creates the directory d (mode 0755) owned like its parent.
+func (t *dirTree) mkdir(d string) error {
+	pfd, _, err := t.walk(path.Dir(d), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	uid, gid, err := ownerOf(pfd)
+	if err != nil {
+		return err
+	}
+	name := path.Base(d)
+	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer closeFD(fd)
+	if err := fchownIfNeeded(fd, uid, gid); err != nil {
+		return err
+	}
+	return unix.Fchmod(fd, 0o755)
+}
+
+// rmdir removes the directory d if it is there and empty.
+func (t *dirTree) rmdir(d string) error {
+	pfd, _, err := t.walk(path.Dir(d), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	return unix.Unlinkat(pfd, path.Base(d), unix.AT_REMOVEDIR)
+}
+
+// rename moves the temporary next to p onto p. With noReplace it fails
+// with EEXIST rather than replace something that appeared at p.
+func (t *dirTree) rename(p, temp string, noReplace bool) error {
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	if noReplace {
+		err := unix.Renameat2(pfd, temp, pfd, path.Base(p), unix.RENAME_NOREPLACE)
+		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+			return err
+		}
+		// A filesystem without RENAME_NOREPLACE: the base check stands.
+	}
+	return unix.Renameat(pfd, temp, pfd, path.Base(p))
+}
+
+// remove unlinks the file p.
+func (t *dirTree) remove(p string) error {
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	return unix.Unlinkat(pfd, path.Base(p), 0)
+}
+
+// syncDir makes the entries of directory d durable.
+func (t *dirTree) syncDir(d string) error {
+	fd, _, err := t.walk(d, false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(fd)
+	return unix.Fsync(fd)
+}

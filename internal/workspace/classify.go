@@ -1,0 +1,235 @@
+package workspace
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// ClassPolicy is what classification needs of an agent.
+type ClassPolicy struct {
+	Protected []string // extra globs that are protected
+	Risky     []string // extra globs that are risky
+	LargeFile int64    // risky above this many bytes; 0 = 1 MiB
+}
+
+// DefaultLargeFile is the size above which a file is risky when the policy
+// sets none.
+const DefaultLargeFile = 1 << 20
+
+// Globs
+//
+// Every glob of this package (a policy's, a stage's secrets) is matched
+// against a slash-separated path relative to the workspace root:
+//
+//   - a glob without a slash matches a name at any depth, like .gitignore:
+//     "*.pem" matches "a.pem" and "keys/b.pem";
+//   - a glob with a slash is anchored at the root (a leading slash is
+//     allowed and means the same): "secrets/*.pem" matches "secrets/a.pem"
+//     and not "x/secrets/a.pem";
+//   - "**" as a whole element matches any number of elements, none
+//     included: "config/**/*.key";
+//   - a glob that matches a directory matches everything under it:
+//     "secrets" covers "secrets/a/b".
+//
+// The other metacharacters are path.Match's. Configured globs match case
+// for case; the built-in names below match in any case, because a
+// workspace is often checked out on a case-insensitive filesystem where
+// ".GIT/config" is ".git/config".
+
+// Built-in protected globs: never applied, whatever the policy.
+var protectedGlobs = []string{
+	".git",     // the repository's own database and hooks, at any depth (submodules)
+	".env",     // secrets, at any depth
+	".env.*",   // .env.local, .env.production, ...
+	"/.corral", // Corral's internal files, at the root
+}
+
+// Built-in risky globs: they wait for a person even in auto mode.
+var riskyGlobs = []string{
+	// CI, workflows and things other tools run on their own.
+	".github", ".gitlab", ".gitlab-ci.yml", ".circleci", "jenkinsfile", ".travis.yml",
+	"azure-pipelines.yml", ".buildkite", "bitbucket-pipelines.yml", ".drone.yml",
+	".woodpecker.yml", ".woodpecker", ".gitmodules", ".gitattributes", ".husky",
+	".pre-commit-config.yaml", ".devcontainer", ".vscode",
+	"dockerfile", "dockerfile.*", "*.dockerfile", "docker-compose*.yml", "docker-compose*.yaml",
+	"compose.yml", "compose.yaml",
+	// Dependency manifests and lockfiles.
+	"go.mod", "go.sum", "go.work", "go.work.sum",
+	"package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml",
+	"bun.lockb", ".npmrc", ".yarnrc", ".yarnrc.yml",
+	"requirements*.txt", "pipfile", "pipfile.lock", "poetry.lock", "pyproject.toml", "setup.py",
+	"setup.cfg", "uv.lock",
+	"cargo.toml", "cargo.lock",
+	"gemfile", "gemfile.lock", "*.gemspec",
+	"composer.json", "composer.lock",
+	"pom.xml", "build.gradle*", "settings.gradle*", "gradle.properties",
+	"*.csproj", "packages.config", "directory.packages.props", "nuget.config",
+}
+
+// Classify says whether one change is ordinary, risky or protected. It is a
+// pure function of the entry and the policy, in this order:
+//
+//   - protected: the entry carries any Flag; its path is not a clean
+//     relative path or its Op is unknown (fail closed); it is .git or under
+//     it, .env or .env.* at any depth, .corral at the root (any case), or it
+//     matches a policy.Protected glob;
+//   - risky: a delete; a modify that changes the mode (permissions, type or
+//     setuid bits); an executable (any x bit); a CI, workflow or container
+//     file; a dependency manifest or lockfile (riskyGlobs); larger than
+//     policy.LargeFile; a policy.Risky glob;
+//   - ordinary otherwise.
+//
+// The manifest may already have set e.Class as a floor that Classify never
+// lowers: ClassRisky for a binary file (a NUL byte in its first 8 KiB: a
+// fact about content the entry has no field for) and ClassProtected for a
+// write to a path hidden from the run as a secret. An unknown class in
+// e.Class counts as risky. Because of that floor, classify a manifest once,
+// fresh from Stage.Manifest: re-classifying under a laxer policy keeps the
+// stricter class.
+func Classify(e Entry, p ClassPolicy) string {
+	if isProtected(e, p) || e.Class == ClassProtected {
+		return ClassProtected
+	}
+	if isRisky(e, p) {
+		return ClassRisky
+	}
+	switch e.Class {
+	case "", ClassOrdinary:
+		return ClassOrdinary
+	default:
+		return ClassRisky
+	}
+}
+
+// ClassifyAll returns m with Class set on each entry. m itself is left as
+// it was.
+func ClassifyAll(m Manifest, p ClassPolicy) Manifest {
+	out := make(Manifest, len(m))
+	for i, e := range m {
+		e.Class = Classify(e, p)
+		out[i] = e
+	}
+	return out
+}
+
+func isProtected(e Entry, p ClassPolicy) bool {
+	if len(e.Flags) > 0 || !cleanRelPath(e.Path) {
+		return true
+	}
+	switch e.Op {
+	case OpCreate, OpModify, OpDelete:
+	default:
+		return true
+	}
+	return matchAny(protectedGlobs, strings.ToLower(e.Path)) || matchAny(p.Protected, e.Path)
+}
+
+func isRisky(e Entry, p ClassPolicy) bool {
+	switch {
+	case e.Op == OpDelete:
+		return true
+	case e.Op == OpModify && e.OldMode != e.Mode:
+		return true
+	case e.Mode.Type() == 0 && e.Mode&0o111 != 0:
+		return true
+	}
+	limit := p.LargeFile
+	if limit <= 0 {
+		limit = DefaultLargeFile
+	}
+	if e.Size > limit {
+		return true
+	}
+	return matchAny(riskyGlobs, strings.ToLower(e.Path)) || matchAny(p.Risky, e.Path)
+}
+
+// cleanRelPath reports whether p is a path a manifest may hold: relative,
+// slash-separated, clean, inside the root, not the root itself.
+func cleanRelPath(p string) bool {
+	if p == "" || p == "." || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.ContainsRune(p, 0) {
+		return false
+	}
+	return p != ".." && !strings.HasPrefix(p, "../")
+}
+
+// ValidGlob reports whether pattern is a glob this package can match: a
+// policy should refuse the others when it is saved, since a malformed glob
+// matches nothing.
+func ValidGlob(pattern string) error {
+	p := strings.TrimPrefix(pattern, "/")
+	if p == "" {
+		return fmt.Errorf("empty glob")
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == "" || el == "." || el == ".." {
+			return fmt.Errorf("glob %q: empty, . or .. element", pattern)
+		}
+		if _, err := path.Match(el, ""); err != nil {
+			return fmt.Errorf("glob %q: %w", pattern, err)
+		}
+	}
+	return nil
+}
+
+func matchAny(globs []string, p string) bool {
+	for _, g := range globs {
+		if matchGlob(g, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchGlob reports whether the relative path p, or a directory above it,
+// matches pattern (see "Globs" above).
+func matchGlob(pattern, p string) bool {
+	if pattern == "" || p == "" {
+		return false
+	}
+	names := strings.Split(p, "/")
+	if !strings.Contains(pattern, "/") && pattern != "**" {
+		for _, n := range names {
+			if ok, _ := path.Match(pattern, n); ok {
+				return true
+			}
+		}
+		return false
+	}
+	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
+	for i := 1; i <= len(names); i++ {
+		if matchElems(pat, names[:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchElems matches whole paths, element by element, "**" matching any
+// run of elements.
+func matchElems(pat, names []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for len(pat) > 0 && pat[0] == "**" {
+				pat = pat[1:]
+			}
+			if len(pat) == 0 {
+				return true
+			}
+			for i := range len(names) + 1 {
+				if matchElems(pat, names[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(names) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], names[0]); !ok {
+			return false
+		}
+		pat, names = pat[1:], names[1:]
+	}
+	return len(names) == 0
+}

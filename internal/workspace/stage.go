@@ -1,0 +1,143 @@
+package workspace
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// StageOptions configure a stage.
+type StageOptions struct {
+	// Secrets are extra globs of secret files to leave out of the staged
+	// tree (see "Globs" in classify.go), besides .env and .env.* at any
+	// depth and Corral's internal files (.corral at the root).
+	Secrets []string
+	// UID and GID own the staged tree's writable parts: the root of the
+	// tree (the sandbox's host user). 0 leaves the owner as it is.
+	UID, GID int
+	// NoOverlay forces the copy fallback (tests, machines without
+	// overlayfs).
+	NoOverlay bool
+}
+
+// The layout of a stage's directory. The directory itself is root's, mode
+// 0711: the sandbox user may pass through it to the tree and see nothing
+// else. layers/ is 0700: only Corral touches the overlay's upper layer
+// directly.
+const (
+	stageStateFile = "stage.json"     // stageState: what OpenStage needs
+	stageTreeDir   = "tree"           // the tree the run sees: overlay mount point, or the copy
+	stageLayersDir = "layers"         // overlay only
+	stageUpperDir  = "layers/upper"   // the overlay's upper layer: everything the run changed
+	stageWorkDir   = "layers/work"    // the overlay's work directory
+	stageBaseFile  = "baseline.json"  // copy only: what was copied (copyBaseline)
+	stageStampFile = "baseline.stamp" // copy only: its ctime bounds the baseline's (see copyBaseline)
+)
+
+// stageState is written last by NewStage: a stage directory without it is
+// an unfinished stage that OpenStage refuses.
+type stageState struct {
+	Version    int      `json:"version"`
+	Persistent string   `json:"persistent"`
+	Overlay    bool     `json:"overlay"`
+	Secrets    []string `json:"secrets"`   // the globs the stage hid, for the manifest's deletes
+	Whiteouts  []string `json:"whiteouts"` // overlay: the secrets whited out at staging
+}
+
+const stageStateVersion = 1
+
+// secretMatcher decides which paths a stage hides from the run.
+type secretMatcher []string
+
+// secret reports whether the relative path p is hidden from a run: .env or
+// .env.* at any depth (any case), .corral at the root, or one of the
+// stage's globs; a path under a hidden directory is hidden too.
+func (m secretMatcher) secret(p string) bool {
+	lp := strings.ToLower(p)
+	return matchAny(secretGlobs, lp) || matchAny(m, p)
+}
+
+var secretGlobs = []string{".env", ".env.*", "/.corral"}
+
+// internalPath reports whether p is Corral's own (FlagInternal).
+func internalPath(p string) bool {
+	return matchGlob("/.corral", strings.ToLower(p))
+}
+
+func writeJSONFile(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+func readJSONFile(name string, v any) error {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// stagePaths checks and cleans the two directories of a stage: each must be
+// absolute once made so, and neither may hold the other.
+func stagePaths(persistent, dir string) (string, string, error) {
+	p, err := filepath.Abs(persistent)
+	if err != nil {
+		return "", "", err
+	}
+	// The overlay resolves the lower layer's symlinks anyway; comparing
+	// resolved paths keeps a symlinked stage directory from landing inside.
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(d)); err == nil {
+		d = filepath.Join(r, filepath.Base(d))
+	}
+	within := func(a, b string) bool { // a is b or under it
+		rel, err := filepath.Rel(b, a)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	if within(d, p) || within(p, d) {
+		return "", "", fmt.Errorf("stage directory %s and workspace %s overlap", d, p)
+	}
+	return p, d, nil
+}
