@@ -55,7 +55,7 @@ func NewChanges(store ChangeStore, ws WorkspaceConfig, cfg Config) *Changes {
 func (c *Changes) workspaceDir(agentID string) string {
 	return filepath.Join(c.ws.DataDir, "workspaces", agentID)
 }
-func (c *Changes) stageDir(id string) string    { return filepath.Join(c.ws.DataDir, "stages", id) }
+func (c *Changes) stageDir(id string) string { return filepath.Join(c.ws.DataDir, "stages", id) }
 func (c *Changes) journalDir(agentID string) string {
 	return filepath.Join(c.ws.DataDir, "journals", agentID)
 }
