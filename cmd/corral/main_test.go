@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func noenv(string) string { return "" }
@@ -64,7 +65,7 @@ func TestServeAndShutDown(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runServer(ctx, serveConfig{Addr: "127.0.0.1:0", Data: data, Role: "all", Signup: "closed"}, slog.New(slog.DiscardHandler), ready)
+		done <- runServer(ctx, serveConfig{Addr: "127.0.0.1:0", Data: data, Role: "all", Signup: "closed", ChangeTTL: time.Hour}, slog.New(slog.DiscardHandler), ready)
 	}()
 	var addr string
 	select {

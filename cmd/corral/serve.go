@@ -24,6 +24,7 @@ import (
 type serveConfig struct {
 	Addr, Data, Role, Signup string
 	SecureCookies            bool
+	ChangeTTL                time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -35,11 +36,19 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.StringVar(&c.Role, "role", envOr(getenv, "CORRAL_ROLE", string(role.All)), "all, control or sandbox")
 	fs.StringVar(&c.Signup, "signup", envOr(getenv, "CORRAL_SIGNUP", service.SignupOpen), "open, invite or closed")
 	fs.BoolVar(&c.SecureCookies, "secure-cookies", getenv("CORRAL_SECURE_COOKIES") == "true", "mark cookies Secure (behind a TLS proxy)")
+	ttl, err := time.ParseDuration(envOr(getenv, "CORRAL_CHANGE_TTL", "168h"))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_CHANGE_TTL: %v", errUsage, err)
+	}
+	fs.DurationVar(&c.ChangeTTL, "change-ttl", ttl, "how long a change set waits for a decision before it expires")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if c.ChangeTTL <= 0 {
+		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
 	}
 	return c, nil
 }
@@ -89,7 +98,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			return err
 		}
 		agents := service.NewAgents(db, cfg)
-		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser()}, cfg)
+		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser(), ChangeTTL: c.ChangeTTL}, cfg)
 		// Before anything touches a workspace: finish or roll back every
 		// apply a crash interrupted.
 		if err := changes.Recover(ctx); err != nil {
