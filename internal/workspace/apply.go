@@ -568,7 +568,7 @@ func (a *applier) backup(e journalEntry, name string) error {
 		out.Close()
 		return err
 	}
-	if err := out.Sync(); err != nil {
+	if err := syncFile(out); err != nil {
 		out.Close()
 		return err
 	}
@@ -613,7 +613,7 @@ func (a *applier) writeTemp(e journalEntry, src Source) error {
 		err = a.hook.step("sync-temp " + e.Path)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = syncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -907,5 +907,5 @@ func (t *dirTree) syncDir(d string) error {
 		return err
 	}
 	defer closeFD(fd)
-	return unix.Fsync(fd)
+	return fsync(fd)
 }

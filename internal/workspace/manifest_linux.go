@@ -28,8 +28,20 @@ import (
 // not see them, so it cannot have meant to delete them. A run that writes
 // such a path gets an entry pre-classified protected.
 //
-// Call it once the run's processes are gone.
+// The manifest is taken once, when the run's processes are gone: the
+// first call works it out, makes the run's new files durable and records
+// it in the stage; later calls, from this Stage or a re-opened one, return
+// the record.
 func (s *Stage) Manifest() (Manifest, error) {
+	const op = "manifest"
+	record := filepath.Join(s.dir, stageManifest)
+	if s.state.Synced {
+		var m Manifest
+		if err := readJSONFile(record, &m); err != nil {
+			return nil, corral.Internal(op, err)
+		}
+		return m, nil
+	}
 	var (
 		m   Manifest
 		err error
@@ -40,9 +52,15 @@ func (s *Stage) Manifest() (Manifest, error) {
 		m, err = s.copyManifest()
 	}
 	if err != nil {
-		return nil, corral.Internal("manifest", err)
+		return nil, corral.Internal(op, err)
 	}
 	sortManifest(m)
+	if err := writeJSONFile(record, m, true); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	if err := s.sync(m); err != nil {
+		return nil, corral.Internal(op, err)
+	}
 	return m, nil
 }
 
@@ -64,7 +82,7 @@ func (s *Stage) overlayManifest() (Manifest, error) {
 	d := overlayDiff{
 		lower:     s.persistent,
 		upper:     filepath.Join(s.dir, stageUpperDir),
-		secrets:   secretMatcher(s.state.Secrets),
+		secrets:   newSecretMatcher(s.state.Secrets),
 		whiteouts: map[string]bool{},
 	}
 	for _, w := range s.state.Whiteouts {
@@ -244,7 +262,7 @@ func (s *Stage) copyManifest() (Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	secrets := secretMatcher(s.state.Secrets)
+	secrets := newSecretMatcher(s.state.Secrets)
 	tree := s.Tree()
 	seen := map[string]bool{}
 	var m Manifest

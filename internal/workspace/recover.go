@@ -301,7 +301,7 @@ func (t *dirTree) restore(e journalEntry, backup string) error {
 		err = errors.New("the backup does not have the before-image's hash")
 	}
 	if err == nil {
-		err = f.Sync()
+		err = syncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

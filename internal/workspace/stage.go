@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -34,6 +35,7 @@ const (
 	stageWorkDir   = "layers/work"    // the overlay's work directory
 	stageBaseFile  = "baseline.json"  // copy only: what was copied (copyBaseline)
 	stageStampFile = "baseline.stamp" // copy only: its ctime bounds the baseline's (see copyBaseline)
+	stageManifest  = "manifest.json"  // the manifest, once taken
 )
 
 // stageState is written last by NewStage: a stage directory without it is
@@ -42,21 +44,63 @@ type stageState struct {
 	Version    int      `json:"version"`
 	Persistent string   `json:"persistent"`
 	Overlay    bool     `json:"overlay"`
+	Volatile   bool     `json:"volatile"`  // the overlay is mounted volatile
 	Secrets    []string `json:"secrets"`   // the globs the stage hid, for the manifest's deletes
 	Whiteouts  []string `json:"whiteouts"` // overlay: the secrets whited out at staging
+	BootID     string   `json:"boot_id"`   // the boot of the machine that made the stage
+	Synced     bool     `json:"synced"`    // the manifest is taken: recorded, its new files durable
 }
 
 const stageStateVersion = 1
 
 // secretMatcher decides which paths a stage hides from the run.
-type secretMatcher []string
+type secretMatcher struct {
+	globs []string   // the stage's globs, as given
+	names []string   // those without a slash: matched against each name
+	paths [][]string // those with one, split into elements
+}
+
+func newSecretMatcher(globs []string) secretMatcher {
+	m := secretMatcher{globs: globs}
+	for _, g := range globs {
+		if strings.Contains(g, "/") || g == "**" {
+			m.paths = append(m.paths, strings.Split(strings.TrimPrefix(g, "/"), "/"))
+		} else {
+			m.names = append(m.names, g)
+		}
+	}
+	return m
+}
 
 // secret reports whether the relative path p is hidden from a run: .env or
 // .env.* at any depth (any case), .corral at the root, or one of the
 // stage's globs; a path under a hidden directory is hidden too.
 func (m secretMatcher) secret(p string) bool {
-	lp := strings.ToLower(p)
-	return matchAny(secretGlobs, lp) || matchAny(m, p)
+	return matchAny(secretGlobs, strings.ToLower(p)) || matchAny(m.globs, p)
+}
+
+// secretEntry is secret for a walk from the root, which has already
+// skipped every hidden directory: only the entry itself needs checking,
+// which keeps staging a large workspace cheap.
+func (m secretMatcher) secretEntry(p, name string) bool {
+	ln := strings.ToLower(name)
+	if ln == ".env" || strings.HasPrefix(ln, ".env.") || (p == name && ln == ".corral") {
+		return true
+	}
+	for _, g := range m.names {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	if len(m.paths) > 0 {
+		elems := strings.Split(p, "/")
+		for _, pat := range m.paths {
+			if matchElems(pat, elems) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var secretGlobs = []string{".env", ".env.*", "/.corral"}
@@ -66,7 +110,8 @@ func internalPath(p string) bool {
 	return matchGlob("/.corral", strings.ToLower(p))
 }
 
-func writeJSONFile(name string, v any) error {
+// writeJSONFile replaces name with v atomically; with sync, durably.
+func writeJSONFile(name string, v any, sync bool) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -80,15 +125,20 @@ func writeJSONFile(name string, v any) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return syncDir(filepath.Dir(name))
 }

@@ -108,7 +108,8 @@ func TestSecretsAbsent(t *testing.T) {
 				files[p] = "content of " + p
 			}
 			writeFiles(t, ws, files)
-			s := newTestStage(t, ws, m.noOverlay, StageOptions{Secrets: []string{"secrets/**/*.pem"}})
+			opt := StageOptions{Secrets: []string{"secrets/**/*.pem"}}
+			s := newTestStage(t, ws, m.noOverlay, opt)
 			for _, p := range secrets {
 				if _, err := os.Lstat(filepath.Join(s.Tree(), p)); !errors.Is(err, fs.ErrNotExist) {
 					t.Errorf("secret %s in the staged tree: Lstat err = %v, want not exist", p, err)
@@ -131,6 +132,7 @@ func TestSecretsAbsent(t *testing.T) {
 				t.Fatalf("manifest of an untouched stage = %+v, %v; want empty", m0, err)
 			}
 
+			s = newTestStage(t, ws, m.noOverlay, opt)
 			// The run deletes whole directories holding hidden secrets, and
 			// writes a secret path: no secret is ever a delete, and the
 			// write is protected.
@@ -263,61 +265,120 @@ func TestNewStageRefuses(t *testing.T) {
 }
 
 func TestOpenStage(t *testing.T) {
+	wantOps := []string{"a modify", "b delete", "d/new create"}
+	cases := []struct {
+		name     string
+		manifest bool // taken before the stage is forgotten
+		reboot   bool // the machine restarts: mounts and page cache gone
+		code     string
+	}{
+		{name: "before the manifest"},
+		{name: "after the manifest", manifest: true},
+		{name: "machine restarted after the manifest", manifest: true, reboot: true},
+		{name: "machine restarted before the manifest", reboot: true, code: corral.EUNAVAIL},
+	}
+	for _, m := range stageModes {
+		t.Run(m.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					ws := t.TempDir()
+					writeFiles(t, ws, map[string]string{"a": "a", "b": "b", "d/c": "c", ".env": "S=1"})
+					s := newTestStage(t, ws, m.noOverlay, StageOptions{})
+					writeFiles(t, s.Tree(), map[string]string{"a": "A", "d/new": "n"})
+					mustDo(t, os.Remove(filepath.Join(s.Tree(), "b")))
+					var want Manifest
+					if c.manifest {
+						var err error
+						if want, err = s.Manifest(); err != nil {
+							t.Fatal(err)
+						}
+					}
+
+					// A new process forgets the stage; a new boot, its mount
+					// and boot id too.
+					if s.Overlay() {
+						mustDo(t, unix.Unmount(s.Tree(), 0))
+					}
+					if c.reboot {
+						var st stageState
+						mustDo(t, readJSONFile(filepath.Join(s.Dir(), stageStateFile), &st))
+						st.BootID = "another boot"
+						mustDo(t, writeJSONFile(filepath.Join(s.Dir(), stageStateFile), st, false))
+					}
+					r, err := OpenStage(ws, s.Dir(), StageOptions{})
+					if c.code != "" {
+						if corral.ErrorCode(err) != c.code {
+							t.Fatalf("OpenStage: %v, want %s", err, c.code)
+						}
+						mustDo(t, RemoveStage(s.Dir()))
+						if _, err := os.Lstat(s.Dir()); !errors.Is(err, fs.ErrNotExist) {
+							t.Errorf("RemoveStage left %s: %v", s.Dir(), err)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatalf("OpenStage: %v", err)
+					}
+					if r.Overlay() != s.Overlay() {
+						t.Errorf("Overlay() = %v after OpenStage, want %v", r.Overlay(), s.Overlay())
+					}
+					got, err := r.Manifest()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if g := entryOps(got); !slices.Equal(g, wantOps) {
+						t.Errorf("manifest after OpenStage = %q, want %q", g, wantOps)
+					}
+					if c.manifest && !slices.EqualFunc(got, want, entriesEqual) {
+						t.Errorf("manifest after OpenStage = %+v\nwant the one taken before %+v", got, want)
+					}
+					if s.Overlay() && !mounted(t, r.Tree()) {
+						t.Errorf("OpenStage did not mount the overlay again")
+					}
+					if b, err := os.ReadFile(filepath.Join(r.Tree(), "a")); err != nil || string(b) != "A" {
+						t.Errorf("tree after OpenStage: a = %q, %v", b, err)
+					}
+					if _, err := os.Lstat(filepath.Join(r.Tree(), ".env")); !errors.Is(err, fs.ErrNotExist) {
+						t.Errorf(".env visible after OpenStage: %v", err)
+					}
+					f, err := r.Source().Open("d/new")
+					if err != nil {
+						t.Fatalf("Source after OpenStage: %v", err)
+					}
+					b, _ := io.ReadAll(f)
+					f.Close()
+					if string(b) != "n" {
+						t.Errorf("Source after OpenStage: d/new = %q", b)
+					}
+				})
+			}
+		})
+	}
+	ws := t.TempDir()
+	s := newTestStage(t, ws, true, StageOptions{})
+	if _, err := OpenStage(t.TempDir(), s.Dir(), StageOptions{}); corral.ErrorCode(err) != corral.EINVALID {
+		t.Errorf("OpenStage for another workspace: %v, want invalid_input", err)
+	}
+	if _, err := OpenStage(ws, filepath.Join(t.TempDir(), "none"), StageOptions{}); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Errorf("OpenStage of nothing: %v, want not_found", err)
+	}
+}
+
+// Manifest is taken once: what the tree does afterwards is not the run's.
+func TestManifestTakenOnce(t *testing.T) {
 	for _, m := range stageModes {
 		t.Run(m.name, func(t *testing.T) {
 			ws := t.TempDir()
-			writeFiles(t, ws, map[string]string{"a": "a", "b": "b", "d/c": "c", ".env": "S=1"})
+			writeFiles(t, ws, map[string]string{"a": "a"})
 			s := newTestStage(t, ws, m.noOverlay, StageOptions{})
-			writeFiles(t, s.Tree(), map[string]string{"a": "A", "d/new": "n"})
-			mustDo(t, os.Remove(filepath.Join(s.Tree(), "b")))
-			want, err := s.Manifest()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g := entryOps(want); !slices.Equal(g, []string{"a modify", "b delete", "d/new create"}) {
-				t.Fatalf("manifest = %q", g)
-			}
-
-			// A new process: the stage object is forgotten; for the overlay,
-			// the mount too (a reboot).
-			reopen := func(t *testing.T) *Stage {
-				t.Helper()
-				r, err := OpenStage(ws, s.Dir(), StageOptions{})
-				if err != nil {
-					t.Fatalf("OpenStage: %v", err)
-				}
-				got, err := r.Manifest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.EqualFunc(got, want, entriesEqual) {
-					t.Errorf("manifest after OpenStage = %+v\nwant %+v", got, want)
-				}
-				if r.Overlay() != s.Overlay() {
-					t.Errorf("Overlay() = %v after OpenStage, want %v", r.Overlay(), s.Overlay())
-				}
-				return r
-			}
-			reopen(t)
-			if s.Overlay() {
-				mustDo(t, unix.Unmount(s.Tree(), 0))
-				r := reopen(t)
-				if !mounted(t, r.Tree()) {
-					t.Fatalf("OpenStage did not mount the overlay again")
-				}
-				if b, err := os.ReadFile(filepath.Join(r.Tree(), "a")); err != nil || string(b) != "A" {
-					t.Errorf("tree after re-mount: a = %q, %v", b, err)
-				}
-				if _, err := os.Lstat(filepath.Join(r.Tree(), ".env")); !errors.Is(err, fs.ErrNotExist) {
-					t.Errorf(".env visible after re-mount: %v", err)
-				}
-			}
-
-			if _, err := OpenStage(t.TempDir(), s.Dir(), StageOptions{}); corral.ErrorCode(err) != corral.EINVALID {
-				t.Errorf("OpenStage for another workspace: %v, want invalid_input", err)
-			}
-			if _, err := OpenStage(ws, filepath.Join(t.TempDir(), "none"), StageOptions{}); corral.ErrorCode(err) != corral.ENOTFOUND {
-				t.Errorf("OpenStage of nothing: %v, want not_found", err)
+			writeFiles(t, s.Tree(), map[string]string{"a": "A"})
+			first, err := s.Manifest()
+			mustDo(t, err)
+			writeFiles(t, s.Tree(), map[string]string{"late": "l"})
+			again, err := s.Manifest()
+			mustDo(t, err)
+			if !slices.EqualFunc(first, again, entriesEqual) || len(first) != 1 {
+				t.Errorf("second Manifest = %q, want the first %q", entryOps(again), entryOps(first))
 			}
 		})
 	}
