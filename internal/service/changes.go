@@ -364,12 +364,9 @@ func drop(cs *corral.ChangeSet) {
 	}
 }
 
+// closeStage removes a decided change set's staged tree, mounted or not.
 func (c *Changes) closeStage(cs corral.ChangeSet) {
-	st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions())
-	if err == nil {
-		err = st.Close()
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := workspace.RemoveStage(cs.StageDir); err != nil {
 		c.cfg.Log.Warn("removing a staged tree", "change_set", cs.ID, "err", err)
 	}
 }
