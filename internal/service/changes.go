@@ -41,6 +41,10 @@ type Changes struct {
 	store ChangeStore
 	ws    WorkspaceConfig
 	cfg   Config
+	// writers serialises everything that writes one agent's persistent
+	// workspace (applies and uploads): an apply's journal assumes nobody
+	// else changes the tree under it.
+	writers keyLock
 }
 
 // NewChanges returns the change-set use cases.
@@ -193,7 +197,9 @@ func (c *Changes) applyEntries(cs *corral.ChangeSet, pick func(corral.ChangeEntr
 	if len(entries) == 0 {
 		return nil
 	}
+	unlock := c.writers.lock(cs.AgentID)
 	err := workspace.Apply(c.workspaceDir(cs.AgentID), c.journalDir(cs.AgentID), cs.ID, entries, st.Source(), nil)
+	unlock()
 	if err != nil {
 		cs.Status = corral.ChangeFailed
 		if corral.ErrorCode(err) == corral.ECONFLICT {

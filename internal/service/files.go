@@ -120,6 +120,7 @@ func (c *Changes) WriteFile(ctx context.Context, actor corral.User, agentID, p s
 	if len(content) > MaxFile {
 		return corral.Errorf(corral.ETOOLARGE, "file is larger than %d bytes", MaxFile)
 	}
+	defer c.writers.lock(agentID)()
 	dir, err := c.Workspace(agentID)
 	if err != nil {
 		return err

@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"corral"
-
-	"golang.org/x/sys/unix"
 )
 
 // Source gives the new content of a staged path (the run's staged tree).
@@ -38,16 +36,7 @@ func (d DirSource) Open(p string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	defer t.close()
-	pfd, _, err := t.walk(path.Dir(p), false)
-	if err != nil {
-		return nil, err
-	}
-	defer closeFD(pfd)
-	f, _, err := openRegular(pfd, path.Base(p))
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	return f, nil
+	return t.openFile(p)
 }
 
 // Hook, when set, is called before every I/O step of an apply or a
@@ -90,8 +79,14 @@ func (h Hook) step(name string) error {
 // swapped for a link during the apply makes the apply fail instead of
 // writing outside dir.
 //
+// Every entry must be classified ordinary or risky and carry no flag. New
+// files get the entry's permission bits and the owner of their directory
+// (a replaced file keeps its owner); directories Apply creates get 0755
+// and the owner of their parent. Directories emptied by deletions stay.
+//
 // Apply and Recover must not run concurrently on the same dir and
-// journalDir; the service serialises applies per workspace.
+// journalDir: the caller serialises them per workspace. Elsewhere than
+// Linux, Apply refuses with EUNAVAIL.
 func Apply(dir, journalDir string, id string, entries []Entry, src Source, hook Hook) error {
 	absDir, absJournal, err := validateApply(dir, journalDir, id, entries, src)
 	if err != nil {
@@ -114,7 +109,19 @@ func Apply(dir, journalDir string, id string, entries []Entry, src Source, hook 
 	}
 	a.j = j
 
-	written, err := a.writeFirstJournal()
+	if err := hook.step("journal-mkdir"); err != nil {
+		return applyError(id, err)
+	}
+	if err := mkdirDurable(absJournal); err != nil {
+		return applyError(id, err)
+	}
+	if _, err := os.Lstat(journalPath(absJournal, id)); err == nil {
+		return &corral.Error{Code: corral.ECONFLICT, Op: "workspace.Apply",
+			Message: "an earlier apply of this change set has not been recovered yet"}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return applyError(id, err)
+	}
+	written, err := writeJournal(absJournal, j, hook, "journal")
 	if err != nil {
 		if !written {
 			// Nothing in dir was touched and no journal is in place: drop
@@ -170,11 +177,11 @@ func (a *applier) fail(cause error) error {
 	return applyError(a.j.ID, cause)
 }
 
-// applyError keeps conflicts and invalid input as they are and makes
-// everything else internal.
+// applyError keeps conflicts, invalid input and an unsupported platform as
+// they are and makes everything else internal.
 func applyError(id string, err error) error {
 	var e *corral.Error
-	if errors.As(err, &e) && (e.Code == corral.ECONFLICT || e.Code == corral.EINVALID) {
+	if errors.As(err, &e) && (e.Code == corral.ECONFLICT || e.Code == corral.EINVALID || e.Code == corral.EUNAVAIL) {
 		return err
 	}
 	return corral.Internal("workspace.Apply", fmt.Errorf("apply %s: %w", id, err))
@@ -202,8 +209,8 @@ func validateApply(dir, journalDir, id string, entries []Entry, src Source) (str
 	if err != nil {
 		return "", "", corral.Internal("workspace.Apply", err)
 	}
-	if rel, err := filepath.Rel(absDir, absJournal); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return "", "", invalid("the journal directory must be outside the workspace")
+	if err := separateDirs(absDir, absJournal); err != nil {
+		return "", "", err
 	}
 	if len(entries) == 0 {
 		return "", "", invalid("the change set has no entries")
@@ -259,6 +266,21 @@ func validateApply(dir, journalDir, id string, entries []Entry, src Source) (str
 		return "", "", invalid("no source for the new content")
 	}
 	return absDir, absJournal, nil
+}
+
+// separateDirs refuses a journal directory inside the workspace (the agent
+// would see it) and a workspace inside the journal directory (recovery
+// removes what it does not know there).
+func separateDirs(absDir, absJournal string) error {
+	inside := func(parent, child string) bool {
+		rel, err := filepath.Rel(parent, child)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	if inside(absDir, absJournal) || inside(absJournal, absDir) {
+		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
+			Message: "the journal directory and the workspace must not contain each other"}
+	}
+	return nil
 }
 
 // validPath accepts only a clean, relative, slash-separated path that stays
@@ -356,27 +378,17 @@ func (a *applier) plan(absDir, id string, entries []Entry) (*journal, error) {
 // checkAbsent checks that the path of a create does not exist, and returns
 // the directories above it that do not exist either.
 func (a *applier) checkAbsent(p string) ([]string, error) {
-	parent := path.Dir(p)
-	pfd, missing, err := a.t.walk(parent, true)
+	missing, err := a.t.missingDirs(path.Dir(p))
 	if err != nil {
 		return nil, pathError(p, err)
 	}
-	defer closeFD(pfd)
 	if len(missing) > 0 {
-		// Every missing component is a directory to create.
-		var dirs []string
-		base := strings.TrimSuffix(parent, strings.Join(missing, "/"))
-		base = strings.TrimSuffix(base, "/")
-		for _, c := range missing {
-			base = path.Join(base, c)
-			dirs = append(dirs, base)
-		}
-		return dirs, nil
+		return missing, nil
 	}
-	if _, err := lstatAt(pfd, path.Base(p)); err == nil {
+	if err := a.t.lstat(p); err == nil {
 		return nil, conflictError(p, "it was created in the workspace after the change set was made", nil)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		return nil, pathError(p, err)
 	}
 	return nil, nil
 }
@@ -420,23 +432,8 @@ func pathError(p string, err error) error {
 	return err
 }
 
-// writeFirstJournal creates the journal directory and writes the prepared
-// journal. written says whether the journal reached its final name, after
-// which only a rollback may undo the apply.
-func (a *applier) writeFirstJournal() (written bool, err error) {
-	if err := a.hook.step("journal-mkdir"); err != nil {
-		return false, err
-	}
-	if err := mkdirDurable(a.journalDir); err != nil {
-		return false, err
-	}
-	if _, err := os.Lstat(journalPath(a.journalDir, a.j.ID)); err == nil {
-		return false, &corral.Error{Code: corral.ECONFLICT, Op: "workspace.Apply",
-			Message: "an earlier apply of this change set has not been recovered yet"}
-	}
-	return writeJournal(a.journalDir, a.j, a.hook, "journal")
-}
-
+// removeJournalTemp drops the temporary of a journal that never reached
+// its name.
 func (a *applier) removeJournalTemp() error {
 	if err := a.hook.step("remove-journal-temp"); err != nil {
 		return err
@@ -541,14 +538,12 @@ func (a *applier) backup(e journalEntry, name string) error {
 	if err := a.hook.step("backup " + e.Path); err != nil {
 		return err
 	}
-	pfd, _, err := a.t.walk(path.Dir(e.Path), false)
+	in, err := a.t.openFile(e.Path)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotRegular) {
+		return conflictError(e.Path, "it changed in the workspace during the apply", err)
+	}
 	if err != nil {
 		return pathError(e.Path, err)
-	}
-	defer closeFD(pfd)
-	in, _, err := openRegular(pfd, path.Base(e.Path))
-	if err != nil {
-		return conflictError(e.Path, "it changed in the workspace during the apply", err)
 	}
 	defer in.Close()
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -582,25 +577,16 @@ func (a *applier) writeTemp(e journalEntry, src Source) error {
 		return err
 	}
 	r, err := src.Open(e.Path)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotRegular) || errors.Is(err, errSymlink) || errors.Is(err, errNotDir) {
+		return conflictError(e.Path, "the staged file changed after the change set was made", err)
+	}
 	if err != nil {
 		return fmt.Errorf("open staged %s: %w", e.Path, err)
 	}
 	defer r.Close()
-	pfd, _, err := a.t.walk(path.Dir(e.Path), false)
-	if err != nil {
-		return pathError(e.Path, err)
-	}
-	defer closeFD(pfd)
 	// A new file takes the owner of its directory (the workspace belongs to
 	// the sandbox's host user, not to us); a replaced one keeps its owner.
-	uid, gid, err := ownerOf(pfd)
-	if err != nil {
-		return err
-	}
-	if e.Old != nil {
-		uid, gid = e.Old.UID, e.Old.GID
-	}
-	f, err := createTemp(pfd, e.Temp, e.NewMode, uid, gid)
+	f, err := a.t.createTemp(e.Path, e.Temp, e.NewMode, e.Old)
 	if err != nil {
 		return pathError(e.Path, err)
 	}
@@ -652,260 +638,5 @@ var (
 	errSymlink    = errors.New("symbolic link in the path")
 	errNotDir     = errors.New("not a directory")
 	errNotRegular = errors.New("not a regular file")
+	errNotEmpty   = errors.New("directory not empty")
 )
-
-// dirTree is a directory beneath which paths are resolved without ever
-// following a symbolic link.
-//
-// os.Root is not enough here: it follows a link that stays inside the
-// root, and a link in the persistent tree must make the apply fail, not be
-// followed. Openat2's RESOLVE_NO_SYMLINKS would do, but walking one
-// component at a time with O_NOFOLLOW gives the same guarantee on every
-// kernel: each component is opened relative to the descriptor of the one
-// before it, so no link is followed whatever is renamed meanwhile.
-type dirTree struct{ fd int }
-
-func openTree(dir string) (*dirTree, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return &dirTree{fd: fd}, nil
-}
-
-func (t *dirTree) close() { closeFD(t.fd) }
-
-func closeFD(fd int) {
-	if fd >= 0 {
-		unix.Close(fd)
-	}
-}
-
-// walk opens the directory rel ("." for the root) and returns a descriptor
-// the caller closes. With allowMissing, a component that does not exist
-// ends the walk: walk then returns the deepest directory that exists and
-// the components below it that do not.
-func (t *dirTree) walk(rel string, allowMissing bool) (int, []string, error) {
-	cur, err := unix.FcntlInt(uintptr(t.fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return -1, nil, err
-	}
-	if rel == "." || rel == "" {
-		return cur, nil, nil
-	}
-	comps := strings.Split(rel, "/")
-	for k, c := range comps {
-		if c == "" || c == "." || c == ".." {
-			closeFD(cur)
-			return -1, nil, &os.PathError{Op: "open", Path: rel, Err: errors.New("invalid path")}
-		}
-		next, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			err = classifyOpenErr(cur, c, err)
-			if allowMissing && errors.Is(err, os.ErrNotExist) {
-				return cur, comps[k:], nil
-			}
-			closeFD(cur)
-			return -1, nil, &os.PathError{Op: "open", Path: strings.Join(comps[:k+1], "/"), Err: err}
-		}
-		closeFD(cur)
-		cur = next
-	}
-	return cur, nil, nil
-}
-
-// classify tells a symbolic link from another non-directory after opening
-// name as a directory failed (Linux answers ENOTDIR for both).
-func classifyOpenErr(dirfd int, name string, err error) error {
-	if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
-		return err
-	}
-	var st unix.Stat_t
-	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return errSymlink
-	}
-	return errNotDir
-}
-
-// lstat reports whether p exists, without following links; a missing
-// directory on the way counts as p missing.
-func (t *dirTree) lstat(p string) error {
-	pfd, _, err := t.walk(path.Dir(p), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	_, err = lstatAt(pfd, path.Base(p))
-	return err
-}
-
-func lstatAt(dirfd int, name string) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-// state hashes the regular file at p.
-func (t *dirTree) state(p string) (*fileState, error) {
-	pfd, _, err := t.walk(path.Dir(p), false)
-	if err != nil {
-		return nil, err
-	}
-	defer closeFD(pfd)
-	f, st, err := openRegular(pfd, path.Base(p))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, err
-	}
-	return &fileState{
-		SHA256: hex.EncodeToString(h.Sum(nil)),
-		Mode:   st.Mode & 0o7777,
-		UID:    int(st.Uid),
-		GID:    int(st.Gid),
-	}, nil
-}
-
-// openRegular opens name in dirfd for reading if it is a regular file; a
-// link, a directory, a FIFO or a device is errNotRegular.
-func openRegular(dirfd int, name string) (*os.File, *unix.Stat_t, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ELOOP) {
-		return nil, nil, errNotRegular
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, nil, errNotRegular
-	}
-	return os.NewFile(uintptr(fd), name), &st, nil
-}
-
-// createTemp creates a new temporary in dirfd with the given owner and mode
-// bits; it never reuses or follows what is already there.
-func createTemp(dirfd int, name string, mode uint32, uid, gid int) (*os.File, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	// Chown before chmod: chown may clear set-id bits.
-	if err := fchownIfNeeded(fd, uid, gid); err != nil {
-		unix.Close(fd)
-		unix.Unlinkat(dirfd, name, 0)
-		return nil, err
-	}
-	if err := unix.Fchmod(fd, mode); err != nil {
-		unix.Close(fd)
-		unix.Unlinkat(dirfd, name, 0)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), name), nil
-}
-
-func fchownIfNeeded(fd, uid, gid int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if int(st.Uid) == uid && int(st.Gid) == gid {
-		return nil
-	}
-	return unix.Fchown(fd, uid, gid)
-}
-
-func ownerOf(fd int) (uid, gid int, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, 0, err
-	}
-	return int(st.Uid), int(st.Gid), nil
-}
-
-// mkdir creates the directory d (mode 0755) owned like its parent.
-func (t *dirTree) mkdir(d string) error {
-	pfd, _, err := t.walk(path.Dir(d), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	uid, gid, err := ownerOf(pfd)
-	if err != nil {
-		return err
-	}
-	name := path.Base(d)
-	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
-		return err
-	}
-	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer closeFD(fd)
-	if err := fchownIfNeeded(fd, uid, gid); err != nil {
-		return err
-	}
-	return unix.Fchmod(fd, 0o755)
-}
-
-// rmdir removes the directory d if it is there and empty.
-func (t *dirTree) rmdir(d string) error {
-	pfd, _, err := t.walk(path.Dir(d), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	return unix.Unlinkat(pfd, path.Base(d), unix.AT_REMOVEDIR)
-}
-
-// rename moves the temporary next to p onto p. With noReplace it fails
-// with EEXIST rather than replace something that appeared at p.
-func (t *dirTree) rename(p, temp string, noReplace bool) error {
-	pfd, _, err := t.walk(path.Dir(p), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	if noReplace {
-		err := unix.Renameat2(pfd, temp, pfd, path.Base(p), unix.RENAME_NOREPLACE)
-		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-			return err
-		}
-		// A filesystem without RENAME_NOREPLACE: the base check stands.
-	}
-	return unix.Renameat(pfd, temp, pfd, path.Base(p))
-}
-
-// remove unlinks the file p.
-func (t *dirTree) remove(p string) error {
-	pfd, _, err := t.walk(path.Dir(p), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	return unix.Unlinkat(pfd, path.Base(p), 0)
-}
-
-// syncDir makes the entries of directory d durable.
-func (t *dirTree) syncDir(d string) error {
-	fd, _, err := t.walk(d, false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(fd)
-	return fsync(fd)
-}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package workspace
 
 import (
@@ -6,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -410,6 +413,21 @@ func TestApplyConflicts(t *testing.T) {
 		{"staged file changed after the manifest", "b.txt", func(t *testing.T, e *env) {
 			must(t, os.WriteFile(filepath.Join(e.staged, "b.txt"), []byte("not what was reviewed\n"), 0o644))
 		}},
+		{"staged file gone", "new/deep/c.txt", func(t *testing.T, e *env) {
+			must(t, os.Remove(filepath.Join(e.staged, "new/deep/c.txt")))
+		}},
+		// The link's target has the reviewed content: only refusing to
+		// follow it keeps a file from outside out of the workspace.
+		{"staged file replaced by a link", "b.txt", func(t *testing.T, e *env) {
+			target := filepath.Join(e.base, "elsewhere")
+			must(t, os.WriteFile(target, []byte("bravo v2\n"), 0o644))
+			must(t, os.Remove(filepath.Join(e.staged, "b.txt")))
+			must(t, os.Symlink(target, filepath.Join(e.staged, "b.txt")))
+		}},
+		{"staged directory replaced by a link", "new/deep/c.txt", func(t *testing.T, e *env) {
+			must(t, os.Rename(filepath.Join(e.staged, "new"), filepath.Join(e.base, "elsewhere")))
+			must(t, os.Symlink(filepath.Join(e.base, "elsewhere"), filepath.Join(e.staged, "new")))
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -502,8 +520,10 @@ func TestApplySymlinkInPath(t *testing.T) {
 			code: corral.EINVALID,
 		},
 		{
-			name:  "create under a link deeper down",
-			setup: func(t *testing.T, e *env, outside string) { must(t, os.Symlink(outside, filepath.Join(e.ws, "keep/out"))) },
+			name: "create under a link deeper down",
+			setup: func(t *testing.T, e *env, outside string) {
+				must(t, os.Symlink(outside, filepath.Join(e.ws, "keep/out")))
+			},
 			entry: func(e *env, _ string) Entry {
 				return Entry{Path: "keep/out/new/x.txt", Op: OpCreate, NewSHA256: sum("x"), Mode: 0o644, Class: ClassOrdinary}
 			},
@@ -518,16 +538,20 @@ func TestApplySymlinkInPath(t *testing.T) {
 			code: corral.EINVALID,
 		},
 		{
-			name:  "modify of a link to a file outside",
-			setup: func(t *testing.T, e *env, outside string) { must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(e.ws, "s.txt"))) },
+			name: "modify of a link to a file outside",
+			setup: func(t *testing.T, e *env, outside string) {
+				must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(e.ws, "s.txt")))
+			},
 			entry: func(e *env, _ string) Entry {
 				return Entry{Path: "s.txt", Op: OpModify, OldSHA256: sum("secret\n"), NewSHA256: sum("x"), Mode: 0o644, Class: ClassOrdinary}
 			},
 			code: corral.ECONFLICT,
 		},
 		{
-			name:  "delete of a link to a file outside",
-			setup: func(t *testing.T, e *env, outside string) { must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(e.ws, "s.txt"))) },
+			name: "delete of a link to a file outside",
+			setup: func(t *testing.T, e *env, outside string) {
+				must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(e.ws, "s.txt")))
+			},
 			entry: func(e *env, _ string) Entry {
 				return Entry{Path: "s.txt", Op: OpDelete, OldSHA256: sum("secret\n"), Class: ClassOrdinary}
 			},
@@ -544,8 +568,12 @@ func TestApplySymlinkInPath(t *testing.T) {
 				tt.setup(t, e, outside)
 			}
 			want := snapshot(t, e.ws)
-			must(t, os.WriteFile(filepath.Join(e.staged, "x"), []byte("x"), 0o644))
 			en := tt.entry(e, outside)
+			if en.Op != OpDelete {
+				staged := filepath.Join(e.staged, filepath.FromSlash(en.Path))
+				must(t, os.MkdirAll(filepath.Dir(staged), 0o755))
+				must(t, os.WriteFile(staged, []byte("x"), 0o644))
+			}
 			err := Apply(e.ws, e.jdir, e.id, []Entry{en}, DirSource(e.staged), nil)
 			wantCode(t, err, tt.code)
 			e.checkImage(t, want, "after refusing")
@@ -668,6 +696,28 @@ func TestApplyFileSwap(t *testing.T) {
 	}
 }
 
+// TestApplyCreateRace creates, just before the apply renames a new file
+// into place, a file at the same path: the apply must not overwrite it.
+func TestApplyCreateRace(t *testing.T) {
+	e := newEnv(t, fixture3())
+	p := filepath.Join(e.ws, "new/deep/c.txt")
+	err := e.apply(func(step string) error {
+		if step == "rename new/deep/c.txt" {
+			must(t, os.WriteFile(p, []byte("someone else's\n"), 0o644))
+		}
+		return nil
+	})
+	wantCode(t, err, corral.ECONFLICT)
+	if data, err := os.ReadFile(p); err != nil || string(data) != "someone else's\n" {
+		t.Fatalf("the file someone else created is %q, %v", data, err)
+	}
+	want := maps.Clone(e.before)
+	want["new"], want["new/deep"] = e.after["new"], e.after["new/deep"]
+	want["new/deep/c.txt"] = strings.Replace(e.after["new/deep/c.txt"], sum("charlie\n")[:16], sum("someone else's\n")[:16], 1)
+	e.checkImage(t, want, "after the conflict")
+	e.checkNoJournal(t, "after the conflict")
+}
+
 func TestApplyOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files to another user")
@@ -739,9 +789,12 @@ func TestRecoverBadJournals(t *testing.T) {
 
 func TestApplyPendingJournal(t *testing.T) {
 	e := newEnv(t, fixture3())
-	crashAt(t, e, func(steps []string) int { return slices.Index(steps, "delete d.txt") + 1 })
+	crashAt(t, e, func(steps []string) int { return slices.Index(steps, "mark-backups") + 1 })
 	err := e.apply(nil)
 	wantCode(t, err, corral.ECONFLICT)
+	if msg := corral.ErrorMessage(err); !strings.Contains(msg, "not been recovered") {
+		t.Errorf("message %q does not say an earlier apply awaits recovery", msg)
+	}
 	if err := Recover(e.ws, e.jdir, nil); err != nil {
 		t.Fatalf("Recover: %v", err)
 	}

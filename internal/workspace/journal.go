@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The journal of an apply lives in the journal directory, outside the
@@ -239,13 +237,6 @@ func mkdirDurable(d string) error {
 	}
 	return syncPath(filepath.Dir(d))
 }
-
-// fsync makes a file or directory durable. The exhaustive fault test
-// swaps it for a no-op: it simulates failures and crashes of the process,
-// not of the disk, and runs thousands of applies.
-var fsync = unix.Fsync
-
-func syncFile(f *os.File) error { return fsync(int(f.Fd())) }
 
 // syncPath fsyncs the file or directory at p.
 func syncPath(p string) error {

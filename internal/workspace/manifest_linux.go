@@ -35,7 +35,7 @@ import (
 func (s *Stage) Manifest() (Manifest, error) {
 	const op = "manifest"
 	record := filepath.Join(s.dir, stageManifest)
-	if s.state.Synced {
+	if s.taken() {
 		var m Manifest
 		if err := readJSONFile(record, &m); err != nil {
 			return nil, corral.Internal(op, err)
@@ -55,10 +55,11 @@ func (s *Stage) Manifest() (Manifest, error) {
 		return nil, corral.Internal(op, err)
 	}
 	sortManifest(m)
-	if err := writeJSONFile(record, m, true); err != nil {
+	if err := s.sync(m); err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	if err := s.sync(m); err != nil {
+	// Last: the record is what says the stage is taken, and safe.
+	if err := writeJSONFile(record, m, true); err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	return m, nil

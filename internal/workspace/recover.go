@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"corral"
-
-	"golang.org/x/sys/unix"
 )
 
 // Recover finishes or rolls back every journal left in journalDir for dir
@@ -33,6 +31,9 @@ func Recover(dir, journalDir string, hook Hook) error {
 	absJournal, err := filepath.Abs(journalDir)
 	if err != nil {
 		return corral.Internal(op, err)
+	}
+	if err := separateDirs(absDir, absJournal); err != nil {
+		return err
 	}
 	if err := hook.step("recover-list"); err != nil {
 		return corral.Internal(op, err)
@@ -101,7 +102,8 @@ func Recover(dir, journalDir string, hook Hook) error {
 
 // removeStrays removes what a crash can leave in journalDir without a
 // journal: a journal temporary that never reached its name (nothing in the
-// workspace was touched yet), and a backup directory with no journal.
+// workspace was touched yet). A backup directory never outlives its
+// journal: it is made after the journal and removed before it.
 func removeStrays(absDir, journalDir string, hook Hook) error {
 	if err := hook.step("recover-list-strays"); err != nil {
 		return err
@@ -118,32 +120,21 @@ func removeStrays(absDir, journalDir string, hook Hook) error {
 	removed := false
 	for _, de := range des {
 		name := de.Name()
-		var id string
-		switch {
-		case strings.HasSuffix(name, ".json.tmp") && !de.IsDir():
-			id = strings.TrimSuffix(name, ".json.tmp")
-			if validID(id) != nil || has[id+".json"] {
-				continue
-			}
-			// A temporary that names another workspace belongs to that
-			// workspace's recovery; one that does not parse was cut short
-			// before it named anything, and is garbage.
-			if j, err := parseJournalFile(filepath.Join(journalDir, name)); err == nil && j.Dir != absDir {
-				continue
-			}
-		case de.IsDir():
-			id = name
-			if validID(id) != nil || has[id+".json"] || has[id+".json.tmp"] {
-				continue
-			}
-		default:
+		id, ok := strings.CutSuffix(name, ".json.tmp")
+		if !ok || de.IsDir() || validID(id) != nil || has[id+".json"] {
+			continue
+		}
+		// A temporary that names another workspace belongs to that
+		// workspace's recovery; one that does not parse was cut short
+		// before it named anything, and is garbage.
+		if j, err := parseJournalFile(filepath.Join(journalDir, name)); err == nil && j.Dir != absDir {
 			continue
 		}
 		if err := hook.step("remove-stray " + name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(journalDir, name)); err != nil {
+		if err := os.Remove(filepath.Join(journalDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
@@ -194,7 +185,10 @@ func rollback(t *dirTree, journalDir string, j *journal, hook Hook) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := t.rmdir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// A directory that is not empty holds what someone else put there
+		// while the apply ran (verifyRollback checks that none of it is
+		// the apply's): it stays.
+		if err := t.rmdir(d); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errNotEmpty) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
 		}
 	}
@@ -222,23 +216,19 @@ func undoEntry(t *dirTree, journalDir, id string, e journalEntry, hook Hook) err
 	if err := hook.step("rollback-remove-temp " + e.Path); err != nil {
 		return err
 	}
-	if err := t.removeTemp(e); err != nil {
-		return err
+	if err := t.removeTemp(e.Path, e.Temp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the temporary of %s: %w", e.Path, err)
 	}
 	if e.Op == OpCreate {
 		if err := hook.step("rollback-remove " + e.Path); err != nil {
 			return err
 		}
-		st, err := t.state(e.Path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+		ours, err := t.wrote(e)
 		if err != nil {
 			return fmt.Errorf("roll back %s: %w", e.Path, err)
 		}
-		// Remove only the file this apply wrote.
-		if st.SHA256 != e.NewSHA256 {
-			return fmt.Errorf("roll back %s: it is not the file the apply wrote", e.Path)
+		if !ours {
+			return nil
 		}
 		if err := t.remove(e.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("roll back %s: %w", e.Path, err)
@@ -262,20 +252,19 @@ func undoEntry(t *dirTree, journalDir, id string, e journalEntry, hook Hook) err
 	return nil
 }
 
-// removeTemp removes the temporary of e, if it is there.
-func (t *dirTree) removeTemp(e journalEntry) error {
-	pfd, _, err := t.walk(path.Dir(e.Path), false)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// wrote says whether the file at the path of a create is the one the apply
+// wrote. Anything else there (nothing, or what someone else put there while
+// the apply ran, which the no-replace rename refused to overwrite) is not
+// the apply's to remove.
+func (t *dirTree) wrote(e journalEntry) (bool, error) {
+	st, err := t.state(e.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, errNotRegular):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
-	if err != nil {
-		return fmt.Errorf("remove temporary of %s: %w", e.Path, err)
-	}
-	defer closeFD(pfd)
-	if err := unix.Unlinkat(pfd, e.Temp, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove temporary of %s: %w", e.Path, err)
-	}
-	return nil
+	return st.SHA256 == e.NewSHA256, nil
 }
 
 // restore puts the backup of e back in place: to a temporary first, with
@@ -286,12 +275,7 @@ func (t *dirTree) restore(e journalEntry, backup string) error {
 		return err
 	}
 	defer in.Close()
-	pfd, _, err := t.walk(path.Dir(e.Path), false)
-	if err != nil {
-		return err
-	}
-	defer closeFD(pfd)
-	f, err := createTemp(pfd, e.Temp, e.Old.Mode, e.Old.UID, e.Old.GID)
+	f, err := t.createTemp(e.Path, e.Temp, e.Old.Mode, e.Old)
 	if err != nil {
 		return err
 	}
@@ -307,17 +291,19 @@ func (t *dirTree) restore(e journalEntry, backup string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(pfd, e.Temp, pfd, path.Base(e.Path))
+		err = t.rename(e.Path, e.Temp, false)
 	}
 	if err != nil {
-		unix.Unlinkat(pfd, e.Temp, 0)
+		t.removeTemp(e.Path, e.Temp)
 	}
 	return err
 }
 
-// verifyRollback checks, by hash, that every path j touched is its before-image:
-// modified and deleted files are back with their content, mode and owner;
-// created files, created directories and temporaries are gone.
+// verifyRollback checks, by hash, that every path j touched is its
+// before-image: modified and deleted files are back with their content,
+// mode and owner; created files, created directories and temporaries are
+// gone. What someone else created meanwhile at a created path, or in a
+// created directory, is not the apply's and may stay.
 func verifyRollback(t *dirTree, j *journal) error {
 	var errs []error
 	absent := func(p string) {
@@ -330,7 +316,11 @@ func verifyRollback(t *dirTree, j *journal) error {
 	for _, e := range j.Entries {
 		absent(path.Join(path.Dir(e.Path), e.Temp))
 		if e.Op == OpCreate {
-			absent(e.Path)
+			if ours, err := t.wrote(e); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.Path, err))
+			} else if ours {
+				errs = append(errs, fmt.Errorf("%s is still there", e.Path))
+			}
 			continue
 		}
 		st, err := t.state(e.Path)
@@ -342,7 +332,15 @@ func verifyRollback(t *dirTree, j *journal) error {
 		}
 	}
 	for _, d := range j.Dirs {
-		absent(d)
+		if err := t.lstat(d); err == nil {
+			if empty, err := t.emptyDir(d); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", d, err))
+			} else if empty {
+				errs = append(errs, fmt.Errorf("%s is still there", d))
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("rollback verification failed: %w", errors.Join(errs...))

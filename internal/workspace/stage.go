@@ -35,7 +35,7 @@ const (
 	stageWorkDir   = "layers/work"    // the overlay's work directory
 	stageBaseFile  = "baseline.json"  // copy only: what was copied (copyBaseline)
 	stageStampFile = "baseline.stamp" // copy only: its ctime bounds the baseline's (see copyBaseline)
-	stageManifest  = "manifest.json"  // the manifest, once taken
+	stageManifest  = "manifest.json"  // the manifest, once taken: written last, durably
 )
 
 // stageState is written last by NewStage: a stage directory without it is
@@ -48,7 +48,6 @@ type stageState struct {
 	Secrets    []string `json:"secrets"`   // the globs the stage hid, for the manifest's deletes
 	Whiteouts  []string `json:"whiteouts"` // overlay: the secrets whited out at staging
 	BootID     string   `json:"boot_id"`   // the boot of the machine that made the stage
-	Synced     bool     `json:"synced"`    // the manifest is taken: recorded, its new files durable
 }
 
 const stageStateVersion = 1

@@ -150,10 +150,10 @@ func OpenStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	if boot != st.BootID && !st.Synced {
+	s := &Stage{persistent: p, dir: d, state: st}
+	if boot != st.BootID && !s.taken() {
 		return nil, corral.Errorf(corral.EUNAVAIL, "the staged run did not survive a restart of the machine")
 	}
-	s := &Stage{persistent: p, dir: d, state: st}
 	if st.Overlay {
 		mounted, err := overlayMounted(s.Tree())
 		if err != nil {
@@ -215,13 +215,16 @@ func (s *Stage) newRoot() string {
 	return s.Tree()
 }
 
-// sync makes the new files of m durable, with every directory above them,
-// and marks the stage so: a stage that survives a restart of the machine
+// taken reports whether the manifest is taken (see Manifest).
+func (s *Stage) taken() bool {
+	_, err := os.Lstat(filepath.Join(s.dir, stageManifest))
+	return err == nil
+}
+
+// sync makes the new files of m durable, with every directory above them
+// and the stage's state: a stage that survives a restart of the machine
 // can still give apply its content.
 func (s *Stage) sync(m Manifest) error {
-	if s.state.Synced {
-		return nil
-	}
 	root := s.newRoot()
 	dirs := map[string]bool{"": true}
 	for _, e := range m {
@@ -249,13 +252,7 @@ func (s *Stage) sync(m Manifest) error {
 			return fmt.Errorf("sync %s: %w", d, err)
 		}
 	}
-	st := s.state
-	st.Synced = true
-	if err := writeJSONFile(filepath.Join(s.dir, stageStateFile), st, true); err != nil {
-		return err
-	}
-	s.state = st
-	return nil
+	return syncBeneath(s.dir, stageStateFile)
 }
 
 // syncBeneath fsyncs the regular file root/p, reached without symlinks.
