@@ -71,31 +71,22 @@ var MaxLimits = Limits{
 // withDefaults returns l with every zero field replaced by its default.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.CPU == 0 {
-		l.CPU = d.CPU
-	}
-	if l.Memory == 0 {
-		l.Memory = d.Memory
-	}
-	if l.Pids == 0 {
-		l.Pids = d.Pids
-	}
-	if l.Wall == 0 {
-		l.Wall = d.Wall
-	}
-	if l.Output == 0 {
-		l.Output = d.Output
-	}
-	if l.FileSize == 0 {
-		l.FileSize = d.FileSize
-	}
-	if l.OpenFiles == 0 {
-		l.OpenFiles = d.OpenFiles
-	}
-	if l.Tmp == 0 {
-		l.Tmp = d.Tmp
-	}
+	orDefault(&l.CPU, d.CPU)
+	orDefault(&l.Memory, d.Memory)
+	orDefault(&l.Pids, d.Pids)
+	orDefault(&l.Wall, d.Wall)
+	orDefault(&l.Output, d.Output)
+	orDefault(&l.FileSize, d.FileSize)
+	orDefault(&l.OpenFiles, d.OpenFiles)
+	orDefault(&l.Tmp, d.Tmp)
 	return l
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Spec is one command to run, as plain data.
