@@ -151,6 +151,10 @@ type Policy struct {
 	FS      string // read-only | read-write
 	Changes string // review | auto
 	Network string // none
+	// Globs over workspace paths, on top of the built-in rules: secret
+	// files are left out of staged trees; protected changes are denied;
+	// risky changes always wait for a person.
+	Secrets, Protected, Risky []string
 }
 
 // Limits bound each run of an agent. Zero means the server's default.

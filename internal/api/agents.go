@@ -16,9 +16,12 @@ type agentRequest struct {
 	Instructions *string `json:"instructions"`
 	Model        *string `json:"model"`
 	Policy       *struct {
-		FS      *string `json:"fs"`
-		Changes *string `json:"changes"`
-		Network *string `json:"network"`
+		FS        *string   `json:"fs"`
+		Changes   *string   `json:"changes"`
+		Network   *string   `json:"network"`
+		Secrets   *[]string `json:"exclude"`
+		Protected *[]string `json:"protected"`
+		Risky     *[]string `json:"risky"`
 	} `json:"policy"`
 	Limits *struct {
 		MaxPromptBytes *int64 `json:"max_prompt_bytes"`
@@ -38,6 +41,7 @@ func (req agentRequest) input() service.AgentInput {
 	in := service.AgentInput{Name: req.Name, Instructions: req.Instructions, Model: req.Model}
 	if p := req.Policy; p != nil {
 		in.FS, in.Changes, in.Network = p.FS, p.Changes, p.Network
+		in.Secrets, in.Protected, in.Risky = p.Secrets, p.Protected, p.Risky
 	}
 	if l := req.Limits; l != nil {
 		in.Limits = service.LimitsInput{

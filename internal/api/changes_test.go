@@ -254,3 +254,34 @@ func TestFilesRefuseHostilePaths(t *testing.T) {
 		t.Fatalf("root listing = %+v", dir)
 	}
 }
+
+func TestAgentGlobsShapeStagingAndClasses(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("globs")
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]any{
+		"exclude": []string{"keys/*.pem"}, "protected": []string{"deploy/**"}, "risky": []string{"docs/**"},
+	}}).want(http.StatusOK)
+	owner.do("PUT", "/api/agents/"+id+"/files?path=keys/server.pem", "PRIVATE KEY").want(http.StatusOK)
+	cs := e.propose(t, id, func(tree string) {
+		if _, err := os.Lstat(filepath.Join(tree, "keys", "server.pem")); !os.IsNotExist(err) {
+			t.Errorf("an excluded file is in the staged tree: %v", err)
+		}
+		write(t, filepath.Join(tree, "deploy/prod.yaml"), "replicas: 1\n")
+		write(t, filepath.Join(tree, "docs/guide.md"), "# guide\n")
+		write(t, filepath.Join(tree, "src/a.go"), "package src\n")
+	})
+	got := map[string]string{}
+	for _, en := range cs.Entries {
+		got[en.Path] = en.Class
+	}
+	want := map[string]string{"deploy/prod.yaml": "protected", "docs/guide.md": "risky", "src/a.go": "ordinary"}
+	for p, c := range want {
+		if got[p] != c {
+			t.Errorf("%s classified %q, want %q (all: %v)", p, got[p], c, got)
+		}
+	}
+	if _, ok := got["keys/server.pem"]; ok {
+		t.Error("an excluded file shows up in the manifest")
+	}
+}

@@ -128,7 +128,7 @@ func TestAgentSettingsValidated(t *testing.T) {
 	u := e.signup("u@example.com", "U")
 	var a agentView
 	u.do("POST", "/api/agents", map[string]any{"name": "cfg"}).want(http.StatusCreated).decode(&a)
-	if a.Policy != (policyView{FS: "read-write", Changes: "review", Network: "none"}) || a.State != "active" || a.Access != "owner" {
+	if p := a.Policy; p.FS != "read-write" || p.Changes != "review" || p.Network != "none" || len(p.Secrets)+len(p.Protected)+len(p.Risky) != 0 || a.State != "active" || a.Access != "owner" {
 		t.Fatalf("new agent = %+v, want the default policy, active, owned", a)
 	}
 	tests := []struct {
@@ -146,6 +146,9 @@ func TestAgentSettingsValidated(t *testing.T) {
 		{"budget used is not settable", `{"budget":{"used":0}}`, 400},
 		{"unknown field", `{"owner":"someone-else"}`, 400},
 		{"bad model", `{"model":"gpt 4; rm -rf"}`, 400},
+		{"globs", `{"policy":{"exclude":["*.pem"],"protected":["deploy/**"],"risky":["docs/**"]}}`, 200},
+		{"bad glob", `{"policy":{"exclude":["../x"]}}`, 400},
+		{"malformed glob", `{"policy":{"risky":["[a-"]}}`, 400},
 	}
 	for _, tt := range tests {
 		res := u.do("PATCH", "/api/agents/"+a.ID, []byte(tt.body))

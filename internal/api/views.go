@@ -35,9 +35,19 @@ type contactView struct {
 }
 
 type policyView struct {
-	FS      string `json:"fs"`
-	Changes string `json:"changes"`
-	Network string `json:"network"`
+	FS        string   `json:"fs"`
+	Changes   string   `json:"changes"`
+	Network   string   `json:"network"`
+	Secrets   []string `json:"exclude"`
+	Protected []string `json:"protected"`
+	Risky     []string `json:"risky"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 type limitsView struct {
@@ -76,7 +86,10 @@ func viewAgent(a corral.Agent) agentView {
 		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model,
 		Owner:  userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
 		Access: a.Access.String(),
-		Policy: policyView{FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network},
+		Policy: policyView{
+			FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network,
+			Secrets: nonNil(a.Policy.Secrets), Protected: nonNil(a.Policy.Protected), Risky: nonNil(a.Policy.Risky),
+		},
 		Limits: limitsView{
 			MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
 			CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,

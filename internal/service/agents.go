@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"strings"
 
 	"corral"
 	"corral/internal/access"
 	"corral/internal/auth"
 	"corral/internal/sanitize"
+	"corral/internal/workspace"
 )
 
 // AgentStore is what the agent use cases need from storage.
@@ -75,6 +77,9 @@ type AgentInput struct {
 	FS           *string
 	Changes      *string
 	Network      *string
+	Secrets      *[]string // globs; nil leaves them as they are
+	Protected    *[]string
+	Risky        *[]string
 	Limits       LimitsInput
 	BudgetTokens *int64
 }
@@ -164,6 +169,19 @@ func apply(a *corral.Agent, in AgentInput) error {
 	if err := setEnum(&a.Policy.Network, in.Network, "policy.network", corral.NetworkNone); err != nil {
 		return err
 	}
+	for _, g := range []struct {
+		field string
+		dst   *[]string
+		in    *[]string
+	}{
+		{"policy.exclude", &a.Policy.Secrets, in.Secrets},
+		{"policy.protected", &a.Policy.Protected, in.Protected},
+		{"policy.risky", &a.Policy.Risky, in.Risky},
+	} {
+		if err := setGlobs(g.dst, g.in, g.field); err != nil {
+			return err
+		}
+	}
 	l := &a.Limits
 	for _, f := range []struct {
 		name string
@@ -191,6 +209,31 @@ func apply(a *corral.Agent, in AgentInput) error {
 		if a.State == corral.StatePaused && (a.Budget.Tokens == 0 || a.Budget.Tokens > a.Budget.Used) {
 			a.State = corral.StateActive
 		}
+	}
+	return nil
+}
+
+// maxGlobs bounds each list of globs an agent may configure.
+const maxGlobs = 64
+
+func setGlobs(dst, in *[]string, field string) error {
+	if in == nil {
+		return nil
+	}
+	if len(*in) > maxGlobs {
+		return corral.Errorf(corral.EINVALID, "%s: at most %d globs", field, maxGlobs)
+	}
+	for _, g := range *in {
+		if len(g) > 256 || strings.ContainsAny(g, "\x00\\") {
+			return corral.Errorf(corral.EINVALID, "%s: %q is not a glob", field, g)
+		}
+		if err := workspace.ValidGlob(g); err != nil {
+			return corral.Errorf(corral.EINVALID, "%s: %v", field, err)
+		}
+	}
+	*dst = append([]string(nil), *in...)
+	if len(*dst) == 0 {
+		*dst = nil
 	}
 	return nil
 }

@@ -103,7 +103,9 @@ func (c *Changes) Begin(ctx context.Context, agent corral.Agent) (*Staged, error
 	if err := os.MkdirAll(filepath.Join(c.ws.DataDir, "stages"), 0o711); err != nil {
 		return nil, corral.Internal("stage", err)
 	}
-	st, err := workspace.NewStage(dir, c.stageDir(id), c.stageOptions())
+	opt := c.stageOptions()
+	opt.Secrets = append(append([]string(nil), opt.Secrets...), agent.Policy.Secrets...)
+	st, err := workspace.NewStage(dir, c.stageDir(id), opt)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID string, 
 		s.Stage.Close()
 		return corral.ChangeSet{}, err
 	}
-	m = workspace.ClassifyAll(m, workspace.ClassPolicy{})
+	m = workspace.ClassifyAll(m, workspace.ClassPolicy{Protected: agent.Policy.Protected, Risky: agent.Policy.Risky})
 	if len(m) == 0 {
 		return corral.ChangeSet{}, s.Stage.Close()
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,7 +16,7 @@ import (
 const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
-	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at`
+	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs`
 
 // rank returns SQL that turns the level name in col into its corral.Level
 // number, so that SQL's max picks the highest level; 0 (LevelNone) for
@@ -64,18 +65,36 @@ var agentsForQuery = `
 	JOIN users o ON o.id = a.owner_id
 	ORDER BY a.created_at DESC, a.id DESC`
 
+// agentGlobs is how an agent's path globs are stored: one JSON column.
+type agentGlobs struct {
+	Secrets   []string `json:"secrets,omitempty"`
+	Protected []string `json:"protected,omitempty"`
+	Risky     []string `json:"risky,omitempty"`
+}
+
+func globsOf(p corral.Policy) string {
+	b, _ := json.Marshal(agentGlobs{Secrets: p.Secrets, Protected: p.Protected, Risky: p.Risky}) // cannot fail
+	return string(b)
+}
+
 func scanAgent(s scanner) (corral.Agent, error) {
 	var a corral.Agent
 	var created, updated int64
 	var access int
+	var globs string
 	err := s.Scan(&a.ID, &a.Name, &a.Instructions, &a.Model, &a.Owner.ID, &a.Owner.Name,
 		&a.Policy.FS, &a.Policy.Changes, &a.Policy.Network,
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
-		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &access)
+		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &access)
 	if err != nil {
 		return corral.Agent{}, err
 	}
+	var g agentGlobs
+	if err := json.Unmarshal([]byte(globs), &g); err != nil {
+		return corral.Agent{}, fmt.Errorf("agent %s: globs: %w", a.ID, err)
+	}
+	a.Policy.Secrets, a.Policy.Protected, a.Policy.Risky = g.Secrets, g.Protected, g.Risky
 	if access < int(corral.LevelNone) || access > int(corral.LevelOwner) {
 		return corral.Agent{}, fmt.Errorf("agent %s: access rank %d out of range", a.ID, access)
 	}
@@ -99,13 +118,13 @@ func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
 	_, err := db.exec(ctx, `
 		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
-			budget_tokens, budget_used, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			budget_tokens, budget_used, state, created_at, updated_at, globs)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Owner.ID, a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
-		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated))
+		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated), globsOf(a.Policy))
 	switch {
 	case err == nil:
 		return nil
@@ -157,13 +176,13 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 			fs = ?, changes = ?, network = ?,
 			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
 			memory_bytes = ?, pids = ?, output_bytes = ?,
-			budget_tokens = ?, state = ?, updated_at = ?
+			budget_tokens = ?, state = ?, updated_at = ?, globs = ?
 		WHERE id = ?`,
 		a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
-		a.Budget.Tokens, a.State, millis(db.orNow(a.UpdatedAt)),
+		a.Budget.Tokens, a.State, millis(db.orNow(a.UpdatedAt)), globsOf(a.Policy),
 		a.ID)
 	if err != nil {
 		return corral.Internal(op, err)

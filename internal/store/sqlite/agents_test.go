@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestAgentCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != a {
+	if !reflect.DeepEqual(got, a) {
 		t.Errorf("Agent = %+v\nwant    %+v", got, a)
 	}
 
@@ -80,7 +81,7 @@ func TestAgentCRUD(t *testing.T) {
 	}
 	a.Owner = corral.UserRef{ID: owner.ID, Name: owner.Name}
 	a.Budget.Used = 0 // not settable: only metering counts usage
-	if got, err = db.Agent(ctx, a.ID, owner.ID); err != nil || got != a {
+	if got, err = db.Agent(ctx, a.ID, owner.ID); err != nil || !reflect.DeepEqual(got, a) {
 		t.Errorf("Agent after update = %+v, %v\nwant %+v", got, err, a)
 	}
 
