@@ -63,6 +63,7 @@ bench: deps
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 		else echo "note: bubblewrap missing: the sandbox benchmark reports the exec ratio only"; fi; }
 	$(GO) test -run '^$$' -bench . -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
+	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
 
 clean:

@@ -31,6 +31,7 @@ const usage = `usage:
   corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
   corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]
               [--timeout DUR] [--output BYTES] [--tmp BYTES] [--env K=V]... [--json] -- CMD [ARGS...]
+  corral trace verify [--data DIR]
   corral user create --email E --name N [--admin]   (reads the password from stdin)
   corral user disable --email E
   corral user enable --email E
@@ -57,6 +58,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = serve(ctx, args[1:], stderr, getenv)
 	case "user":
 		err = user(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "trace":
+		code, err := traceCommand(ctx, args[1:], stdout, stderr, getenv)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "corral trace: %s\n", describe(err))
+		}
+		return code
 	case "exec":
 		code, err := execCommand(ctx, args[1:], stdin, stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {

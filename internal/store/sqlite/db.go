@@ -115,7 +115,9 @@ func dsn(path, extra string) string {
 		"?_pragma=foreign_keys(1)" +
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=busy_timeout(10000)" +
-		"&_pragma=synchronous(NORMAL)" +
+		// FULL: a commit is on disk before it is acknowledged (in WAL mode,
+		// NORMAL may lose the last commits on power loss).
+		"&_pragma=synchronous(FULL)" +
 		extra
 }
 

@@ -157,7 +157,7 @@ func TestPragmas(t *testing.T) {
 					{"foreign_keys", "1"},
 					{"journal_mode", "wal"},
 					{"busy_timeout", "10000"},
-					{"synchronous", "1"}, // NORMAL
+					{"synchronous", "2"}, // FULL
 					{"query_only", fmt.Sprint(p.queryOnly)},
 				}
 				for _, w := range want {

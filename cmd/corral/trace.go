@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"corral/internal/store/sqlite"
+	"corral/internal/trace"
+)
+
+// traceCommand runs `corral trace verify`: exit 0 and "ok: N events in M
+// runs" when every chain holds, exit 1 naming the first broken event.
+func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (int, error) {
+	if len(args) == 0 || args[0] != "verify" {
+		return 2, fmt.Errorf("%w: corral trace verify [--data DIR]", errUsage)
+	}
+	fs := flag.NewFlagSet("trace verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "data directory")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2, err
+	}
+	db, err := sqlite.Open(ctx, dbPath(*data))
+	if err != nil {
+		return 1, err
+	}
+	defer db.Close()
+	events, runs, err := trace.VerifyAll(ctx, db)
+	if err != nil {
+		fmt.Fprintf(stdout, "broken after %d good events in %d runs: %v\n", events, runs, err)
+		return 1, nil
+	}
+	fmt.Fprintf(stdout, "ok: %d events in %d runs\n", events, runs)
+	return 0, nil
+}

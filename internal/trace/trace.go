@@ -1,0 +1,168 @@
+// Package trace is the append-only, hash-chained record of a run. Each
+// event's hash covers its content and the previous event's hash, so a
+// changed, removed, inserted or reordered event breaks the chain at that
+// point, and anyone holding the events can check it with Verify.
+package trace
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"corral"
+)
+
+// Event types a run records.
+const (
+	Admitted   = "admitted"
+	Started    = "started"
+	Message    = "message"
+	ToolCall   = "tool_call"
+	ToolResult = "tool_result"
+	Usage      = "usage"
+	Violation  = "violation"
+	Ended      = "ended"
+	Reconciled = "reconciled"
+)
+
+// Event is one entry of a run's trace.
+type Event struct {
+	RunID    string
+	Seq      int64 // 1, 2, 3, ... within the run
+	At       time.Time
+	Type     string
+	Data     json.RawMessage // the event's content, as recorded
+	PrevHash string          // hex SHA-256 of the previous event; "" for the first
+	Hash     string          // hex SHA-256 of this event (see HashOf)
+}
+
+// HashOf computes an event's hash over a length-prefixed encoding of every
+// field but Hash, so no two different events encode alike.
+func HashOf(e Event) string {
+	h := sha256.New()
+	field := func(s string) {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	field("corral-trace-v1")
+	field(e.RunID)
+	field(strconv.FormatInt(e.Seq, 10))
+	field(e.At.UTC().Format(time.RFC3339Nano))
+	field(e.Type)
+	field(string(e.Data))
+	field(e.PrevHash)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Verify checks one run's events, in the order given: sequence numbers
+// from 1 without gaps, each linked to the one before, each hash right. It
+// names the first broken event.
+func Verify(events []Event) error {
+	prev := ""
+	for i, e := range events {
+		switch {
+		case e.Seq != int64(i+1):
+			return fmt.Errorf("run %s: event %d has sequence number %d: an event is missing or out of order", e.RunID, i+1, e.Seq)
+		case e.PrevHash != prev:
+			return fmt.Errorf("run %s: event %d does not follow event %d: the chain is broken", e.RunID, e.Seq, e.Seq-1)
+		case HashOf(e) != e.Hash:
+			return fmt.Errorf("run %s: event %d does not match its hash: it was changed", e.RunID, e.Seq)
+		}
+		prev = e.Hash
+	}
+	return nil
+}
+
+// Store keeps trace events. Implementations refuse updates and deletes,
+// and refuse an event whose sequence or previous hash does not continue
+// its run's chain (ECONFLICT).
+type Store interface {
+	AppendTrace(ctx context.Context, e Event) error
+	// LastTrace returns the sequence number and hash of a run's last
+	// event: 0 and "" for a run with none.
+	LastTrace(ctx context.Context, runID string) (int64, string, error)
+	Trace(ctx context.Context, runID string) ([]Event, error)
+	TraceRuns(ctx context.Context) ([]string, error)
+}
+
+// Recorder appends events to runs' chains. It is safe for concurrent use;
+// events of one run are appended one at a time.
+type Recorder struct {
+	store Store
+	now   func() time.Time
+
+	mu   sync.Mutex
+	runs map[string]*sync.Mutex
+}
+
+// NewRecorder returns a Recorder over store; now is the clock (nil for
+// time.Now).
+func NewRecorder(store Store, now func() time.Time) *Recorder {
+	if now == nil {
+		now = time.Now
+	}
+	return &Recorder{store: store, now: now, runs: map[string]*sync.Mutex{}}
+}
+
+// Append records an event of type typ with data (marshalled to JSON) at
+// the end of the run's chain. The data must hold no secret: a trace is
+// shown to everyone who may view the run.
+func (r *Recorder) Append(ctx context.Context, runID, typ string, data any) (Event, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Event{}, corral.Internal("trace: encode "+typ, err)
+	}
+	r.mu.Lock()
+	m := r.runs[runID]
+	if m == nil {
+		m = &sync.Mutex{}
+		r.runs[runID] = m
+	}
+	r.mu.Unlock()
+	m.Lock()
+	defer m.Unlock()
+	seq, prev, err := r.store.LastTrace(ctx, runID)
+	if err != nil {
+		return Event{}, err
+	}
+	e := Event{RunID: runID, Seq: seq + 1, At: r.now().UTC(), Type: typ, Data: raw, PrevHash: prev}
+	e.Hash = HashOf(e)
+	if err := r.store.AppendTrace(ctx, e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// Forget drops the per-run lock of a run that has ended.
+func (r *Recorder) Forget(runID string) {
+	r.mu.Lock()
+	delete(r.runs, runID)
+	r.mu.Unlock()
+}
+
+// VerifyAll checks every run's chain in store. It returns the number of
+// events and runs checked, and the first broken event.
+func VerifyAll(ctx context.Context, store Store) (events, runs int, err error) {
+	ids, err := store.TraceRuns(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range ids {
+		evs, err := store.Trace(ctx, id)
+		if err != nil {
+			return events, runs, err
+		}
+		if err := Verify(evs); err != nil {
+			return events, runs, err
+		}
+		events += len(evs)
+		runs++
+	}
+	return events, runs, nil
+}
