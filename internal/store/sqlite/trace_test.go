@@ -41,7 +41,7 @@ func TestTraceIsAppendOnlyAndChained(t *testing.T) {
 	forged.Seq, forged.PrevHash = forged.Seq+1, strings.Repeat("0", 64)
 	forged.Hash = trace.HashOf(forged)
 	wantCode(t, db.AppendTrace(ctx, forged), corral.ECONFLICT) // does not continue the chain
-	wantCode(t, db.AppendTrace(ctx, evs[3]), corral.ECONFLICT)  // a sequence number taken
+	wantCode(t, db.AppendTrace(ctx, evs[3]), corral.ECONFLICT) // a sequence number taken
 
 	for _, stmt := range []string{
 		`UPDATE trace_events SET data = '{}' WHERE run_id = 'run_a' AND seq = 3`,
