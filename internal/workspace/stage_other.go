@@ -28,3 +28,6 @@ func (s *Stage) Dir() string                 { return "" }
 func (s *Stage) Manifest() (Manifest, error) { return nil, errStageUnsupported() }
 func (s *Stage) Source() Source              { return DirSource("") }
 func (s *Stage) Close() error                { return nil }
+
+// RemoveStage refuses: staging needs Linux.
+func RemoveStage(dir string) error { return errStageUnsupported() }
