@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,12 +84,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour}, cfg)
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
-	t.Cleanup(func() {
-		trees, _ := filepath.Glob(filepath.Join(e.dataDir, "stages", "*", "tree"))
-		for _, tree := range trees {
-			syscall.Unmount(tree, syscall.MNT_DETACH)
-		}
-	})
+	t.Cleanup(func() { unmountStages(e.dataDir) })
 	e.api = New(Config{}, accounts, service.NewAgents(db, cfg), e.changes)
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
