@@ -25,8 +25,6 @@ type UserStore interface {
 	// SetDisabled disables or enables an account. Disabling also deletes
 	// every session of the account in the same transaction.
 	SetDisabled(ctx context.Context, id string, disabled bool) error
-	// CountUsers reports how many accounts exist.
-	CountUsers(ctx context.Context) (int, error)
 }
 
 // SessionStore keeps browser sessions by the hash of their token.

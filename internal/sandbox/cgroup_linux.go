@@ -113,18 +113,15 @@ func newCgroup(name string, l Limits) (cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	if useV2 {
-		c, err := makeV2(host.v2, name, v2Needed)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.limit(l); err != nil {
-			c.remove()
-			return nil, err
-		}
-		return c, nil
+	var c interface {
+		cgroup
+		limit(Limits) error
 	}
-	c, err := makeV1(host.v1, name)
+	if useV2 {
+		c, err = makeV2(host.v2, name, v2Needed)
+	} else {
+		c, err = makeV1(host.v1, name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -138,15 +138,6 @@ func (db *DB) SetDisabled(ctx context.Context, id string, disabled bool) error {
 	return nil
 }
 
-// CountUsers reports how many accounts exist.
-func (db *DB) CountUsers(ctx context.Context) (int, error) {
-	var n int
-	if err := db.queryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil {
-		return 0, corral.Internal("sqlite.CountUsers", err)
-	}
-	return n, nil
-}
-
 // CreateSession stores a session by the hash of its token.
 func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 	const op = "sqlite.CreateSession"
