@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+
+	"corral/internal/modeltest"
 )
 
 // TestREADMEWalkthrough runs the README's curl walkthrough, as written,
@@ -30,31 +31,17 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatal("walkthrough no longer sets API: update this test")
 	}
 
-	server := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir())
-	server.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1")
-	stderr, err := server.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
-	lines := bufio.NewScanner(stderr)
-	serving := regexp.MustCompile(`corral serving.* addr=(http://127\.0\.0\.1:\d+)`)
-	var base string
-	for base == "" && lines.Scan() {
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			base = m[1]
+	// The model: asked to write hello.txt, it does, then says so.
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		if last := r.Last(); last.Role == "user" && strings.Contains(last.Content, "hello.txt") {
+			return modeltest.Calls(modeltest.WriteCall("c1", "hello.txt", "Hello from the agent\n"))
 		}
-	}
-	if base == "" {
-		t.Fatal("the server never said it was serving")
-	}
-	go func() {
-		for lines.Scan() { // keep the pipe drained
-		}
-	}()
+		return modeltest.Text("I wrote hello.txt.")
+	})
+	defer model.Close()
+	srv := startServer(t, reachableTempDir(t),
+		"CORRAL_MODEL_BASE_URL="+model.URL(), "CORRAL_MODEL=scripted", "CORRAL_MODEL_API_KEY=sk-walkthrough")
+	base := srv.base
 
 	script = strings.Replace(script, "API=http://127.0.0.1:8080/api", "API="+base+"/api", 1)
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
@@ -72,7 +59,13 @@ func TestREADMEWalkthrough(t *testing.T) {
 		`"code":"not_found","message":"agent not found"`,
 		`"runner"`,
 		`"name": "Bob"`,
-		`"content": "please review main.go"`,
+		`"type":"admitted" "type":"started" "type":"usage" "type":"message" "type":"tool_call" "type":"tool_result" "type":"usage" "type":"message" "type":"ended"`,
+		`{"status":"completed","tokens":{"input":20,"output":10}}`,
+		`{"role":"user","author":"Bob","content":"please write hello.txt"}`,
+		`{"role":"assistant","author":null,"content":"I wrote hello.txt."}`,
+		`{"path":"hello.txt","op":"create","class":"ordinary"}`,
+		`"applied"`,
+		"Hello from the agent",
 		`"code":"not_found","message":"agent not found"`,
 		`"reviewer"`,
 		"204",

@@ -10,11 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"corral/internal/api"
 	"corral/internal/auth"
+	"corral/internal/gateway"
 	"corral/internal/role"
+	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
@@ -25,6 +28,14 @@ type serveConfig struct {
 	Addr, Data, Role, Signup string
 	SecureCookies            bool
 	ChangeTTL                time.Duration
+	// The model provider: CORRAL_MODEL_BASE_URL, CORRAL_MODEL_API_KEY and
+	// CORRAL_MODEL, from the environment only, so the key never shows in
+	// a process listing.
+	Model gateway.Config
+	// QuarantineAfter violations within QuarantineWindow quarantine an
+	// agent.
+	QuarantineAfter  int
+	QuarantineWindow time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -41,6 +52,21 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: CORRAL_CHANGE_TTL: %v", errUsage, err)
 	}
 	fs.DurationVar(&c.ChangeTTL, "change-ttl", ttl, "how long a change set waits for a decision before it expires")
+	after, err := strconv.Atoi(envOr(getenv, "CORRAL_QUARANTINE_AFTER", "3"))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_QUARANTINE_AFTER: %v", errUsage, err)
+	}
+	fs.IntVar(&c.QuarantineAfter, "quarantine-after", after, "limit violations within the window that quarantine an agent")
+	window, err := time.ParseDuration(envOr(getenv, "CORRAL_QUARANTINE_WINDOW", "1h"))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_QUARANTINE_WINDOW: %v", errUsage, err)
+	}
+	fs.DurationVar(&c.QuarantineWindow, "quarantine-window", window, "the window in which violations count towards quarantine")
+	c.Model = gateway.Config{
+		BaseURL: getenv("CORRAL_MODEL_BASE_URL"),
+		APIKey:  getenv("CORRAL_MODEL_API_KEY"),
+		Model:   getenv("CORRAL_MODEL"),
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -49,6 +75,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	}
 	if c.ChangeTTL <= 0 {
 		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
+	}
+	if c.QuarantineAfter < 1 || c.QuarantineWindow <= 0 {
+		return c, fmt.Errorf("%w: --quarantine-after must be at least 1 and --quarantine-window positive", errUsage)
 	}
 	return c, nil
 }
@@ -104,8 +133,37 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		if err := changes.Recover(ctx); err != nil {
 			return err
 		}
+		model, err := gateway.New(c.Model)
+		if err != nil {
+			return err
+		}
+		if err := model.Configured(); err != nil {
+			log.Warn("messages will be refused until a model provider is configured: " + describe(err))
+		} else {
+			log.Info("model provider configured", "base_url", c.Model.BaseURL, "model", c.Model.Model)
+		}
+		runs := runner.New(db, model, changes, runner.Config{
+			QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Log: log,
+		})
+		defer runs.Close()
+		// Then settle the runs a stopped server left behind.
+		n, err := runs.Reconcile(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Warn("runs interrupted by the last stop were reconciled", "runs", n)
+		}
+		agents.SetResume(runs.Resume)
+		ready := func() error {
+			if err := model.Configured(); err != nil {
+				return err
+			}
+			return sandbox.Available()
+		}
 		go sweepChanges(ctx, changes, log)
-		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log}, accounts, agents, changes))
+		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done()},
+			accounts, agents, changes, service.NewRuns(db, runs, ready, cfg)))
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")

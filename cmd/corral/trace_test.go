@@ -12,13 +12,17 @@ import (
 	"corral/internal/trace"
 )
 
-func TestTraceVerify(t *testing.T) {
+// traceData makes a data directory holding two runs' traces of four events
+// each.
+func traceData(t *testing.T) string {
+	t.Helper()
 	data := t.TempDir()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(data, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	rec := trace.NewRecorder(db, nil)
 	for _, run := range []string{"run_1", "run_2"} {
 		for _, typ := range []string{trace.Admitted, trace.Started, trace.ToolCall, trace.Ended} {
@@ -27,39 +31,55 @@ func TestTraceVerify(t *testing.T) {
 			}
 		}
 	}
-	db.Close()
+	return data
+}
 
-	verify := func() (int, string) {
-		var out, errOut bytes.Buffer
-		code := run(ctx, []string{"trace", "verify", "--data", data}, strings.NewReader(""), &out, &errOut, noenv)
-		return code, out.String() + errOut.String()
-	}
-	if code, out := verify(); code != 0 || out != "ok: 8 events in 2 runs\n" {
+func verifyTraces(t *testing.T, data string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"trace", "verify", "--data", data}, strings.NewReader(""), &out, &errOut, noenv)
+	return code, out.String() + errOut.String()
+}
+
+func TestTraceVerify(t *testing.T) {
+	if code, out := verifyTraces(t, traceData(t)); code != 0 || out != "ok: 8 events in 2 runs\n" {
 		t.Fatalf("verify = %d %q, want 0 and ok: 8 events in 2 runs", code, out)
 	}
 
 	// Tamper as an attacker with the database file would: around the
-	// store's own refusal.
-	raw, err := sql.Open("sqlite", filepath.Join(data, "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	// store's own refusal, which is dropped first.
 	tamper := []struct {
 		name, sql, want string
 	}{
-		{"flipped byte", `UPDATE trace_events SET data = replace(data, 'tool_call', 'tool_calk') WHERE run_id = 'run_2' AND seq = 3`, "run run_2: event 3 does not match its hash"},
-		{"deleted event", `DELETE FROM trace_events WHERE run_id = 'run_1' AND seq = 2`, "run run_1: event 2 has sequence number 3"},
-	}
-	if _, err := raw.Exec(`DROP TRIGGER trace_events_no_update; DROP TRIGGER trace_events_no_delete`); err != nil {
-		t.Fatal(err)
+		{"flipped byte", `UPDATE trace_events SET data = replace(data, 'tool_call', 'tool_calk') WHERE run_id = 'run_2' AND seq = 3`,
+			"run run_2: event 3 does not match its hash"},
+		{"deleted event", `DELETE FROM trace_events WHERE run_id = 'run_1' AND seq = 2`,
+			"run run_1: event 2 has sequence number 3"},
+		{"reordered events", `UPDATE trace_events SET seq = 99 WHERE run_id = 'run_2' AND seq = 2;
+			UPDATE trace_events SET seq = 2 WHERE run_id = 'run_2' AND seq = 3;
+			UPDATE trace_events SET seq = 3 WHERE run_id = 'run_2' AND seq = 99`,
+			"run run_2: event 2 does not follow event 1"},
+		{"changed time", `UPDATE trace_events SET at = '2020-01-01T00:00:00Z' WHERE run_id = 'run_1' AND seq = 1`,
+			"run run_1: event 1 does not match its hash"},
 	}
 	for _, tt := range tamper {
-		if _, err := raw.Exec(tt.sql); err != nil {
-			t.Fatal(err)
-		}
-		if code, out := verify(); code != 1 || !strings.Contains(out, tt.want) {
-			t.Fatalf("%s: verify = %d %q, want 1 naming %q", tt.name, code, out, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			data := traceData(t)
+			raw, err := sql.Open("sqlite", filepath.Join(data, "corral.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if _, err := raw.Exec(`DROP TRIGGER trace_events_no_update; DROP TRIGGER trace_events_no_delete`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := raw.Exec(tt.sql); err != nil {
+				t.Fatal(err)
+			}
+			code, out := verifyTraces(t, data)
+			if code != 1 || !strings.Contains(out, tt.want) {
+				t.Fatalf("verify = %d %q, want 1 naming %q", code, out, tt.want)
+			}
+		})
 	}
 }

@@ -212,7 +212,7 @@ type messageRequest struct {
 
 type postedMessage struct {
 	Message messageView `json:"message"`
-	Run     *struct{}   `json:"run"` // null until runs exist
+	Run     runView     `json:"run"`
 }
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, actor corral.User) error {
@@ -220,10 +220,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, actor corra
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	m, err := s.agents.PostMessage(r.Context(), actor, r.PathValue("id"), req.Content)
+	m, run, err := s.runs.Send(r.Context(), actor, r.PathValue("id"), req.Content)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, postedMessage{Message: viewMessage(m)})
+	writeJSON(w, http.StatusAccepted, postedMessage{Message: viewMessage(m), Run: viewRun(run)})
 	return nil
 }

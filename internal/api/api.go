@@ -34,6 +34,9 @@ type Config struct {
 	// did not arrive over TLS (set it behind a TLS-terminating proxy).
 	SecureCookies bool
 	Log           *slog.Logger
+	// Done, when closed, ends every long-lived stream (run events), so a
+	// graceful shutdown need not wait for runs to end.
+	Done <-chan struct{}
 }
 
 // Server answers the API.
@@ -41,6 +44,7 @@ type Server struct {
 	accounts *service.Accounts
 	agents   *service.Agents
 	changes  *service.Changes
+	runs     *service.Runs
 	cfg      Config
 	handler  http.Handler
 }
@@ -87,6 +91,12 @@ func (s *Server) routes() []route {
 		{"POST", "/api/links/{token}/accept", true, s.acceptLink},
 		{"GET", "/api/agents/{id}/messages", true, s.listMessages},
 		{"POST", "/api/agents/{id}/messages", true, s.postMessage},
+		{"GET", "/api/agents/{id}/runs", true, s.listRuns},
+		{"GET", "/api/runs/{id}", true, s.getRun},
+		{"GET", "/api/runs/{id}/trace", true, s.getTrace},
+		{"GET", "/api/runs/{id}/events", true, s.runEvents},
+		{"POST", "/api/runs/{id}/stop", true, s.stopRun},
+		{"POST", "/api/runs/{id}/kill", true, s.killRun},
 		{"GET", "/api/agents/{id}/changes", true, s.listChanges},
 		{"GET", "/api/changes/{id}", true, s.getChange},
 		{"POST", "/api/changes/{id}/approve", true, s.approveChange},
@@ -99,11 +109,11 @@ func (s *Server) routes() []route {
 }
 
 // New returns the API server.
-func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes *service.Changes) *Server {
+func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes *service.Changes, runs *service.Runs) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{accounts: accounts, agents: agents, changes: changes, cfg: cfg}
+	s := &Server{accounts: accounts, agents: agents, changes: changes, runs: runs, cfg: cfg}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))

@@ -21,12 +21,13 @@ func (e *env) propose(t *testing.T, agentID string, edit func(tree string)) corr
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.changes.Begin(ctx, a)
+	id := corral.NewID("chg")
+	st, err := e.changes.Begin(ctx, a, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit(s.Stage.Tree())
-	cs, err := e.changes.Finish(ctx, a, "", s)
+	edit(st.Tree())
+	cs, err := e.changes.Finish(ctx, a, "", id, st, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"corral/internal/auth"
+	"corral/internal/gateway"
+	"corral/internal/modeltest"
+	"corral/internal/runner"
+	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -30,6 +34,10 @@ type env struct {
 	clock   *fakeClock
 	changes *service.Changes
 	dataDir string
+	model   *modeltest.Provider
+	runner  *runner.Runner
+
+	script modeltest.Script // what the fake model answers; set with e.answer
 
 	mu     sync.Mutex
 	bodies [][]byte // every answer, for the no-secrets walk
@@ -38,7 +46,13 @@ type env struct {
 type envOptions struct {
 	signup string
 	params auth.Params
+	// noModel leaves the model provider unconfigured.
+	noModel bool
 }
+
+// testModelKey is the fake provider's key: it must never show in an
+// answer, a trace or the log.
+const testModelKey = "sk-test-0123456789abcdef-SECRET"
 
 // fakeClock drives the throttle and sessions without sleeping.
 type fakeClock struct {
@@ -81,11 +95,44 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	}
 	e := &env{t: t, db: db, dbPath: path, clock: clock}
 	e.dataDir = t.TempDir()
+	// The sandbox's user must reach staged trees under it; t.TempDir
+	// makes its parent private.
+	if err := os.Chmod(filepath.Dir(e.dataDir), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour}, cfg)
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
-	e.api = New(Config{}, accounts, service.NewAgents(db, cfg), e.changes)
+	e.model = modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		e.mu.Lock()
+		script := e.script
+		e.mu.Unlock()
+		if script == nil {
+			return modeltest.Text("nothing was scripted")
+		}
+		return script(r)
+	})
+	t.Cleanup(e.model.Close)
+	gw := &gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model"}
+	if opt.noModel {
+		gw = &gateway.Config{}
+	}
+	model, err := gateway.New(*gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner = runner.New(db, model, e.changes, runner.Config{QuarantineAfter: 2, Now: clock.Now})
+	t.Cleanup(e.runner.Close)
+	agents := service.NewAgents(db, cfg)
+	agents.SetResume(e.runner.Resume)
+	ready := func() error {
+		if err := model.Configured(); err != nil {
+			return err
+		}
+		return sandbox.Available()
+	}
+	e.api = New(Config{}, accounts, agents, e.changes, service.NewRuns(db, e.runner, ready, cfg))
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -241,4 +288,11 @@ func sandboxUID() int {
 		return 65534
 	}
 	return 0
+}
+
+// answer sets what the fake model answers from now on.
+func (e *env) answer(script modeltest.Script) {
+	e.mu.Lock()
+	e.script = script
+	e.mu.Unlock()
 }

@@ -101,17 +101,25 @@ func TestMessageContent(t *testing.T) {
 			if got.Message.Content != tt.content || got.Message.Author == nil || got.Message.Author.ID != u.user.ID || got.Message.Role != "user" {
 				t.Fatalf("stored %+v, want content %q authored by %s", got.Message, truncate([]byte(tt.content)), u.user.ID)
 			}
+			// Each message starts a run; the next waits for it to end.
+			u.waitRun(got.Run.ID, "completed")
 		})
 	}
-	var thread list[messageView]
-	u.do("GET", path, nil).want(http.StatusOK).decode(&thread)
-	if len(thread.Items) != 4 || thread.Items[0].Content != "fix the tests" {
-		t.Fatalf("thread has %d messages, first %q; want the 4 accepted ones in order", len(thread.Items), thread.Items[0].Content)
+	var all list[messageView]
+	u.do("GET", path, nil).want(http.StatusOK).decode(&all)
+	var thread list[messageView] // the people's messages, between the model's answers
+	for _, m := range all.Items {
+		if m.Role == "user" {
+			thread.Items = append(thread.Items, m)
+		}
+	}
+	if len(thread.Items) != 4 || thread.Items[0].Content != "fix the tests" || len(all.Items) != 8 {
+		t.Fatalf("thread has %d messages of people (%d in all), first %q; want the 4 accepted ones in order, each answered", len(thread.Items), len(all.Items), thread.Items[0].Content)
 	}
 	var page list[messageView]
-	u.do("GET", path+"?limit=2&before="+thread.Items[3].ID, nil).want(http.StatusOK).decode(&page)
-	if len(page.Items) != 2 || page.Items[0].ID != thread.Items[1].ID || page.Items[1].ID != thread.Items[2].ID {
-		t.Fatalf("page before the 4th = %+v, want the 2nd and 3rd", page.Items)
+	u.do("GET", path+"?limit=2&before="+all.Items[6].ID, nil).want(http.StatusOK).decode(&page)
+	if len(page.Items) != 2 || page.Items[0].ID != all.Items[4].ID || page.Items[1].ID != all.Items[5].ID {
+		t.Fatalf("page before the 7th = %+v, want the 5th and 6th", page.Items)
 	}
 	u.do("GET", path+"?limit=0", nil).want(http.StatusBadRequest)
 }

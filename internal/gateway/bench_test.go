@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,22 +37,61 @@ func (m *memMeter) Record(_ context.Context, u Usage) error {
 	return nil
 }
 
-// BenchmarkGatewayOverhead makes the same scripted completion (a tool call
-// with usage) directly with the openai-go client and through
-// Gateway.Complete, interleaved so both see the same machine state, and
-// reports each one's time per call and their ratio.
-func BenchmarkGatewayOverhead(b *testing.B) {
-	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",` +
-		`"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,` +
+// The benchmark's provider answers fixed bytes, so that the provider's own
+// cost, shared by both sides, stays small next to the client's.
+var (
+	benchCompletion = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",` +
+		`"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"Let me look.",` +
 		`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{\"command\":\"ls\"}"}}]}}],` +
 		`"usage":{"prompt_tokens":40,"completion_tokens":12,"total_tokens":52}}`)
+	benchStream = sseBody(
+		`{"role":"assistant","content":""}`,
+		`{"content":"Let "}`,
+		`{"content":"me "}`,
+		`{"content":"look."}`,
+		`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"shell","arguments":"{\"comm"}}]}`,
+		`{"tool_calls":[{"index":0,"function":{"arguments":"and\":\"ls\"}"}}]}`,
+	)
+)
+
+// sseBody is a streamed completion: one chunk per delta, a finish chunk, a
+// usage chunk and [DONE].
+func sseBody(deltas ...string) []byte {
+	var b strings.Builder
+	head := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",`
+	for _, d := range deltas {
+		b.WriteString(head + `"choices":[{"index":0,"delta":` + d + `,"finish_reason":null}],"usage":null}` + "\n\n")
+	}
+	b.WriteString(head + `"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":null}` + "\n\n")
+	b.WriteString(head + `"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":12,"total_tokens":52}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return []byte(b.String())
+}
+
+// BenchmarkGatewayOverhead makes the same scripted completion (text and a
+// tool call, with usage) directly with the openai-go client and through
+// Gateway.Complete, interleaved so both see the same machine state, and
+// reports each one's time per call and their ratio. The streamed case reads
+// the same reply as Server-Sent Events, through the accumulator on both
+// sides.
+func BenchmarkGatewayOverhead(b *testing.B) {
+	b.Run("whole", func(b *testing.B) { benchOverhead(b, false) })
+	b.Run("streamed", func(b *testing.B) { benchOverhead(b, true) })
+}
+
+func benchOverhead(b *testing.B, stream bool) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+testKey {
 			http.Error(w, "bad key", http.StatusUnauthorized)
 			return
 		}
+		if stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write(benchStream)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(body)
+		w.Write(benchCompletion)
 	}))
 	defer srv.Close()
 
@@ -72,6 +112,10 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		Messages: []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "what is here?"}},
 		Tools:    []Tool{shellTool},
 	}
+	var text strings.Builder
+	if stream {
+		gwReq.OnDelta = func(d Delta) { text.WriteString(d.Content) }
+	}
 	directParams := openai.ChatCompletionNewParams{
 		Model: "m",
 		Messages: []openai.ChatCompletionMessageParamUnion{
@@ -84,20 +128,46 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			Parameters:  shellTool.Parameters,
 		})},
 	}
+	if stream {
+		directParams.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	directCall := func() (openai.ChatCompletionMessage, error) {
+		if !stream {
+			cc, err := direct.Chat.Completions.New(ctx, directParams)
+			if err != nil || len(cc.Choices) == 0 {
+				return openai.ChatCompletionMessage{}, err
+			}
+			return cc.Choices[0].Message, nil
+		}
+		s := direct.Chat.Completions.NewStreaming(ctx, directParams)
+		defer s.Close()
+		var acc openai.ChatCompletionAccumulator
+		for s.Next() {
+			acc.AddChunk(s.Current())
+		}
+		if s.Err() != nil || len(acc.Choices) == 0 {
+			return openai.ChatCompletionMessage{}, s.Err()
+		}
+		return acc.Choices[0].Message, nil
+	}
 
 	var directTime, gatewayTime time.Duration
 	n := 0
 	for b.Loop() {
 		t0 := time.Now()
-		cc, err := direct.Chat.Completions.New(ctx, directParams)
+		msg, err := directCall()
 		t1 := time.Now()
-		if err != nil || len(cc.Choices[0].Message.ToolCalls) != 1 {
-			b.Fatalf("direct call: %v", err)
+		if err != nil || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Arguments != `{"command":"ls"}` {
+			b.Fatalf("direct call: %+v, %v", msg, err)
 		}
+		text.Reset()
 		resp, err := g.Complete(ctx, gwReq, m)
 		t2 := time.Now()
-		if err != nil || len(resp.Message.ToolCalls) != 1 {
-			b.Fatalf("gateway call: %v", err)
+		if err != nil || len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].Arguments != `{"command":"ls"}` {
+			b.Fatalf("gateway call: %+v, %v", resp, err)
+		}
+		if stream && text.String() != "Let me look." {
+			b.Fatalf("gateway deltas = %q, want %q", text.String(), "Let me look.")
 		}
 		directTime += t1.Sub(t0)
 		gatewayTime += t2.Sub(t1)

@@ -5,11 +5,15 @@
 // sent only in the Authorization header and never appears in an error, a log
 // or a Response.
 //
-// This slice makes non-streaming calls only.
+// A call is made whole or streamed: a Request with OnDelta streams (Server-Sent
+// Events, with the usage asked for in a final chunk) and hands over the
+// assistant's text as it arrives; both kinds go through the same budget check,
+// the same metering and the same error rules.
 package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +23,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"corral"
@@ -60,6 +65,19 @@ type Request struct {
 	Model    string // "" means Config.Model
 	Messages []Message
 	Tools    []Tool
+
+	// OnDelta, when set, makes the call stream. It is called with each piece
+	// of the assistant's text as it arrives, in order, on the goroutine that
+	// called Complete and before Complete returns; the pieces add up to the
+	// Response's content. Tool calls come only whole, in the Response. A call
+	// can still fail after some pieces were handed over (no usage at the end,
+	// a broken stream): the pieces were provisional, the error is the answer.
+	OnDelta func(Delta)
+}
+
+// Delta is a piece of the assistant's reply as a streamed call receives it.
+type Delta struct {
+	Content string
 }
 
 // Usage is the token count of one call, exactly as the provider reported it.
@@ -159,11 +177,11 @@ func (g *Gateway) Configured() error {
 	}
 }
 
-// Complete makes one model call. It asks m.Check first, and returns its
-// error unchanged without calling the provider. After the call it hands
-// m.Record the provider's usage; a Record error is returned unchanged along
-// with the Response. A provider that reports no usage makes the call fail:
-// an unmetered call cannot be allowed.
+// Complete makes one model call, streamed when req.OnDelta is set. It asks
+// m.Check first, and returns its error unchanged without calling the
+// provider. After the call it hands m.Record the provider's usage; a Record
+// error is returned unchanged along with the Response. A provider that
+// reports no usage makes the call fail: an unmetered call cannot be allowed.
 func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response, error) {
 	if err := g.Configured(); err != nil {
 		return Response{}, err
@@ -183,27 +201,115 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 	if err := m.Check(ctx); err != nil {
 		return Response{}, err
 	}
+	var r result
+	if req.OnDelta != nil {
+		r = g.stream(ctx, params, req.OnDelta)
+	} else {
+		r = g.call(ctx, params)
+	}
+	return g.settle(ctx, model, r, m)
+}
 
+// result is what one call brought back, whole or streamed, before it is
+// judged by settle.
+type result struct {
+	err       error // the SDK's error: it holds the request, so it never leaves the package
+	usage     Usage
+	metered   bool                          // the provider reported both token counts
+	message   *openai.ChatCompletionMessage // the first choice's; nil if none came
+	model     string
+	malformed bool // a streamed chunk could not be added to the reply
+}
+
+func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParams) result {
 	cc, err := g.chat.New(ctx, params)
 	if err != nil {
-		return Response{}, g.providerError(ctx, err)
+		return result{err: err}
 	}
-	if !cc.JSON.Usage.Valid() || !cc.Usage.JSON.PromptTokens.Valid() || !cc.Usage.JSON.CompletionTokens.Valid() {
-		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
-			Message: "the provider reported no token usage: Corral cannot meter it"}
+	r := result{model: cc.Model}
+	r.usage, r.metered = usageOf(cc.JSON.Usage.Valid(), cc.Usage)
+	if len(cc.Choices) > 0 {
+		r.message = &cc.Choices[0].Message
 	}
-	usage := Usage{Input: cc.Usage.PromptTokens, Output: cc.Usage.CompletionTokens}
-	// The tokens are spent whatever the reply looks like, so they are
-	// recorded before the reply is judged.
-	recErr := m.Record(ctx, usage)
-	if len(cc.Choices) == 0 {
+	return r
+}
+
+func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) result {
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := g.chat.NewStreaming(ctx, params)
+	defer s.Close()
+	var (
+		acc openai.ChatCompletionAccumulator
+		r   result
+	)
+	for s.Next() {
+		chunk := s.Current()
+		// The usage comes in a chunk of its own at the end. The last figures
+		// reported are taken as they are, not added up as the accumulator
+		// does: some providers repeat running totals on every chunk.
+		if u, ok := usageOf(chunk.JSON.Usage.Valid(), chunk.Usage); ok {
+			r.usage, r.metered = u, true
+		}
+		if r.malformed {
+			continue // read on: the usage is still to come
+		}
+		if !acc.AddChunk(chunk) {
+			// Refusing a usage-only chunk (say, one with another id) loses
+			// nothing; refusing one that carries part of the reply breaks it.
+			r.malformed = len(chunk.Choices) > 0
+			continue
+		}
+		for _, c := range chunk.Choices {
+			if c.Index == 0 && c.Delta.Content != "" {
+				onDelta(Delta{Content: c.Delta.Content})
+			}
+		}
+	}
+	r.err = s.Err()
+	r.model = acc.Model
+	if len(acc.Choices) > 0 {
+		r.message = &acc.Choices[0].Message
+	}
+	return r
+}
+
+func usageOf(present bool, u openai.CompletionUsage) (Usage, bool) {
+	if !present || !u.JSON.PromptTokens.Valid() || !u.JSON.CompletionTokens.Valid() {
+		return Usage{}, false
+	}
+	return Usage{Input: u.PromptTokens, Output: u.CompletionTokens}, true
+}
+
+// settle applies the same rules to every call, whole or streamed: record
+// what the provider says was spent, then judge the reply.
+func (g *Gateway) settle(ctx context.Context, model string, r result, m Meter) (Response, error) {
+	var recErr error
+	if r.metered {
+		// The tokens are spent whatever the reply looks like, so they are
+		// recorded before the reply is judged, and even when the caller has
+		// given up on the call meanwhile.
+		recErr = m.Record(context.WithoutCancel(ctx), r.usage)
+	}
+	fail := func(err error) (Response, error) {
 		if recErr != nil {
 			return Response{}, recErr
 		}
-		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
-			Message: "the provider returned no reply"}
+		return Response{}, err
 	}
-	resp := Response{Message: fromOpenAI(cc.Choices[0].Message), Usage: usage, Model: cc.Model}
+	switch {
+	case r.err != nil:
+		return fail(g.providerError(ctx, r.err))
+	case !r.metered:
+		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+			Message: "the provider reported no token usage: Corral cannot meter it"}
+	case r.malformed:
+		return fail(&corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+			Message: "the provider streamed a reply that does not fit together"})
+	case r.message == nil:
+		return fail(&corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+			Message: "the provider returned no reply"})
+	}
+	resp := Response{Message: fromOpenAI(*r.message), Usage: r.usage, Model: r.model}
 	if resp.Model == "" {
 		resp.Model = model
 	}
@@ -215,7 +321,10 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 // made of safe facts, with the key scrubbed besides.
 func (g *Gateway) providerError(ctx context.Context, err error) error {
 	e := &corral.Error{Code: corral.EUNAVAIL, Op: "gateway"}
-	var apiErr *openai.Error
+	var (
+		apiErr    *openai.Error
+		streamErr *ssestream.StreamError
+	)
 	switch {
 	case ctx.Err() != nil:
 		e.Message = "the model call was cancelled"
@@ -233,11 +342,38 @@ func (g *Gateway) providerError(ctx context.Context, err error) error {
 			text += ", code " + apiErr.Code
 		}
 		e.Err = errors.New(g.redact(text))
+	case errors.As(err, &streamErr):
+		// The event's message may quote the request, as an error body may:
+		// only its type and code are kept.
+		e.Message = "the model provider reported an error in the middle of its reply"
+		e.Err = errors.New(g.redact("chat completion stream: error event" + streamErrorKind(streamErr.Event.Data)))
 	default:
 		e.Message = "the model provider could not be reached"
 		e.Err = errors.New(g.redact("chat completion: " + err.Error()))
 	}
 	return e
+}
+
+// streamErrorKind gives the type and code of an SSE error event, such as
+// ", type server_error, code 500", or "" when it names neither.
+func streamErrorKind(data []byte) string {
+	var ev struct {
+		Error struct {
+			Type string `json:"type"`
+			Code any    `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return ""
+	}
+	var s string
+	if ev.Error.Type != "" {
+		s += ", type " + ev.Error.Type
+	}
+	if ev.Error.Code != nil {
+		s += fmt.Sprintf(", code %v", ev.Error.Code)
+	}
+	return s
 }
 
 func buildParams(model string, req Request) (openai.ChatCompletionNewParams, error) {

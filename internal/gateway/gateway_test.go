@@ -5,117 +5,96 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"corral"
+	"corral/internal/modeltest"
 )
 
 const testKey = "sk-secret-CANARY"
 
-// reply is one scripted answer of the fake provider.
-type reply struct {
-	status int
-	body   string
-}
-
-// fakeProvider is an OpenAI-compatible endpoint that answers scripted
-// replies in order and keeps every request body it received.
-type fakeProvider struct {
-	t       *testing.T
-	key     string
-	mu      sync.Mutex
-	replies []reply
-	bodies  [][]byte
-}
-
-func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		f.t.Errorf("fake provider got %s %s, want POST /v1/chat/completions", r.Method, r.URL.Path)
-		http.NotFound(w, r)
-		return
-	}
-	if got, want := r.Header.Get("Authorization"), "Bearer "+f.key; got != want {
-		f.t.Errorf("Authorization = %q, want %q", got, want)
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		f.t.Errorf("read request: %v", err)
-	}
-	var decoded map[string]any
-	if err := json.Unmarshal(body, &decoded); err != nil {
-		f.t.Errorf("request is not JSON: %v", err)
-	}
-	f.mu.Lock()
-	f.bodies = append(f.bodies, body)
-	var rep reply
-	if len(f.replies) == 0 {
-		f.t.Errorf("fake provider: unscripted request %d", len(f.bodies))
-		rep = reply{status: 500, body: `{"error":{"message":"unscripted"}}`}
-	} else {
-		rep, f.replies = f.replies[0], f.replies[1:]
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(rep.status)
-	io.WriteString(w, rep.body)
-}
-
-func (f *fakeProvider) requests() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([][]byte(nil), f.bodies...)
-}
-
-// request returns the i-th request body, decoded.
-func (f *fakeProvider) request(i int) map[string]any {
-	f.t.Helper()
-	bodies := f.requests()
-	if i >= len(bodies) {
-		f.t.Fatalf("fake provider got %d requests, want at least %d", len(bodies), i+1)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(bodies[i], &m); err != nil {
-		f.t.Fatal(err)
-	}
-	return m
-}
-
-// newFake starts a fake provider and a Gateway pointed at it.
-func newFake(t *testing.T, replies ...reply) (*fakeProvider, *Gateway) {
+// newProvider starts a fake provider answering script and a Gateway pointed
+// at it, and checks at the end that every request carried the key.
+func newProvider(t *testing.T, script modeltest.Script) (*modeltest.Provider, *Gateway) {
 	t.Helper()
-	f := &fakeProvider{t: t, key: testKey, replies: replies}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	g, err := New(Config{BaseURL: srv.URL + "/v1", APIKey: testKey, Model: "default-model", HTTPClient: srv.Client()})
+	p := modeltest.New(script)
+	t.Cleanup(func() {
+		p.Close()
+		for i, r := range p.Requests() {
+			if got, want := r.Authorization, "Bearer "+testKey; got != want {
+				t.Errorf("request %d: Authorization = %q, want %q", i, got, want)
+			}
+		}
+	})
+	g, err := New(Config{BaseURL: p.URL(), APIKey: testKey, Model: "default-model"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, g
+	return p, g
 }
 
-func completion(model, message, usage string) reply {
-	body := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"` + model + `",` +
+// sent returns the fields of the i-th request the provider received, each
+// as JSON with its keys sorted, so that tests compare content, not order.
+func sent(t *testing.T, p *modeltest.Provider, i int) map[string]string {
+	t.Helper()
+	reqs := p.Requests()
+	if i >= len(reqs) {
+		t.Fatalf("fake provider got %d requests, want at least %d", len(reqs), i+1)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(reqs[i].Body, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	fields := make(map[string]string)
+	for k, v := range decoded {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields[k] = string(b)
+	}
+	return fields
+}
+
+// modes are the two ways to make a call; most rules must hold for both.
+var modes = []struct {
+	name   string
+	stream bool
+}{
+	{"whole", false},
+	{"streamed", true},
+}
+
+// complete calls g.Complete, streamed or not, and returns the deltas a
+// streamed call handed over. A streamed call that succeeds must have handed
+// over exactly its content.
+func complete(t *testing.T, ctx context.Context, g *Gateway, req Request, m Meter, stream bool) (Response, []string, error) {
+	t.Helper()
+	var deltas []string
+	if stream {
+		req.OnDelta = func(d Delta) { deltas = append(deltas, d.Content) }
+	}
+	resp, err := g.Complete(ctx, req, m)
+	if stream && err == nil && strings.Join(deltas, "") != resp.Message.Content {
+		t.Errorf("deltas %q do not add up to the content %q", deltas, resp.Message.Content)
+	}
+	return resp, deltas, err
+}
+
+// completion is a raw non-streamed reply body, for replies modeltest's
+// fields cannot describe.
+func completion(message, usage string) modeltest.Reply {
+	body := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",` +
 		`"choices":[{"index":0,"finish_reason":"stop","message":` + message + `}]`
 	if usage != "" {
 		body += `,"usage":` + usage
 	}
-	return reply{status: 200, body: body + "}"}
-}
-
-func textReply(model, text string, in, out int) reply {
-	return completion(model, `{"role":"assistant","content":`+quote(text)+`}`,
-		fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, in, out, in+out))
-}
-
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	return modeltest.Reply{Status: http.StatusOK, Body: body + "}"}
 }
 
 // meter is an in-memory Meter that records what it was told.
@@ -140,6 +119,8 @@ func errorCode(t *testing.T, err error) string {
 	}
 	return e.Code
 }
+
+var hi = []Message{{Role: "user", Content: "hi"}}
 
 func TestNewValidatesBaseURL(t *testing.T) {
 	tests := []struct {
@@ -195,92 +176,121 @@ func TestNotConfigured(t *testing.T) {
 		}
 	}
 
-	m := &meter{}
-	_, err = g.Complete(context.Background(), Request{Messages: []Message{{Role: "user", Content: "hi"}}}, m)
-	if !reflect.DeepEqual(err, cerr) {
-		t.Errorf("Complete error = %v, want Configured()'s %v", err, cerr)
-	}
-	if m.checks != 0 || len(m.recorded) != 0 {
-		t.Errorf("meter saw %d checks and %v, want nothing", m.checks, m.recorded)
+	for _, mode := range modes {
+		m := &meter{}
+		_, _, err = complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream)
+		if !reflect.DeepEqual(err, cerr) {
+			t.Errorf("%s: Complete error = %v, want Configured()'s %v", mode.name, err, cerr)
+		}
+		if m.checks != 0 || len(m.recorded) != 0 {
+			t.Errorf("%s: meter saw %d checks and %v, want nothing", mode.name, m.checks, m.recorded)
+		}
 	}
 
 	// A configured gateway answers nil, and sends nothing by being asked.
-	f, g2 := newFake(t)
+	p, g2 := newProvider(t, nil)
 	if err := g2.Configured(); err != nil {
 		t.Errorf("Configured() = %v with a BaseURL", err)
 	}
-	if n := len(f.requests()); n != 0 {
+	if n := len(p.Requests()); n != 0 {
 		t.Errorf("fake provider got %d requests, want 0", n)
 	}
 }
 
 func TestCheckRefusalSendsNothing(t *testing.T) {
-	f, g := newFake(t)
-	refusal := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "token budget reached"}
-	m := &meter{checkErr: refusal}
-	_, err := g.Complete(context.Background(), Request{Messages: []Message{{Role: "user", Content: "hi"}}}, m)
-	if err != refusal {
-		t.Errorf("Complete error = %v, want the meter's own error unchanged", err)
-	}
-	if n := len(f.requests()); n != 0 {
-		t.Errorf("fake provider got %d requests, want 0", n)
-	}
-	if len(m.recorded) != 0 {
-		t.Errorf("recorded %v, want nothing", m.recorded)
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			p, g := newProvider(t, modeltest.Sequence(modeltest.Text("should not be asked")))
+			refusal := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "token budget reached"}
+			m := &meter{checkErr: refusal}
+			_, deltas, err := complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream)
+			if err != refusal {
+				t.Errorf("Complete error = %v, want the meter's own error unchanged", err)
+			}
+			if n := len(p.Requests()); n != 0 {
+				t.Errorf("fake provider got %d requests, want 0", n)
+			}
+			if len(m.recorded) != 0 || len(deltas) != 0 {
+				t.Errorf("recorded %v and got deltas %q, want nothing", m.recorded, deltas)
+			}
+		})
 	}
 }
 
 func TestContentAndUsage(t *testing.T) {
-	f, g := newFake(t, textReply("default-model-2024", "Hello there.", 17, 5))
-	m := &meter{}
-	resp, err := g.Complete(context.Background(), Request{Messages: []Message{
-		{Role: "system", Content: "be brief"},
-		{Role: "user", Content: "hi"},
-	}}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Response{
-		Message: Message{Role: "assistant", Content: "Hello there."},
-		Usage:   Usage{Input: 17, Output: 5},
-		Model:   "default-model-2024",
-	}
-	if !reflect.DeepEqual(resp, want) {
-		t.Errorf("Complete = %+v, want %+v", resp, want)
-	}
-	if !reflect.DeepEqual(m.recorded, []Usage{{Input: 17, Output: 5}}) {
-		t.Errorf("recorded %v, want exactly the provider's [{17 5}]", m.recorded)
-	}
-	if m.checks != 1 {
-		t.Errorf("Check called %d times, want 1", m.checks)
-	}
-	if s := fmt.Sprintf("%+v %#v", resp, g); strings.Contains(s, testKey) {
-		t.Errorf("printing the response or gateway shows the key: %s", s)
-	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			p, g := newProvider(t, modeltest.Sequence(modeltest.Reply{
+				Content: "Hello there, how are you today?",
+				Usage:   &modeltest.Usage{Input: 17, Output: 5},
+				Model:   "default-model-2024",
+			}))
+			m := &meter{}
+			resp, deltas, err := complete(t, context.Background(), g, Request{Messages: []Message{
+				{Role: "system", Content: "be brief"},
+				{Role: "user", Content: "hi"},
+			}}, m, mode.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Response{
+				Message: Message{Role: "assistant", Content: "Hello there, how are you today?"},
+				Usage:   Usage{Input: 17, Output: 5},
+				Model:   "default-model-2024",
+			}
+			if !reflect.DeepEqual(resp, want) {
+				t.Errorf("Complete = %+v, want %+v", resp, want)
+			}
+			if !reflect.DeepEqual(m.recorded, []Usage{{Input: 17, Output: 5}}) {
+				t.Errorf("recorded %v, want exactly the provider's [{17 5}]", m.recorded)
+			}
+			if m.checks != 1 {
+				t.Errorf("Check called %d times, want 1", m.checks)
+			}
+			if s := fmt.Sprintf("%+v %#v", resp, g); strings.Contains(s, testKey) {
+				t.Errorf("printing the response or gateway shows the key: %s", s)
+			}
 
-	req := f.request(0)
-	msgs, _ := json.Marshal(req["messages"])
-	if got, want := string(msgs), `[{"content":"be brief","role":"system"},{"content":"hi","role":"user"}]`; got != want {
-		t.Errorf("messages sent = %s, want %s", got, want)
-	}
-	if _, ok := req["tools"]; ok {
-		t.Errorf("request without tools sent tools: %v", req["tools"])
-	}
-	if _, ok := req["stream"]; ok {
-		t.Errorf("request asked for streaming: %v", req["stream"])
+			req := sent(t, p, 0)
+			if got, want := req["messages"], `[{"content":"be brief","role":"system"},{"content":"hi","role":"user"}]`; got != want {
+				t.Errorf("messages sent = %s, want %s", got, want)
+			}
+			if _, ok := req["tools"]; ok {
+				t.Errorf("request without tools sent tools: %s", req["tools"])
+			}
+			if !mode.stream {
+				if _, ok := req["stream"]; ok {
+					t.Errorf("request asked for streaming: %s", req["stream"])
+				}
+				return
+			}
+			if got := req["stream"]; got != "true" {
+				t.Errorf("stream sent = %s, want true", got)
+			}
+			if got, want := req["stream_options"], `{"include_usage":true}`; got != want {
+				t.Errorf("stream_options sent = %s, want %s", got, want)
+			}
+			if len(deltas) < 2 {
+				t.Errorf("got deltas %q, want the content in several pieces", deltas)
+			}
+		})
 	}
 }
 
 func TestRecordErrorComesWithResponse(t *testing.T) {
-	_, g := newFake(t, textReply("m", "done", 3, 4))
-	over := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "budget reached"}
-	m := &meter{recordErr: over}
-	resp, err := g.Complete(context.Background(), Request{Messages: []Message{{Role: "user", Content: "go"}}}, m)
-	if err != over {
-		t.Errorf("Complete error = %v, want the meter's Record error unchanged", err)
-	}
-	if resp.Message.Content != "done" || resp.Usage != (Usage{3, 4}) {
-		t.Errorf("Complete response = %+v, want the reply despite the Record error", resp)
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			_, g := newProvider(t, modeltest.Sequence(modeltest.Reply{Content: "done", Usage: &modeltest.Usage{Input: 3, Output: 4}}))
+			over := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "budget reached"}
+			m := &meter{recordErr: over}
+			resp, _, err := complete(t, context.Background(), g, Request{Messages: []Message{{Role: "user", Content: "go"}}}, m, mode.stream)
+			if err != over {
+				t.Errorf("Complete error = %v, want the meter's Record error unchanged", err)
+			}
+			if resp.Message.Content != "done" || resp.Usage != (Usage{3, 4}) {
+				t.Errorf("Complete response = %+v, want the reply despite the Record error", resp)
+			}
+		})
 	}
 }
 
@@ -295,68 +305,202 @@ var shellTool = Tool{
 }
 
 func TestToolCallRoundTrip(t *testing.T) {
-	toolCallMsg := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",` +
-		`"function":{"name":"shell","arguments":"{\"command\":\"ls -la\"}"}}]}`
-	f, g := newFake(t,
-		completion("m", toolCallMsg, `{"prompt_tokens":40,"completion_tokens":12,"total_tokens":52}`),
-		textReply("m", "There are two files.", 60, 7),
-	)
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			p, g := newProvider(t, modeltest.Sequence(
+				modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.ShellCall("call_1", "ls -la")},
+					Usage: &modeltest.Usage{Input: 40, Output: 12}},
+				modeltest.Reply{Content: "There are two files.", Usage: &modeltest.Usage{Input: 60, Output: 7}},
+			))
+			m := &meter{}
+			thread := []Message{{Role: "user", Content: "what is here?"}}
+			resp, deltas, err := complete(t, context.Background(), g, Request{Messages: thread, Tools: []Tool{shellTool}}, m, mode.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCall := []ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"command":"ls -la"}`}}
+			if resp.Message.Role != "assistant" || resp.Message.Content != "" || !reflect.DeepEqual(resp.Message.ToolCalls, wantCall) {
+				t.Errorf("Complete message = %+v, want an assistant tool call %+v", resp.Message, wantCall)
+			}
+			if len(deltas) != 0 {
+				t.Errorf("a reply of only tool calls gave deltas %q", deltas)
+			}
+
+			// The tools went out as OpenAI function tools with their schema.
+			wantTools := `[{"function":{"description":"Run a command in the sandbox.","name":"shell",` +
+				`"parameters":{"properties":{"command":{"type":"string"}},"required":["command"],"type":"object"}},"type":"function"}]`
+			if tools := sent(t, p, 0)["tools"]; tools != wantTools {
+				t.Errorf("tools sent = %s, want %s", tools, wantTools)
+			}
+
+			// The follow-up carries the assistant's call and the tool's result.
+			thread = append(thread, resp.Message, Message{Role: "tool", ToolCallID: "call_1", Content: "a.txt\nb.txt"})
+			resp, _, err = complete(t, context.Background(), g, Request{Messages: thread, Tools: []Tool{shellTool}}, m, mode.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Message.Content != "There are two files." || len(resp.Message.ToolCalls) != 0 {
+				t.Errorf("second reply = %+v", resp.Message)
+			}
+			wantMsgs := `[{"content":"what is here?","role":"user"},` +
+				`{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"command\":\"ls -la\"}","name":"shell"},"id":"call_1","type":"function"}]},` +
+				`{"content":"a.txt\nb.txt","role":"tool","tool_call_id":"call_1"}]`
+			if msgs := sent(t, p, 1)["messages"]; msgs != wantMsgs {
+				t.Errorf("follow-up messages sent =\n%s\nwant\n%s", msgs, wantMsgs)
+			}
+			results := p.Requests()[1].LastToolResults()
+			if len(results) != 1 || results[0].ToolCallID != "call_1" || results[0].Content != "a.txt\nb.txt" {
+				t.Errorf("provider saw tool results %+v, want the one for call_1", results)
+			}
+			if want := []Usage{{40, 12}, {60, 7}}; !reflect.DeepEqual(m.recorded, want) {
+				t.Errorf("recorded %v, want %v", m.recorded, want)
+			}
+		})
+	}
+}
+
+// TestStreamReassemblesToolCalls: the provider streams each call's
+// arguments in pieces, interleaved between calls; the gateway puts them
+// back together by index.
+func TestStreamReassemblesToolCalls(t *testing.T) {
+	long := strings.Repeat("line of the file, with \"quotes\" and ünïcödé\n", 50)
+	calls := []modeltest.ToolCall{
+		modeltest.ShellCall("call_a", "go test ./... > out.txt"),
+		modeltest.WriteCall("call_b", "notes/todo.md", long),
+		modeltest.ReadCall("call_c", "go.mod"),
+	}
+	_, g := newProvider(t, modeltest.Sequence(modeltest.Reply{Content: "Three things.", ToolCalls: calls}))
 	m := &meter{}
-	thread := []Message{{Role: "user", Content: "what is here?"}}
-	resp, err := g.Complete(context.Background(), Request{Messages: thread, Tools: []Tool{shellTool}}, m)
+	resp, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCall := []ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"command":"ls -la"}`}}
-	if resp.Message.Role != "assistant" || resp.Message.Content != "" || !reflect.DeepEqual(resp.Message.ToolCalls, wantCall) {
-		t.Errorf("Complete message = %+v, want an assistant tool call %+v", resp.Message, wantCall)
+	var want []ToolCall
+	for _, c := range calls {
+		want = append(want, ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-
-	// The tools went out as OpenAI function tools with their schema.
-	tools, _ := json.Marshal(f.request(0)["tools"])
-	wantTools := `[{"function":{"description":"Run a command in the sandbox.","name":"shell",` +
-		`"parameters":{"properties":{"command":{"type":"string"}},"required":["command"],"type":"object"}},"type":"function"}]`
-	if string(tools) != wantTools {
-		t.Errorf("tools sent = %s, want %s", tools, wantTools)
+	if !reflect.DeepEqual(resp.Message.ToolCalls, want) {
+		t.Errorf("tool calls = %+v\nwant %+v", resp.Message.ToolCalls, want)
 	}
-
-	// The follow-up carries the assistant's call and the tool's result.
-	thread = append(thread, resp.Message, Message{Role: "tool", ToolCallID: "call_1", Content: "a.txt\nb.txt"})
-	resp, err = g.Complete(context.Background(), Request{Messages: thread, Tools: []Tool{shellTool}}, m)
-	if err != nil {
-		t.Fatal(err)
+	if resp.Message.Content != "Three things." {
+		t.Errorf("content = %q, want %q", resp.Message.Content, "Three things.")
 	}
-	if resp.Message.Content != "There are two files." || len(resp.Message.ToolCalls) != 0 {
-		t.Errorf("second reply = %+v", resp.Message)
+	var args struct{ Path, Content string }
+	if err := json.Unmarshal([]byte(resp.Message.ToolCalls[1].Arguments), &args); err != nil || args.Content != long {
+		t.Errorf("write_file arguments do not decode to the content sent: %v", err)
 	}
-	msgs, _ := json.Marshal(f.request(1)["messages"])
-	wantMsgs := `[{"content":"what is here?","role":"user"},` +
-		`{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"command\":\"ls -la\"}","name":"shell"},"id":"call_1","type":"function"}]},` +
-		`{"content":"a.txt\nb.txt","role":"tool","tool_call_id":"call_1"}]`
-	if string(msgs) != wantMsgs {
-		t.Errorf("follow-up messages sent =\n%s\nwant\n%s", msgs, wantMsgs)
-	}
-	if want := []Usage{{40, 12}, {60, 7}}; !reflect.DeepEqual(m.recorded, want) {
+	if want := []Usage{{modeltest.DefaultInputTokens, modeltest.DefaultOutputTokens}}; !reflect.DeepEqual(m.recorded, want) {
 		t.Errorf("recorded %v, want %v", m.recorded, want)
+	}
+}
+
+// rawStream is a streamed reply of the given data lines and [DONE], for
+// streams modeltest's fields cannot describe.
+func rawStream(data ...string) modeltest.Reply {
+	var b strings.Builder
+	for _, d := range data {
+		b.WriteString("data: " + d + "\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+	return modeltest.Reply{Status: http.StatusOK, Body: b.String()}
+}
+
+func TestStreamUsageAndShape(t *testing.T) {
+	chunk := func(id, delta, usage string) string {
+		return `{"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m",` +
+			`"choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}],"usage":` + usage + `}`
+	}
+	usageOnly := func(id, usage string) string {
+		return `{"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":` + usage + `}`
+	}
+	tests := []struct {
+		name     string
+		reply    modeltest.Reply
+		content  string // of the Response, "" when the call fails
+		message  string // of the error, "" when the call succeeds
+		recorded []Usage
+	}{
+		{
+			// Some providers send running totals on every chunk: the last
+			// figures are the call's, not their sum.
+			name: "running totals",
+			reply: rawStream(
+				chunk("a", `{"role":"assistant","content":"Hel"}`, `{"prompt_tokens":9,"completion_tokens":1}`),
+				chunk("a", `{"content":"lo"}`, `{"prompt_tokens":9,"completion_tokens":2}`),
+				usageOnly("a", `{"prompt_tokens":9,"completion_tokens":3}`),
+			),
+			content:  "Hello",
+			recorded: []Usage{{9, 3}},
+		},
+		{
+			name: "usage chunk with another id",
+			reply: rawStream(
+				chunk("a", `{"role":"assistant","content":"Hi"}`, "null"),
+				usageOnly("b", `{"prompt_tokens":4,"completion_tokens":1}`),
+			),
+			content:  "Hi",
+			recorded: []Usage{{4, 1}},
+		},
+		{
+			// The reply is broken, but the tokens were spent all the same.
+			name: "chunks of two replies",
+			reply: rawStream(
+				chunk("a", `{"role":"assistant","content":"Hi"}`, "null"),
+				chunk("b", `{"content":" there"}`, "null"),
+				usageOnly("a", `{"prompt_tokens":4,"completion_tokens":2}`),
+			),
+			message:  "the provider streamed a reply that does not fit together",
+			recorded: []Usage{{4, 2}},
+		},
+		{
+			name: "no choices",
+			reply: rawStream(
+				usageOnly("a", `{"prompt_tokens":4,"completion_tokens":0}`),
+			),
+			message:  "the provider returned no reply",
+			recorded: []Usage{{4, 0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, g := newProvider(t, modeltest.Sequence(tt.reply))
+			m := &meter{}
+			resp, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, true)
+			if tt.message == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.Message.Content != tt.content {
+					t.Errorf("content = %q, want %q", resp.Message.Content, tt.content)
+				}
+			} else if got := corral.ErrorMessage(err); err == nil || got != tt.message {
+				t.Errorf("error = %v, want the message %q", err, tt.message)
+			}
+			if !reflect.DeepEqual(m.recorded, tt.recorded) {
+				t.Errorf("recorded %v, want %v", m.recorded, tt.recorded)
+			}
+		})
 	}
 }
 
 func TestMissingUsage(t *testing.T) {
 	msg := `{"role":"assistant","content":"unmetered"}`
 	tests := []struct {
-		name  string
-		usage string
+		name   string
+		reply  modeltest.Reply
+		stream bool
 	}{
-		{"absent", ""},
-		{"null", "null"},
-		{"empty", "{}"},
-		{"no completion tokens", `{"prompt_tokens":3}`},
+		{"absent", modeltest.Reply{Content: "unmetered", NoUsage: true}, false},
+		{"null", completion(msg, "null"), false},
+		{"empty", completion(msg, "{}"), false},
+		{"no completion tokens", completion(msg, `{"prompt_tokens":3}`), false},
+		{"stream without a usage chunk", modeltest.Reply{Content: "unmetered", NoUsage: true}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, g := newFake(t, completion("m", msg, tt.usage))
+			_, g := newProvider(t, modeltest.Sequence(tt.reply))
 			m := &meter{}
-			_, err := g.Complete(context.Background(), Request{Messages: []Message{{Role: "user", Content: "hi"}}}, m)
+			_, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, tt.stream)
 			if err == nil {
 				t.Fatal("Complete = nil error for a reply without usage")
 			}
@@ -373,54 +517,100 @@ func TestMissingUsage(t *testing.T) {
 	}
 }
 
+// checkHidden fails t if err, or its cause for the log, carries any secret.
+func checkHidden(t *testing.T, err error, secrets ...string) {
+	t.Helper()
+	var e *corral.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a *corral.Error", err, err)
+	}
+	if e.Err == nil {
+		t.Error("Err is nil: the log gets no cause")
+	}
+	all := err.Error() + fmt.Sprintf(" %+v %v %#v", err, e.Err, e.Err)
+	for _, secret := range secrets {
+		if strings.Contains(all, secret) {
+			t.Errorf("error text carries %q: %s", secret, all)
+		}
+	}
+}
+
 func TestProviderErrorsHideTheKey(t *testing.T) {
 	// Real providers echo (parts of) a bad key back; the fake echoes all of it.
 	echo := `{"error":{"message":"Incorrect API key provided: ` + testKey + `","type":"invalid_request_error","code":"invalid_api_key"}}`
 	tests := []struct {
-		name   string
-		reply  reply
-		status string
+		name    string
+		reply   modeltest.Reply
+		message string
 	}{
-		{"500", reply{500, `{"error":{"message":"boom ` + testKey + `","type":"server_error"}}`}, "500"},
-		{"401", reply{401, echo}, "401"},
-		{"429", reply{429, echo}, "429"},
-		{"not JSON", reply{502, "<html>bad gateway " + testKey + "</html>"}, "502"},
+		{"500", modeltest.Reply{Status: 500, Body: `{"error":{"message":"boom ` + testKey + `","type":"server_error"}}`},
+			"the model provider answered 500 Internal Server Error"},
+		{"401", modeltest.Reply{Status: 401, Body: echo},
+			"the model provider refused the credentials (401): check CORRAL_MODEL_API_KEY"},
+		{"429", modeltest.Reply{Status: 429, Body: echo}, "the model provider answered 429 Too Many Requests"},
+		{"not JSON", modeltest.Reply{Status: 502, Body: "<html>bad gateway " + testKey + "</html>"},
+			"the model provider answered 502 Bad Gateway"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, g := newFake(t, tt.reply)
-			m := &meter{}
-			resp, err := g.Complete(context.Background(), Request{
-				Messages: []Message{{Role: "user", Content: "request body text"}},
-				Tools:    []Tool{shellTool},
-			}, m)
-			if err == nil {
-				t.Fatal("Complete = nil error for a failed provider")
-			}
-			if code := errorCode(t, err); code != corral.EUNAVAIL {
-				t.Errorf("code = %q, want %q", code, corral.EUNAVAIL)
-			}
-			var e *corral.Error
-			errors.As(err, &e)
-			if e.Err == nil {
-				t.Error("Err is nil: the log gets no cause")
-			}
-			all := err.Error() + fmt.Sprintf(" %+v %v", err, e.Err)
-			for _, secret := range []string{testKey, "request body text", "Run a command"} {
-				if strings.Contains(all, secret) {
-					t.Errorf("error text carries %q: %s", secret, all)
+		for _, mode := range modes {
+			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
+				p, g := newProvider(t, modeltest.Sequence(tt.reply))
+				m := &meter{}
+				resp, _, err := complete(t, context.Background(), g, Request{
+					Messages: []Message{{Role: "user", Content: "request body text"}},
+					Tools:    []Tool{shellTool},
+				}, m, mode.stream)
+				if err == nil {
+					t.Fatal("Complete = nil error for a failed provider")
 				}
-			}
-			if !strings.Contains(corral.ErrorMessage(err), tt.status) {
-				t.Errorf("message %q does not give the status %s", corral.ErrorMessage(err), tt.status)
-			}
-			if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
-				t.Errorf("got %+v and recorded %v, want neither", resp, m.recorded)
-			}
-			if n := len(f.requests()); n != 1 {
-				t.Errorf("fake provider got %d requests, want 1 (no retries)", n)
-			}
-		})
+				if code := errorCode(t, err); code != corral.EUNAVAIL {
+					t.Errorf("code = %q, want %q", code, corral.EUNAVAIL)
+				}
+				checkHidden(t, err, testKey, "request body text", "Run a command")
+				if got := corral.ErrorMessage(err); got != tt.message {
+					t.Errorf("message = %q, want %q", got, tt.message)
+				}
+				if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
+					t.Errorf("got %+v and recorded %v, want neither", resp, m.recorded)
+				}
+				if n := len(p.Requests()); n != 1 {
+					t.Errorf("fake provider got %d requests, want 1 (no retries)", n)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamErrorEventHidesTheKey: a provider that fails in the middle of a
+// stream sends an error event, whose message may echo the key or the
+// request; neither reaches the error.
+func TestStreamErrorEventHidesTheKey(t *testing.T) {
+	p, g := newProvider(t, modeltest.Sequence(modeltest.Reply{
+		Content:     "I will start by",
+		StreamError: "overloaded while answering request body text with key " + testKey,
+	}))
+	m := &meter{}
+	resp, deltas, err := complete(t, context.Background(), g, Request{
+		Messages: []Message{{Role: "user", Content: "request body text"}},
+	}, m, true)
+	if err == nil {
+		t.Fatal("Complete = nil error for a stream that ended in an error event")
+	}
+	if code := errorCode(t, err); code != corral.EUNAVAIL {
+		t.Errorf("code = %q, want %q", code, corral.EUNAVAIL)
+	}
+	checkHidden(t, err, testKey, "request body text")
+	if want := "the model provider reported an error in the middle of its reply"; corral.ErrorMessage(err) != want {
+		t.Errorf("message = %q, want %q", corral.ErrorMessage(err), want)
+	}
+	if strings.Join(deltas, "") != "I will start by" {
+		t.Errorf("deltas %q, want the text sent before the error", deltas)
+	}
+	if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
+		t.Errorf("got %+v and recorded %v, want neither: no usage came", resp, m.recorded)
+	}
+	if n := len(p.Requests()); n != 1 {
+		t.Errorf("fake provider got %d requests, want 1", n)
 	}
 }
 
@@ -432,12 +622,77 @@ func TestUnreachableProviderHidesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = g.Complete(context.Background(), Request{Messages: []Message{{Role: "user", Content: "hi"}}}, &meter{})
-	if code := errorCode(t, err); code != corral.EUNAVAIL {
+	for _, mode := range modes {
+		_, _, err = complete(t, context.Background(), g, Request{Messages: hi}, &meter{}, mode.stream)
+		if code := errorCode(t, err); code != corral.EUNAVAIL {
+			t.Errorf("%s: code = %q, want %q", mode.name, code, corral.EUNAVAIL)
+		}
+		if want := "the model provider could not be reached"; corral.ErrorMessage(err) != want {
+			t.Errorf("%s: message = %q, want %q", mode.name, corral.ErrorMessage(err), want)
+		}
+		checkHidden(t, err, testKey)
+	}
+}
+
+// TestStreamCancelled: cancelling the context while the provider holds a
+// stream open ends the call at once, with the cancelled error.
+func TestStreamCancelled(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	p, g := newProvider(t, modeltest.Sequence(modeltest.Reply{Content: "a reply that never finishes", Block: release}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstDelta := make(chan struct{})
+	var deltas []string
+	req := Request{Messages: hi, OnDelta: func(d Delta) {
+		if len(deltas) == 0 {
+			close(firstDelta)
+		}
+		deltas = append(deltas, d.Content)
+	}}
+	m := &meter{}
+	type outcome struct {
+		resp Response
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		resp, err := g.Complete(ctx, req, m)
+		done <- outcome{resp, err}
+	}()
+
+	select {
+	case <-firstDelta:
+	case o := <-done:
+		t.Fatalf("Complete returned before the stream was cancelled: %+v, %v", o.resp, o.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delta arrived from the held stream")
+	}
+	cancel()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Complete did not return 5s after its context was cancelled")
+	}
+	if o.err == nil {
+		t.Fatalf("Complete = %+v, nil error after cancelling", o.resp)
+	}
+	if code := errorCode(t, o.err); code != corral.EUNAVAIL {
 		t.Errorf("code = %q, want %q", code, corral.EUNAVAIL)
 	}
-	if strings.Contains(err.Error(), testKey) {
-		t.Errorf("error %q carries the key", err)
+	if want := "the model call was cancelled"; corral.ErrorMessage(o.err) != want {
+		t.Errorf("message = %q, want %q", corral.ErrorMessage(o.err), want)
+	}
+	if !errors.Is(o.err, context.Canceled) {
+		t.Errorf("error %v does not wrap context.Canceled", o.err)
+	}
+	checkHidden(t, o.err, testKey)
+	if len(m.recorded) != 0 {
+		t.Errorf("recorded %v, want nothing: no usage came", m.recorded)
+	}
+	if n := len(p.Requests()); n != 1 {
+		t.Errorf("fake provider got %d requests, want 1", n)
 	}
 }
 
@@ -451,19 +706,21 @@ func TestModelChoice(t *testing.T) {
 		{"per-request override", "agent-model", "agent-model"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, g := newFake(t, textReply(tt.want, "ok", 1, 1))
-			resp, err := g.Complete(context.Background(), Request{Model: tt.reqModel, Messages: []Message{{Role: "user", Content: "hi"}}}, &meter{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := f.request(0)["model"]; got != tt.want {
-				t.Errorf("model sent = %v, want %q", got, tt.want)
-			}
-			if resp.Model != tt.want {
-				t.Errorf("Response.Model = %q, want %q", resp.Model, tt.want)
-			}
-		})
+		for _, mode := range modes {
+			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
+				p, g := newProvider(t, modeltest.Sequence(modeltest.Text("ok")))
+				resp, _, err := complete(t, context.Background(), g, Request{Model: tt.reqModel, Messages: hi}, &meter{}, mode.stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Requests()[0].Model; got != tt.want {
+					t.Errorf("model sent = %q, want %q", got, tt.want)
+				}
+				if resp.Model != tt.want {
+					t.Errorf("Response.Model = %q, want %q", resp.Model, tt.want)
+				}
+			})
+		}
 	}
 }
 
@@ -474,19 +731,21 @@ func TestInvalidRequestsSendNothing(t *testing.T) {
 	}{
 		{"unknown role", Request{Messages: []Message{{Role: "wizard", Content: "hi"}}}},
 		{"tool result without id", Request{Messages: []Message{{Role: "tool", Content: "out"}}}},
-		{"tool without name", Request{Messages: []Message{{Role: "user", Content: "hi"}}, Tools: []Tool{{Description: "x"}}}},
+		{"tool without name", Request{Messages: hi, Tools: []Tool{{Description: "x"}}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, g := newFake(t)
-			m := &meter{}
-			_, err := g.Complete(context.Background(), tt.req, m)
-			if code := errorCode(t, err); code != corral.EINVALID {
-				t.Errorf("code = %q, want %q", code, corral.EINVALID)
-			}
-			if n := len(f.requests()); n != 0 || m.checks != 0 {
-				t.Errorf("sent %d requests and %d checks, want none", n, m.checks)
-			}
-		})
+		for _, mode := range modes {
+			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
+				p, g := newProvider(t, nil)
+				m := &meter{}
+				_, _, err := complete(t, context.Background(), g, tt.req, m, mode.stream)
+				if code := errorCode(t, err); code != corral.EINVALID {
+					t.Errorf("code = %q, want %q", code, corral.EINVALID)
+				}
+				if n := len(p.Requests()); n != 0 || m.checks != 0 {
+					t.Errorf("sent %d requests and %d checks, want none", n, m.checks)
+				}
+			})
+		}
 	}
 }

@@ -17,13 +17,21 @@ type AgentStore interface {
 	corral.ShareStore
 	corral.MessageStore
 	UserByID(ctx context.Context, id string) (corral.User, error)
+	SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error)
 }
 
 // Agents is everything done to agents: settings, sharing, and the thread.
 type Agents struct {
 	store AgentStore
 	cfg   Config
+	// resume continues an agent's paused runs (the runner's Resume); nil
+	// until SetResume.
+	resume func(ctx context.Context, agentID string) error
 }
+
+// SetResume sets what continues an agent's paused runs once its budget
+// allows: raising the budget resumes them with no new message.
+func (s *Agents) SetResume(f func(ctx context.Context, agentID string) error) { s.resume = f }
 
 // NewAgents returns the agent use cases.
 func NewAgents(store AgentStore, cfg Config) *Agents {
@@ -134,8 +142,28 @@ func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in Ag
 	if err := s.store.UpdateAgent(ctx, a); err != nil {
 		return corral.Agent{}, err
 	}
+	// A paused agent goes on the moment its budget allows more work. The
+	// state moves only if it is still paused, so a pause or quarantine made
+	// meanwhile is never undone by a settings edit.
+	if in.BudgetTokens != nil && a.State == corral.StatePaused && !spent(a.Budget) {
+		ok, err := s.store.SetAgentState(ctx, a.ID, corral.StateActive, corral.StatePaused)
+		if err != nil {
+			return corral.Agent{}, err
+		}
+		if ok {
+			a.State = corral.StateActive
+		}
+	}
+	if in.BudgetTokens != nil && s.resume != nil && !spent(a.Budget) {
+		if err := s.resume(ctx, a.ID); err != nil {
+			s.cfg.Log.Error("resuming paused runs", "agent", a.ID, "err", err)
+		}
+	}
 	return a, nil
 }
+
+// spent reports whether a budget allows no more model calls.
+func spent(b corral.Budget) bool { return b.Tokens > 0 && b.Used >= b.Tokens }
 
 // apply validates each given field and sets it on a.
 func apply(a *corral.Agent, in AgentInput) error {
@@ -204,10 +232,6 @@ func apply(a *corral.Agent, in AgentInput) error {
 	if in.BudgetTokens != nil {
 		if err := setBounded(&a.Budget.Tokens, in.BudgetTokens, "budget.tokens", 1<<50); err != nil {
 			return err
-		}
-		// A paused agent resumes the moment its budget allows more work.
-		if a.State == corral.StatePaused && (a.Budget.Tokens == 0 || a.Budget.Tokens > a.Budget.Used) {
-			a.State = corral.StateActive
 		}
 	}
 	return nil
@@ -279,15 +303,14 @@ func (s *Agents) Release(ctx context.Context, actor corral.User, id string) (cor
 	if a.State != corral.StateQuarantined {
 		return a, nil
 	}
-	a.State = corral.StateActive
-	if a.Budget.Tokens != 0 && a.Budget.Used >= a.Budget.Tokens {
-		a.State = corral.StatePaused
+	to := corral.StateActive
+	if spent(a.Budget) {
+		to = corral.StatePaused
 	}
-	a.UpdatedAt = s.cfg.Now().UTC()
-	if err := s.store.UpdateAgent(ctx, a); err != nil {
+	if _, err := s.store.SetAgentState(ctx, a.ID, to, corral.StateQuarantined); err != nil {
 		return corral.Agent{}, err
 	}
-	return a, nil
+	return s.store.Agent(ctx, id, actor.ID)
 }
 
 // Grants lists who the agent is shared with.
@@ -387,24 +410,4 @@ func (s *Agents) Messages(ctx context.Context, actor corral.User, id, before str
 		return nil, err
 	}
 	return s.store.Messages(ctx, id, before, limit)
-}
-
-// PostMessage adds the actor's message to the agent's thread. Runs are
-// started from here once the runs capability exists.
-func (s *Agents) PostMessage(ctx context.Context, actor corral.User, id, content string) (corral.Message, error) {
-	if _, err := s.load(ctx, actor, id, access.SendMessage); err != nil {
-		return corral.Message{}, err
-	}
-	content, err := sanitize.Content(content, sanitize.MaxContent)
-	if err != nil {
-		return corral.Message{}, err
-	}
-	m := corral.Message{
-		ID: corral.NewID("msg"), AgentID: id, Role: corral.RoleUser, Content: content,
-		Author: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: s.cfg.Now().UTC(),
-	}
-	if err := s.store.AddMessage(ctx, m); err != nil {
-		return corral.Message{}, err
-	}
-	return m, nil
 }

@@ -86,50 +86,55 @@ func (c *Changes) Workspace(agentID string) (string, error) {
 	return dir, nil
 }
 
-// Staged is one run's staged tree, waiting to be finished.
-type Staged struct {
-	ID    string // the change set it will become
-	Stage *workspace.Stage
-}
-
-// Begin stages the agent's workspace for a run. The caller (the runner)
-// has already decided the run may happen.
-func (c *Changes) Begin(ctx context.Context, agent corral.Agent) (*Staged, error) {
+// Begin stages the agent's workspace for a run under id, which the change
+// set made from it will carry. The caller (the runner) has already decided
+// the run may happen.
+func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) (*workspace.Stage, error) {
 	dir, err := c.Workspace(agent.ID)
 	if err != nil {
 		return nil, err
 	}
-	id := corral.NewID("chg")
 	if err := os.MkdirAll(filepath.Join(c.ws.DataDir, "stages"), 0o711); err != nil {
 		return nil, corral.Internal("stage", err)
 	}
 	opt := c.stageOptions()
 	opt.Secrets = append(append([]string(nil), opt.Secrets...), agent.Policy.Secrets...)
-	st, err := workspace.NewStage(dir, c.stageDir(id), opt)
-	if err != nil {
-		return nil, err
-	}
-	return &Staged{ID: id, Stage: st}, nil
+	return workspace.NewStage(dir, c.stageDir(id), opt)
 }
 
-// Finish records what a staged run changed, as Corral measures it. In auto
-// mode ordinary entries are applied at once; risky ones wait for a person;
-// protected ones are denied. It returns a change set with an empty ID when
-// the run changed nothing.
-func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID string, s *Staged) (corral.ChangeSet, error) {
-	m, err := s.Stage.Manifest()
+// Reopen opens the staged tree id of an agent left by an earlier process
+// or by a paused run. ENOTFOUND when there is none.
+func (c *Changes) Reopen(ctx context.Context, agentID, id string) (*workspace.Stage, error) {
+	return workspace.OpenStage(c.workspaceDir(agentID), c.stageDir(id), c.stageOptions())
+}
+
+// Discard removes a staged tree that will not become a change set.
+func (c *Changes) Discard(id string) error { return workspace.RemoveStage(c.stageDir(id)) }
+
+// Finish records what a staged run changed, as Corral measures it, as the
+// change set id. When auto is true and the agent's policy is auto, ordinary
+// entries are applied at once; otherwise (review policy, or a run that did
+// not complete) every entry waits for a person. Protected entries are
+// always denied. It returns a change set with an empty ID when the run
+// changed nothing. The stage is closed unless the change set waits.
+func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id string, st *workspace.Stage, auto bool) (corral.ChangeSet, error) {
+	m, err := st.Manifest()
 	if err != nil {
-		s.Stage.Close()
+		st.Close()
 		return corral.ChangeSet{}, err
 	}
 	m = workspace.ClassifyAll(m, workspace.ClassPolicy{Protected: agent.Policy.Protected, Risky: agent.Policy.Risky})
 	if len(m) == 0 {
-		return corral.ChangeSet{}, s.Stage.Close()
+		return corral.ChangeSet{}, st.Close()
+	}
+	mode := agent.Policy.Changes
+	if !auto {
+		mode = corral.ChangesReview
 	}
 	now := c.cfg.Now().UTC()
 	cs := corral.ChangeSet{
-		ID: s.ID, AgentID: agent.ID, RunID: runID, Mode: agent.Policy.Changes,
-		StageDir: c.stageDir(s.ID), CreatedAt: now, ExpiresAt: now.Add(c.ws.ChangeTTL),
+		ID: id, AgentID: agent.ID, RunID: runID, Mode: mode,
+		StageDir: c.stageDir(id), CreatedAt: now, ExpiresAt: now.Add(c.ws.ChangeTTL),
 	}
 	for _, e := range m {
 		ce := corral.ChangeEntry{
@@ -141,16 +146,16 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID string, 
 		}
 		cs.Entries = append(cs.Entries, ce)
 	}
-	if agent.Policy.Changes == corral.ChangesAuto {
-		c.applyEntries(&cs, func(e corral.ChangeEntry) bool { return e.Class == workspace.ClassOrdinary }, s.Stage)
+	if mode == corral.ChangesAuto {
+		c.applyEntries(&cs, func(e corral.ChangeEntry) bool { return e.Class == workspace.ClassOrdinary }, st)
 	}
 	cs.Status = settle(cs)
 	if err := c.store.CreateChangeSet(ctx, cs); err != nil {
-		s.Stage.Close()
+		st.Close()
 		return corral.ChangeSet{}, err
 	}
 	if cs.Status != corral.ChangePending {
-		s.Stage.Close()
+		st.Close()
 	}
 	return cs, nil
 }

@@ -19,15 +19,18 @@ import (
 
 // Event types a run records.
 const (
-	Admitted   = "admitted"
-	Started    = "started"
-	Message    = "message"
-	ToolCall   = "tool_call"
-	ToolResult = "tool_result"
-	Usage      = "usage"
-	Violation  = "violation"
-	Ended      = "ended"
-	Reconciled = "reconciled"
+	Admitted    = "admitted"
+	Started     = "started"
+	Message     = "message"
+	ToolCall    = "tool_call"
+	ToolResult  = "tool_result"
+	Usage       = "usage"
+	Violation   = "violation"
+	Paused      = "paused"
+	Resumed     = "resumed"
+	Quarantined = "quarantined"
+	Ended       = "ended"
+	Reconciled  = "reconciled"
 )
 
 // Event is one entry of a run's trace.

@@ -166,9 +166,10 @@ func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, err
 }
 
 // UpdateAgent writes every settable field of a: everything but the owner,
-// the creation time and the tokens used, which only metering changes (a
-// read-modify-write of settings must never undo usage counted meanwhile).
-// UpdatedAt is a.UpdatedAt, or now when zero.
+// the creation time, the tokens used and the state. Only metering changes
+// the tokens used and only SetAgentState the state, so that a
+// read-modify-write of settings never undoes usage counted, nor a pause or
+// quarantine made, meanwhile. UpdatedAt is a.UpdatedAt, or now when zero.
 func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 	const op = "sqlite.UpdateAgent"
 	res, err := db.exec(ctx, `
@@ -176,13 +177,13 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 			fs = ?, changes = ?, network = ?,
 			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
 			memory_bytes = ?, pids = ?, output_bytes = ?,
-			budget_tokens = ?, state = ?, updated_at = ?, globs = ?
+			budget_tokens = ?, updated_at = ?, globs = ?
 		WHERE id = ?`,
 		a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
-		a.Budget.Tokens, a.State, millis(db.orNow(a.UpdatedAt)), globsOf(a.Policy),
+		a.Budget.Tokens, millis(db.orNow(a.UpdatedAt)), globsOf(a.Policy),
 		a.ID)
 	if err != nil {
 		return corral.Internal(op, err)

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// server is a real `corral serve` in a child process.
+type server struct {
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:port
+
+	mu  sync.Mutex
+	log strings.Builder
+	eof chan struct{} // closed when the log ends
+}
+
+// startServer runs `corral serve` on data with env added, and returns once
+// it says it is serving. The test ends it if nothing else does.
+func startServer(t *testing.T, data string, env ...string) *server {
+	t.Helper()
+	s := &server{eof: make(chan struct{})}
+	s.cmd = exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", data)
+	s.cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	serving := regexp.MustCompile(`corral serving.* addr=(http://127\.0\.0\.1:\d+)`)
+	for s.base == "" && lines.Scan() {
+		s.logLine(lines.Text())
+		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
+			s.base = m[1]
+		}
+	}
+	if s.base == "" {
+		t.Fatalf("the server never said it was serving:\n%s", s.Log())
+	}
+	go func() {
+		defer close(s.eof)
+		for lines.Scan() { // keep the pipe drained
+			s.logLine(lines.Text())
+		}
+	}()
+	return s
+}
+
+func (s *server) logLine(line string) {
+	s.mu.Lock()
+	s.log.WriteString(line + "\n")
+	s.mu.Unlock()
+}
+
+// Log returns what the server has logged so far.
+func (s *server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// reachableTempDir is a temp dir the sandbox's user can reach (t.TempDir
+// makes its parent private).
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmountStages(dir) }) // before the dir goes
+	return dir
+}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"corral"
+	"corral/internal/runner"
+	"corral/internal/trace"
+)
+
+type runView struct {
+	ID          string       `json:"id"`
+	AgentID     string       `json:"agent_id"`
+	Status      string       `json:"status"`
+	TriggeredBy *userRefView `json:"triggered_by"`
+	ParentRunID *string      `json:"parent_run_id"`
+	MessageID   string       `json:"message_id"`
+	ChangeSetID *string      `json:"change_set_id"`
+	Tokens      tokensView   `json:"tokens"`
+	Violation   *string      `json:"violation"`
+	Reason      string       `json:"reason"`
+	CreatedAt   string       `json:"created_at"`
+	StartedAt   *string      `json:"started_at"`
+	EndedAt     *string      `json:"ended_at"`
+}
+
+type tokensView struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+}
+
+func viewRun(r corral.Run) runView {
+	v := runView{
+		ID: r.ID, AgentID: r.AgentID, Status: r.Status, MessageID: r.MessageID,
+		ParentRunID: optional(r.ParentRunID), ChangeSetID: optional(r.ChangeSetID),
+		Tokens:    tokensView{Input: r.Tokens.Input, Output: r.Tokens.Output},
+		Violation: optional(r.Violation), Reason: r.Reason, CreatedAt: rfc3339(r.CreatedAt),
+	}
+	if r.TriggeredBy != nil {
+		v.TriggeredBy = &userRefView{ID: r.TriggeredBy.ID, Name: r.TriggeredBy.Name}
+	}
+	if !r.StartedAt.IsZero() {
+		s := rfc3339(r.StartedAt)
+		v.StartedAt = &s
+	}
+	if !r.EndedAt.IsZero() {
+		s := rfc3339(r.EndedAt)
+		v.EndedAt = &s
+	}
+	return v
+}
+
+// optional is nil for "", so an absent value answers null.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+type traceView struct {
+	Seq      int64           `json:"seq"`
+	At       string          `json:"at"`
+	Type     string          `json:"type"`
+	Data     json.RawMessage `json:"data"`
+	Hash     string          `json:"hash"`
+	PrevHash string          `json:"prev_hash"`
+}
+
+// viewTrace shows an event exactly as hashed (At to the nanosecond), so a
+// client can check the chain with trace.HashOf.
+func viewTrace(e trace.Event) traceView {
+	return traceView{Seq: e.Seq, At: e.At.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"),
+		Type: e.Type, Data: e.Data, Hash: e.Hash, PrevHash: e.PrevHash}
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	runs, err := s.runs.List(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(runs, viewRun))
+	return nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	run, err := s.runs.Get(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewRun(run))
+	return nil
+}
+
+func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	events, err := s.runs.Trace(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(events, viewTrace))
+	return nil
+}
+
+func (s *Server) stopRun(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	run, err := s.runs.Stop(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewRun(run))
+	return nil
+}
+
+func (s *Server) killRun(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	run, err := s.runs.Kill(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewRun(run))
+	return nil
+}
+
+// runEvents streams a run's trace as server-sent events: "trace" events
+// carry a stored event (its seq is the SSE id), "delta" events a piece of
+// the model's text as it streams. The stream ends with the run. A watcher
+// who loses access gets a last "error" event and is cut off.
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	// Errors before the first byte are answered as usual.
+	if _, err := s.runs.Get(r.Context(), actor, r.PathValue("id")); err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if s.cfg.Done != nil {
+		go func() {
+			select {
+			case <-s.cfg.Done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	err := s.runs.Watch(ctx, actor, r.PathValue("id"), func(e runner.Event) error {
+		var err error
+		if e.Trace != nil {
+			b, _ := json.Marshal(viewTrace(*e.Trace))
+			_, err = fmt.Fprintf(w, "id: %d\nevent: trace\ndata: %s\n\n", e.Trace.Seq, b)
+		} else {
+			b, _ := json.Marshal(map[string]string{"content": e.Delta})
+			_, err = fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b)
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		code := corral.ErrorCode(err)
+		if code == corral.EINTERNAL {
+			s.logError(r, err)
+		}
+		b, _ := json.Marshal(errorBody{errorView{Code: code, Message: corral.ErrorMessage(err)}})
+		fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
+		rc.Flush()
+	}
+	return nil
+}

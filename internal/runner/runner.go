@@ -1,0 +1,864 @@
+// Package runner is Corral's agent loop. A run sends the agent's
+// instructions and the conversation to the model through the gateway, runs
+// each tool call the model makes inside the sandbox on the run's staged
+// tree, and feeds the results back until the model answers without tools or
+// something ends the run: a stop or kill, a sandbox limit, the run's time,
+// its turn limit, or the agent's token budget (which pauses it instead).
+//
+// After every model turn the conversation is checkpointed in the store, so
+// a paused run resumes where it was and a run cut off by a restart leaves a
+// conversation the next message continues. Every step is recorded in the
+// run's hash-chained trace and published to live watchers. When a run ends,
+// what it changed becomes a change set; only a completed run's ordinary
+// changes may be applied without a person.
+//
+// Admission and authorization are not decided here: the service admits a
+// run and checks the caller before it asks the runner for anything.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/sandbox"
+	"corral/internal/trace"
+	"corral/internal/workspace"
+)
+
+// Store is what runs need from storage.
+type Store interface {
+	corral.RunStore
+	corral.MessageStore
+	trace.Store
+	// Agent loads an agent; the runner passes no user and ignores Access.
+	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
+}
+
+// Model makes model calls: the gateway.
+type Model interface {
+	Complete(ctx context.Context, req gateway.Request, m gateway.Meter) (gateway.Response, error)
+}
+
+// Workspaces stages runs' trees and turns them into change sets
+// (service.Changes).
+type Workspaces interface {
+	Begin(ctx context.Context, agent corral.Agent, id string) (*workspace.Stage, error)
+	Reopen(ctx context.Context, agentID, id string) (*workspace.Stage, error)
+	// Finish records the stage's changes as change set id; auto false
+	// makes every entry wait for a person whatever the agent's policy.
+	Finish(ctx context.Context, agent corral.Agent, runID, id string, st *workspace.Stage, auto bool) (corral.ChangeSet, error)
+	Discard(id string) error
+}
+
+// Config holds the runner's settings.
+type Config struct {
+	Sandbox sandbox.Config
+	// MaxTurns bounds the model calls of one run. Default 50.
+	MaxTurns int
+	// RunTimeout bounds a run whose agent sets no run_timeout_s. It counts
+	// from each start or resume. Default 30 minutes.
+	RunTimeout time.Duration
+	// QuarantineAfter violations within QuarantineWindow quarantine the
+	// agent. Defaults 3 and 1 hour.
+	QuarantineAfter  int
+	QuarantineWindow time.Duration
+	// HistoryBytes bounds how much of earlier runs' conversation a new run
+	// sends. Default 256 KiB.
+	HistoryBytes int
+	Now          func() time.Time
+	Log          *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.MaxTurns == 0 {
+		c.MaxTurns = 50
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = 30 * time.Minute
+	}
+	if c.QuarantineAfter == 0 {
+		c.QuarantineAfter = 3
+	}
+	if c.QuarantineWindow == 0 {
+		c.QuarantineWindow = time.Hour
+	}
+	if c.HistoryBytes == 0 {
+		c.HistoryBytes = 256 << 10
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Runner executes runs. It is safe for concurrent use.
+type Runner struct {
+	store Store
+	model Model
+	ws    Workspaces
+	cfg   Config
+	rec   *trace.Recorder
+	hub   *hub
+
+	base     context.Context // cancelled by Close
+	shutdown context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[string]*active // by run id
+
+	traceFailures atomic.Int64
+}
+
+// active is a run whose loop is going.
+type active struct {
+	run    corral.Run
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	stopping bool
+	killed   bool
+	sb       *sandbox.Sandbox // the tool command running now, if any
+}
+
+// New returns a Runner.
+func New(store Store, model Model, ws Workspaces, cfg Config) *Runner {
+	cfg.defaults()
+	base, cancel := context.WithCancel(context.Background())
+	return &Runner{
+		store: store, model: model, ws: ws, cfg: cfg,
+		rec:  trace.NewRecorder(store, cfg.Now),
+		hub:  newHub(),
+		base: base, shutdown: cancel,
+		active: map[string]*active{},
+	}
+}
+
+// Close stops every run's loop without deciding its outcome and waits for
+// them: the sandboxes die, the runs stay running in the store, and the
+// next start-up reconciles them, exactly as after a crash.
+func (r *Runner) Close() {
+	r.shutdown()
+	r.mu.Lock()
+	for _, a := range r.active {
+		a.kill(false)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// TraceFailures counts trace events that could not be written. A failed
+// write is logged and counted; it never changes how a run ends.
+func (r *Runner) TraceFailures() int64 { return r.traceFailures.Load() }
+
+// Subscribe returns the live events of a run; see hub.subscribe.
+func (r *Runner) Subscribe(runID string) (<-chan Event, func()) { return r.hub.subscribe(runID) }
+
+// track registers a run's loop; nil when it is already going or the
+// runner is closing.
+func (r *Runner) track(run corral.Run) *active {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active[run.ID] != nil || r.base.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(r.base)
+	a := &active{run: run, ctx: ctx, cancel: cancel}
+	r.active[run.ID] = a
+	r.wg.Add(1)
+	return a
+}
+
+func (r *Runner) untrack(a *active) {
+	r.mu.Lock()
+	delete(r.active, a.run.ID)
+	r.mu.Unlock()
+	a.cancel()
+	r.wg.Done()
+}
+
+// Start runs an admitted run in the background. msg is the message that
+// started it; ev the admission evidence, recorded as the trace's first
+// event.
+func (r *Runner) Start(run corral.Run, msg corral.Message, ev corral.Admission) {
+	a := r.track(run)
+	if a == nil {
+		return
+	}
+	go func() {
+		r.record(a.ctx, run.ID, trace.Admitted, map[string]any{
+			"message_id":    msg.ID,
+			"prompt_bytes":  ev.PromptBytes,
+			"runs_admitted": ev.RunsAdmitted,
+			"active_runs":   ev.ActiveRuns,
+			"tokens_used":   ev.TokensUsed,
+			"tokens_budget": ev.TokensBudget,
+		})
+		r.execute(a, &msg)
+	}()
+}
+
+// Stop asks a run to end at its next safe point: before a model call or a
+// tool call. The tool command running now, if any, gets SIGTERM and, after
+// the sandbox's grace period, SIGKILL. A paused run ends at once.
+func (r *Runner) Stop(ctx context.Context, runID string) error {
+	if a := r.lookup(runID); a != nil {
+		a.stop()
+		return nil
+	}
+	return r.endPaused(ctx, runID, corral.RunCancelled, "stopped on request while paused")
+}
+
+// Kill ends a run at once: its model call is abandoned and every process
+// of its sandbox dies.
+func (r *Runner) Kill(ctx context.Context, runID string) error {
+	if a := r.lookup(runID); a != nil {
+		a.kill(true)
+		return nil
+	}
+	return r.endPaused(ctx, runID, corral.RunKilled, "killed on request while paused")
+}
+
+func (r *Runner) lookup(runID string) *active {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active[runID]
+}
+
+func (a *active) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopping = true
+	if a.sb != nil {
+		a.sb.Stop(0)
+	}
+}
+
+// kill ends the loop; byRequest says a person asked (else: shutdown).
+func (a *active) kill(byRequest bool) {
+	a.mu.Lock()
+	if byRequest {
+		a.killed = true
+	}
+	sb := a.sb
+	a.mu.Unlock()
+	if sb != nil {
+		sb.Kill()
+	}
+	a.cancel()
+}
+
+func (a *active) state() (stopping, killed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopping, a.killed
+}
+
+// setSandbox records the tool command now running; false when the run was
+// killed meanwhile (the command is then killed here).
+func (a *active) setSandbox(sb *sandbox.Sandbox) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sb = sb
+	if sb != nil && (a.killed || a.ctx.Err() != nil) {
+		sb.Kill()
+		return false
+	}
+	if sb != nil && a.stopping {
+		sb.Stop(0)
+	}
+	return true
+}
+
+// outcome is how a loop ended.
+type outcome struct {
+	status    string // a final Run* status, or RunPaused
+	reason    string
+	violation string
+	answer    string // the model's final text, for the thread
+	shutdown  bool   // the server is stopping: leave the run for reconciliation
+}
+
+// execute runs a's loop from its start (msg non-nil) or from its
+// checkpoint (a resumed run, msg nil), and records how it ended.
+func (r *Runner) execute(a *active, msg *corral.Message) {
+	out, agent, st := r.loop(a, msg)
+	r.untrack(a)
+	ctx := context.WithoutCancel(a.ctx)
+	switch {
+	case out.shutdown:
+		// The stage stays; reconciliation turns it into a change set.
+	case out.status == corral.RunPaused:
+		r.pause(ctx, a.run, agent)
+	default:
+		r.end(ctx, a.run, agent, st, out)
+	}
+}
+
+// loop prepares the run and drives the conversation. It returns the
+// agent and stage it used (nil stage when staging failed).
+func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *workspace.Stage) {
+	ctx, run := a.ctx, &a.run
+	agent, err := r.store.Agent(ctx, run.AgentID, "")
+	if err != nil {
+		return r.failed(a, "the agent could not be loaded", err), agent, nil
+	}
+
+	var conv conversation
+	var st *workspace.Stage
+	if msg != nil {
+		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
+		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
+			// Stopped or killed before it started, or reconciled.
+			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
+			return outcome{shutdown: true}, agent, nil
+		}
+		r.record(ctx, run.ID, trace.Started, map[string]any{
+			"model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
+		})
+		if st, err = r.ws.Begin(ctx, agent, run.StageID); err != nil {
+			return r.failed(a, "the workspace could not be staged", err), agent, nil
+		}
+		_, prior, err := r.store.LastCheckpoint(ctx, agent.ID)
+		if err != nil {
+			return r.failed(a, "the conversation could not be loaded", err), agent, st
+		}
+		if conv, err = decodeConversation(prior); err != nil {
+			r.cfg.Log.Error("earlier conversation unreadable; starting afresh", "agent", agent.ID, "err", err)
+			conv = nil
+		}
+		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: msg.Content})
+	} else {
+		r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+		if st, err = r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
+			return r.failed(a, "the paused run's staged workspace could not be reopened", err), agent, nil
+		}
+		b, err := r.store.Checkpoint(ctx, run.ID)
+		if err == nil {
+			conv, err = decodeConversation(b)
+		}
+		if err != nil {
+			return r.failed(a, "the paused run's conversation could not be loaded", err), agent, st
+		}
+		conv = conv.repair()
+	}
+	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+		return r.failed(a, "the conversation could not be saved", err), agent, st
+	}
+
+	timeout := r.cfg.RunTimeout
+	if agent.Limits.RunTimeoutS > 0 {
+		timeout = time.Duration(agent.Limits.RunTimeoutS) * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	system := gateway.Message{Role: "system", Content: systemPrompt(agent)}
+	m := &meter{r: r, runID: run.ID, agentID: agent.ID}
+
+	for turn := 0; ; turn++ {
+		if out, done := r.interrupted(a, runCtx); done {
+			return out, agent, st
+		}
+		if turn == r.cfg.MaxTurns {
+			return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the run reached its limit of %d model calls", r.cfg.MaxTurns)}, agent, st
+		}
+		req := gateway.Request{
+			Model:    agent.Model,
+			Messages: append([]gateway.Message{system}, conv...),
+			Tools:    tools,
+			OnDelta: func(d gateway.Delta) {
+				r.hub.publish(run.ID, Event{Delta: d.Content})
+			},
+		}
+		resp, err := r.model.Complete(runCtx, req, m)
+		if errors.Is(err, errBudget) {
+			return outcome{status: corral.RunPaused}, agent, st
+		}
+		if err != nil {
+			if out, done := r.interrupted(a, runCtx); done {
+				return out, agent, st
+			}
+			return r.failed(a, "the model call failed: "+safeMessage(err), err), agent, st
+		}
+		conv = append(conv, resp.Message)
+		r.record(ctx, run.ID, trace.Message, messageData(resp))
+		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+			return r.failed(a, "the conversation could not be saved", err), agent, st
+		}
+		if len(resp.Message.ToolCalls) == 0 {
+			return outcome{status: corral.RunCompleted, reason: "the model answered", answer: resp.Message.Content}, agent, st
+		}
+		for _, call := range resp.Message.ToolCalls {
+			if out, done := r.interrupted(a, runCtx); done {
+				return out, agent, st
+			}
+			res, err := r.runTool(a, agent, st, call, deadline)
+			if err != nil {
+				return r.failed(a, "the sandbox failed: "+safeMessage(err), err), agent, st
+			}
+			conv = append(conv, gateway.Message{Role: "tool", ToolCallID: call.ID, Content: res.forModel(call.Name)})
+			if res.Violation != "" {
+				r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": call.ID})
+				if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+					r.cfg.Log.Error("checkpoint", "run", run.ID, "err", err)
+				}
+				if _, killed := a.state(); killed {
+					return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, st
+				}
+				return outcome{status: corral.RunErrored, violation: res.Violation,
+					reason: fmt.Sprintf("the sandbox's %s limit ended the run", res.Violation)}, agent, st
+			}
+		}
+		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+			return r.failed(a, "the conversation could not be saved", err), agent, st
+		}
+	}
+}
+
+// interrupted reports whether the run must end now, and how: killed,
+// stopped, out of time, or the server stopping.
+func (r *Runner) interrupted(a *active, runCtx context.Context) (outcome, bool) {
+	stopping, killed := a.state()
+	switch {
+	case killed:
+		return outcome{status: corral.RunKilled, reason: "killed on request"}, true
+	case r.base.Err() != nil:
+		return outcome{shutdown: true}, true
+	case stopping:
+		return outcome{status: corral.RunCancelled, reason: "stopped on request"}, true
+	case runCtx.Err() != nil:
+		return outcome{status: corral.RunErrored, violation: sandbox.ViolationTimeout, reason: "the run ran out of time"}, true
+	}
+	return outcome{}, false
+}
+
+// failed is the outcome of a failure of Corral or the provider. The cause
+// goes to the log; reason is what viewers see.
+func (r *Runner) failed(a *active, reason string, err error) outcome {
+	if out, done := r.interrupted(a, a.ctx); done {
+		return out
+	}
+	r.cfg.Log.Error("run failed", "run", a.run.ID, "reason", reason, "err", err)
+	return outcome{status: corral.RunErrored, reason: reason}
+}
+
+// safeMessage is the part of an error a viewer may read: the message of a
+// *corral.Error, which never holds a secret, and nothing of other errors.
+func safeMessage(err error) string {
+	var e *corral.Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return "internal error"
+}
+
+func systemPrompt(a corral.Agent) string {
+	const base = "You are a coding agent working in a sandbox. Your workspace is /workspace, " +
+		"which is also the working directory. Use the tools to inspect and change it. " +
+		"There is no network. Your changes are proposals that a person may review."
+	prompt := base
+	if a.Policy.FS == corral.FSReadOnly {
+		prompt += " The workspace is read-only for you: writes will fail."
+	}
+	if a.Instructions != "" {
+		prompt += "\n\n" + a.Instructions
+	}
+	return prompt
+}
+
+func messageData(resp gateway.Response) map[string]any {
+	calls := make([]map[string]string, 0, len(resp.Message.ToolCalls))
+	for _, tc := range resp.Message.ToolCalls {
+		calls = append(calls, map[string]string{"id": tc.ID, "name": tc.Name})
+	}
+	return map[string]any{"role": "assistant", "content": resp.Message.Content, "tool_calls": calls, "model": resp.Model}
+}
+
+// runTool runs one tool call in the sandbox. An error is Corral's failure
+// (the sandbox could not start); the model's mistakes are results.
+func (r *Runner) runTool(a *active, agent corral.Agent, st *workspace.Stage, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+	args, _ := capText(call.Arguments, maxTraceOutput)
+	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args})
+	res, err := r.tool(a, agent, st, call, deadline)
+	if err != nil {
+		return res, err
+	}
+	out, truncated := capText(res.Output, maxTraceOutput)
+	r.record(a.ctx, a.run.ID, trace.ToolResult, map[string]any{
+		"id": call.ID, "name": call.Name, "exit_code": res.ExitCode, "violation": res.Violation,
+		"error": res.Error, "output": out, "truncated": truncated,
+	})
+	return res, nil
+}
+
+func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+	spec, err := parseTool(call)
+	if err != nil {
+		return toolResult{ExitCode: -1, Error: err.Error()}, nil
+	}
+	mode := sandbox.ReadWrite
+	if agent.Policy.FS == corral.FSReadOnly {
+		mode = sandbox.ReadOnly
+	}
+	var stdin *bytes.Reader
+	if spec.stdin != nil {
+		stdin = bytes.NewReader(spec.stdin)
+	}
+	var out output
+	sb, err := sandbox.Start(r.cfg.Sandbox, sandbox.Spec{
+		Workspace: st.Tree(),
+		Mode:      mode,
+		Limits:    limitsFor(agent.Limits, time.Until(deadline)),
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
+		Command:   spec.argv,
+	}, readerOrNil(stdin), &out, &out)
+	if err != nil {
+		return toolResult{}, err
+	}
+	if !a.setSandbox(sb) {
+		sb.Wait()
+		return toolResult{ExitCode: -1, Error: "the run was killed"}, nil
+	}
+	res, err := sb.Wait()
+	a.setSandbox(nil)
+	if err != nil {
+		return toolResult{}, err
+	}
+	text, _ := capText(out.String(), maxToolOutput)
+	tr := toolResult{ExitCode: res.ExitCode, Output: text, Violation: res.Violation}
+	if call.Name == "shell" || res.Violation != "" {
+		return tr, nil
+	}
+	if res.ExitCode != 0 {
+		tr.Error = toolError(call.Name, text, res.ExitCode, mode)
+		return tr, nil
+	}
+	if call.Name == "write_file" {
+		tr.Output = "ok"
+	}
+	return tr, nil
+}
+
+func readerOrNil(r *bytes.Reader) interface{ Read([]byte) (int, error) } {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// toolError words a failed file tool's result for the model.
+func toolError(name, output string, code int, mode string) string {
+	msg := string(bytes.TrimSpace([]byte(output)))
+	if msg == "" {
+		msg = fmt.Sprintf("%s failed with exit status %d", name, code)
+	}
+	if name == "write_file" && mode == sandbox.ReadOnly {
+		msg += " (the workspace is read-only for this agent)"
+	}
+	return msg
+}
+
+// checkpoint saves the conversation so far.
+func (r *Runner) checkpoint(ctx context.Context, runID string, conv conversation) error {
+	b, err := conv.encode()
+	if err != nil {
+		return err
+	}
+	return r.store.SaveCheckpoint(context.WithoutCancel(ctx), runID, b)
+}
+
+// record appends a trace event and publishes it. A failure is logged and
+// counted, never returned: the trace must not decide a run's outcome.
+func (r *Runner) record(ctx context.Context, runID, typ string, data any) {
+	e, err := r.rec.Append(context.WithoutCancel(ctx), runID, typ, data)
+	if err != nil {
+		r.traceFailures.Add(1)
+		r.cfg.Log.Error("trace event not written", "run", runID, "type", typ, "err", err)
+		return
+	}
+	r.hub.publish(runID, Event{Trace: &e})
+}
+
+// end records how a run ended: its changes become a change set, the
+// model's answer joins the thread, and repeated violations quarantine the
+// agent.
+func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, st *workspace.Stage, out outcome) {
+	if st != nil {
+		cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, out.status == corral.RunCompleted)
+		if err != nil {
+			r.cfg.Log.Error("run's changes not recorded", "run", run.ID, "err", err)
+			if out.status == corral.RunCompleted {
+				out.status, out.reason = corral.RunErrored, "the run's changes could not be recorded"
+			}
+		}
+		run.ChangeSetID = cs.ID
+	}
+	if out.answer != "" {
+		m := corral.Message{ID: corral.NewID("msg"), AgentID: run.AgentID, Role: corral.RoleAssistant,
+			Content: out.answer, RunID: run.ID, CreatedAt: r.cfg.Now().UTC()}
+		if err := r.store.AddMessage(ctx, m); err != nil {
+			r.cfg.Log.Error("answer not added to the thread", "run", run.ID, "err", err)
+		}
+	}
+	from := run.Status
+	run.Status, run.Reason, run.Violation, run.EndedAt = out.status, out.reason, out.violation, r.cfg.Now().UTC()
+	if out.violation != "" {
+		r.quarantine(ctx, run)
+	}
+	// The last event is written before the final status, so whoever reads
+	// a final status finds the whole trace.
+	r.ended(ctx, run, func() {
+		if err := r.store.UpdateRun(ctx, run, from); err != nil {
+			r.cfg.Log.Error("run's end not recorded", "run", run.ID, "err", err)
+		}
+	})
+}
+
+// ended writes the last trace event of a run, then calls settle (which
+// stores the final status; nil when it is stored already), then lets the
+// run's watchers go.
+func (r *Runner) ended(ctx context.Context, run corral.Run, settle func()) {
+	tokens := run.Tokens
+	if stored, err := r.store.Run(ctx, run.ID); err == nil {
+		tokens = stored.Tokens
+	}
+	r.record(ctx, run.ID, trace.Ended, map[string]any{
+		"status": run.Status, "reason": run.Reason, "violation": run.Violation,
+		"change_set_id": run.ChangeSetID,
+		"tokens":        map[string]int64{"input": tokens.Input, "output": tokens.Output},
+	})
+	if settle != nil {
+		settle()
+	}
+	r.rec.Forget(run.ID)
+	r.hub.end(run.ID)
+}
+
+// quarantine quarantines the agent when it has had QuarantineAfter
+// violations within the window, counting run's, which is not stored as
+// ended yet.
+func (r *Runner) quarantine(ctx context.Context, run corral.Run) {
+	n, err := r.store.CountViolations(ctx, run.AgentID, r.cfg.Now().Add(-r.cfg.QuarantineWindow))
+	if err != nil {
+		r.cfg.Log.Error("counting violations", "agent", run.AgentID, "err", err)
+		return
+	}
+	n++
+	if n < int64(r.cfg.QuarantineAfter) {
+		return
+	}
+	ok, err := r.store.SetAgentState(ctx, run.AgentID, corral.StateQuarantined, corral.StateActive, corral.StatePaused)
+	if err != nil {
+		r.cfg.Log.Error("quarantining", "agent", run.AgentID, "err", err)
+		return
+	}
+	if ok {
+		r.cfg.Log.Warn("agent quarantined", "agent", run.AgentID, "violations", n)
+		r.record(ctx, run.ID, trace.Quarantined, map[string]any{
+			"violations": n, "window_s": int64(r.cfg.QuarantineWindow / time.Second),
+		})
+	}
+}
+
+// pause parks a run whose agent ran out of budget. Its stage and
+// checkpoint stay; raising the budget resumes it (Resume).
+func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent) {
+	// The agent first, so whoever sees the run paused sees the agent so.
+	if _, err := r.store.SetAgentState(ctx, run.AgentID, corral.StatePaused, corral.StateActive); err != nil {
+		r.cfg.Log.Error("pausing the agent", "agent", run.AgentID, "err", err)
+	}
+	from := run.Status
+	run.Status = corral.RunPaused
+	if err := r.store.UpdateRun(ctx, run, from); err != nil {
+		r.cfg.Log.Error("run's pause not recorded", "run", run.ID, "err", err)
+		return
+	}
+	now, err := r.store.Agent(ctx, run.AgentID, "")
+	if err == nil {
+		agent = now
+	}
+	r.record(ctx, run.ID, trace.Paused, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+	// The budget may have been raised between the check and the pause.
+	if err := r.Resume(ctx, run.AgentID); err != nil {
+		r.cfg.Log.Error("resuming", "agent", run.AgentID, "err", err)
+	}
+}
+
+// Resume continues the paused runs of an agent whose budget allows it
+// again, each from its checkpoint. It is safe to call at any time: a run
+// is resumed at most once.
+func (r *Runner) Resume(ctx context.Context, agentID string) error {
+	agent, err := r.store.Agent(ctx, agentID, "")
+	if err != nil {
+		return err
+	}
+	if spent(agent.Budget) {
+		return nil
+	}
+	if agent.State == corral.StatePaused {
+		if _, err := r.store.SetAgentState(ctx, agentID, corral.StateActive, corral.StatePaused); err != nil {
+			return err
+		}
+	} else if agent.State != corral.StateActive {
+		return nil
+	}
+	paused, err := r.store.RunsIn(ctx, corral.RunPaused)
+	if err != nil {
+		return err
+	}
+	for _, run := range paused {
+		if run.AgentID != agentID {
+			continue
+		}
+		run.Status = corral.RunRunning
+		if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
+			continue // stopped, killed or resumed by someone else meanwhile
+		}
+		if a := r.track(run); a != nil {
+			go r.execute(a, nil)
+		}
+	}
+	return nil
+}
+
+// spent reports whether a budget allows no more model calls.
+func spent(b corral.Budget) bool { return b.Tokens > 0 && b.Used >= b.Tokens }
+
+// endPaused ends a paused run on request. Its staged changes become a
+// change set for review.
+func (r *Runner) endPaused(ctx context.Context, runID, status, reason string) error {
+	run, err := r.store.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if run.Status != corral.RunPaused {
+		if corral.RunActive(run.Status) {
+			// Between states (being resumed or started): ask the loop.
+			if a := r.lookup(runID); a != nil {
+				if status == corral.RunKilled {
+					a.kill(true)
+				} else {
+					a.stop()
+				}
+				return nil
+			}
+		}
+		return corral.Errorf(corral.ECONFLICT, "the run has already ended (%s)", run.Status)
+	}
+	run.Status, run.Reason, run.EndedAt = status, reason, r.cfg.Now().UTC()
+	if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
+		return err
+	}
+	if agent, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
+		if st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err == nil {
+			if cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false); err == nil && cs.ID != "" {
+				run.ChangeSetID = cs.ID
+				if err := r.store.UpdateRun(ctx, run, status); err != nil {
+					r.cfg.Log.Error("run's change set not recorded", "run", run.ID, "err", err)
+				}
+			}
+		}
+	}
+	r.ended(ctx, run, nil)
+	return nil
+}
+
+// Reconcile settles the runs a stopped server left behind. It runs at
+// start-up, before anything is admitted. A run left admitted or running
+// becomes reconciled (its sandbox died with the server: the sandbox's init
+// is killed with its parent), what it had staged becomes a change set for
+// review, and a trace event says so; the next message continues from its
+// last checkpoint. Paused runs whose agent may go on are resumed.
+func (r *Runner) Reconcile(ctx context.Context) (int, error) {
+	left, err := r.store.RunsIn(ctx, corral.RunAdmitted, corral.RunRunning)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, run := range left {
+		from := run.Status
+		run.Status, run.EndedAt = corral.RunReconciled, r.cfg.Now().UTC()
+		run.Reason = "the server stopped while the run was " + from + "; its processes ended with it"
+		if err := r.store.UpdateRun(ctx, run, from); err != nil {
+			r.cfg.Log.Error("reconciling a run", "run", run.ID, "err", err)
+			continue
+		}
+		n++
+		r.record(ctx, run.ID, trace.Reconciled, map[string]any{"previous_status": from})
+		if agent, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
+			st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID)
+			switch {
+			case err == nil:
+				if cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false); err != nil {
+					r.cfg.Log.Error("reconciled run's changes not recorded", "run", run.ID, "err", err)
+				} else if cs.ID != "" {
+					run.ChangeSetID = cs.ID
+					if err := r.store.UpdateRun(ctx, run, corral.RunReconciled); err != nil {
+						r.cfg.Log.Error("reconciled run's change set not recorded", "run", run.ID, "err", err)
+					}
+				}
+			case corral.ErrorCode(err) != corral.ENOTFOUND:
+				r.cfg.Log.Error("reconciled run's stage lost", "run", run.ID, "err", err)
+				r.ws.Discard(run.StageID)
+			}
+		}
+		r.ended(ctx, run, nil)
+	}
+	paused, err := r.store.RunsIn(ctx, corral.RunPaused)
+	if err != nil {
+		return n, err
+	}
+	seen := map[string]bool{}
+	for _, run := range paused {
+		if !seen[run.AgentID] {
+			seen[run.AgentID] = true
+			if err := r.Resume(ctx, run.AgentID); err != nil {
+				r.cfg.Log.Error("resuming after restart", "agent", run.AgentID, "err", err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// errBudget is the meter's refusal: the agent's budget is spent.
+var errBudget = corral.Errorf(corral.EADMISSION, "the agent's token budget is spent")
+
+// meter checks an agent's budget before each model call and records each
+// call's usage, as the provider reported it, on the run and the agent.
+type meter struct {
+	r       *Runner
+	runID   string
+	agentID string
+}
+
+func (m *meter) Check(ctx context.Context) error {
+	a, err := m.r.store.Agent(ctx, m.agentID, "")
+	if err != nil {
+		return err
+	}
+	if spent(a.Budget) || a.State == corral.StatePaused {
+		return errBudget
+	}
+	return nil
+}
+
+func (m *meter) Record(ctx context.Context, u gateway.Usage) error {
+	ctx = context.WithoutCancel(ctx)
+	b, err := m.r.store.AddUsage(ctx, m.runID, corral.Tokens{Input: u.Input, Output: u.Output})
+	m.r.record(ctx, m.runID, trace.Usage, map[string]int64{
+		"input": u.Input, "output": u.Output, "budget_used": b.Used, "budget_tokens": b.Tokens,
+	})
+	return err
+}

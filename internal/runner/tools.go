@@ -1,0 +1,231 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/sandbox"
+)
+
+// The tools the model is offered. Each runs inside the agent's sandbox on
+// the run's staged tree, mounted at /workspace, which is also the working
+// directory: the kernel, not this code, decides what a tool may touch.
+var tools = []gateway.Tool{
+	{
+		Name:        "shell",
+		Description: "Run a shell command (sh -c) in /workspace. There is no network. Returns the exit code and the combined output, capped.",
+		Parameters:  schema(map[string]string{"command": "the command line"}, "command"),
+	},
+	{
+		Name:        "read_file",
+		Description: "Read a text file of the workspace.",
+		Parameters:  schema(map[string]string{"path": "a path relative to /workspace"}, "path"),
+	},
+	{
+		Name:        "write_file",
+		Description: "Write a file of the workspace, creating its directories; replaces the file if it exists.",
+		Parameters:  schema(map[string]string{"path": "a path relative to /workspace", "content": "the whole new content"}, "path", "content"),
+	},
+	{
+		Name:        "list_files",
+		Description: "List a directory of the workspace, one entry a line; directories end in /.",
+		Parameters:  schema(map[string]string{"path": "a directory relative to /workspace; \".\" for the top"}, "path"),
+	},
+}
+
+func schema(props map[string]string, required ...string) map[string]any {
+	p := map[string]any{}
+	for name, desc := range props {
+		p[name] = map[string]any{"type": "string", "description": desc}
+	}
+	return map[string]any{"type": "object", "properties": p, "required": required, "additionalProperties": false}
+}
+
+// Caps on what goes back to the model and into the trace.
+const (
+	maxToolOutput  = 32 << 10 // what the model sees of one tool's output
+	maxTraceOutput = 4 << 10  // what the trace keeps of it
+	maxWriteBytes  = 8 << 20  // the largest file write_file accepts
+)
+
+// toolResult is how one tool call ended.
+type toolResult struct {
+	ExitCode  int    `json:"exit_code"`
+	Output    string `json:"output"`
+	Violation string `json:"violation,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// forModel is the result as the model reads it.
+func (r toolResult) forModel(name string) string {
+	switch {
+	case r.Error != "":
+		return "error: " + r.Error
+	case name == "shell":
+		b, _ := json.Marshal(struct {
+			ExitCode  int    `json:"exit_code"`
+			Output    string `json:"output"`
+			Violation string `json:"violation"`
+		}{r.ExitCode, r.Output, r.Violation})
+		return string(b)
+	default:
+		return r.Output
+	}
+}
+
+// toolSpec is a tool call turned into one sandboxed command.
+type toolSpec struct {
+	argv  []string
+	stdin []byte
+}
+
+// parseTool validates a call's arguments and builds its command. An error
+// here is the model's mistake and goes back to it as the result.
+func parseTool(call gateway.ToolCall) (toolSpec, error) {
+	var args struct {
+		Command *string `json:"command"`
+		Path    *string `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+		return toolSpec{}, fmt.Errorf("the arguments are not a JSON object: %v", err)
+	}
+	need := func(name string, v *string) (string, error) {
+		if v == nil {
+			return "", fmt.Errorf("%s needs %q", call.Name, name)
+		}
+		if strings.IndexByte(*v, 0) >= 0 {
+			return "", fmt.Errorf("%q contains a NUL byte", name)
+		}
+		return *v, nil
+	}
+	switch call.Name {
+	case "shell":
+		cmd, err := need("command", args.Command)
+		if err != nil {
+			return toolSpec{}, err
+		}
+		if strings.TrimSpace(cmd) == "" {
+			return toolSpec{}, fmt.Errorf("the command is empty")
+		}
+		return toolSpec{argv: []string{"sh", "-c", cmd}}, nil
+	case "read_file":
+		p, err := need("path", args.Path)
+		if err != nil {
+			return toolSpec{}, err
+		}
+		if p, err = workspacePath(p, false); err != nil {
+			return toolSpec{}, err
+		}
+		return toolSpec{argv: []string{"cat", "--", p}}, nil
+	case "write_file":
+		p, err := need("path", args.Path)
+		if err != nil {
+			return toolSpec{}, err
+		}
+		content, err := need("content", args.Content)
+		if err != nil {
+			return toolSpec{}, err
+		}
+		if len(content) > maxWriteBytes {
+			return toolSpec{}, fmt.Errorf("the content is over %d bytes", maxWriteBytes)
+		}
+		if p, err = workspacePath(p, false); err != nil {
+			return toolSpec{}, err
+		}
+		// The path is an argument, never part of the script.
+		script := `d=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1"`
+		return toolSpec{argv: []string{"sh", "-c", script, "write_file", p}, stdin: []byte(content)}, nil
+	case "list_files":
+		p := "."
+		if args.Path != nil {
+			var err error
+			if p, err = workspacePath(*args.Path, true); err != nil {
+				return toolSpec{}, err
+			}
+		}
+		return toolSpec{argv: []string{"ls", "-1Ap", "--", p}}, nil
+	default:
+		return toolSpec{}, fmt.Errorf("there is no tool %q: use shell, read_file, write_file or list_files", call.Name)
+	}
+}
+
+// workspacePath checks that p names something inside /workspace and
+// returns it relative, as the sandbox's working directory is /workspace.
+// The sandbox is what really confines a path (no ".." or link leaves the
+// mount); this check gives the model a clear answer instead.
+func workspacePath(p string, dirOK bool) (string, error) {
+	p = strings.TrimPrefix(p, "/workspace/")
+	if p == "/workspace" || p == "" {
+		p = "."
+	}
+	if path.IsAbs(p) {
+		return "", fmt.Errorf("path %q is outside the workspace: use a path relative to /workspace", p)
+	}
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("path %q leaves the workspace", p)
+	}
+	if clean == "." && !dirOK {
+		return "", fmt.Errorf("path %q is the workspace itself, not a file", p)
+	}
+	if strings.HasPrefix(clean, "-") {
+		clean = "./" + clean
+	}
+	return clean, nil
+}
+
+// capText cuts s to at most n bytes on a rune boundary, saying so.
+func capText(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[... %d more bytes not shown]", len(s)-cut), true
+}
+
+// limitsFor turns an agent's limits into one tool command's sandbox
+// limits; wall is what is left of the run's time.
+func limitsFor(l corral.Limits, wall time.Duration) sandbox.Limits {
+	sl := sandbox.Limits{
+		CPU:    time.Duration(l.CPUMillis) * time.Millisecond,
+		Memory: l.MemoryBytes,
+		Pids:   l.Pids,
+		Output: l.OutputBytes,
+		Wall:   sandbox.DefaultLimits.Wall,
+	}
+	if wall < sl.Wall {
+		sl.Wall = max(wall, time.Millisecond)
+	}
+	return sl
+}
+
+// output collects a tool's stdout and stderr together; the sandbox copies
+// each from its own goroutine.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}

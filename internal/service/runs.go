@@ -1,0 +1,304 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"corral"
+	"corral/internal/access"
+	"corral/internal/runner"
+	"corral/internal/sanitize"
+	"corral/internal/trace"
+)
+
+// RunStore is what the run use cases need from storage.
+type RunStore interface {
+	corral.RunStore
+	trace.Store
+	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
+}
+
+// Engine executes admitted runs: the runner.
+type Engine interface {
+	Start(run corral.Run, msg corral.Message, ev corral.Admission)
+	Stop(ctx context.Context, runID string) error
+	Kill(ctx context.Context, runID string) error
+	Subscribe(runID string) (<-chan runner.Event, func())
+}
+
+// Ready says whether runs can happen at all: a model provider is
+// configured and the sandbox works. Its error says what to fix.
+type Ready func() error
+
+// Runs is messages that start runs, and everything done to runs.
+type Runs struct {
+	store  RunStore
+	engine Engine
+	ready  Ready
+	cfg    Config
+	// DefaultMaxPrompt is the prompt limit of agents that set none.
+	DefaultMaxPrompt int64
+}
+
+// NewRuns returns the run use cases.
+func NewRuns(store RunStore, engine Engine, ready Ready, cfg Config) *Runs {
+	cfg.defaults()
+	return &Runs{store: store, engine: engine, ready: ready, cfg: cfg, DefaultMaxPrompt: sanitize.MaxContent}
+}
+
+// Send adds the actor's message to the agent's thread and starts a run for
+// it, if admission allows. Admission is decided from the agent's state,
+// budget and runs in the same store transaction that records the run, so
+// it cannot be raced; a refusal is an EADMISSION error with its Reason,
+// costs no model call and no run slot, and is kept as evidence.
+func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content string) (corral.Message, corral.Run, error) {
+	if _, err := s.load(ctx, actor, agentID, access.SendMessage); err != nil {
+		return corral.Message{}, corral.Run{}, err
+	}
+	content, err := sanitize.Content(content, sanitize.MaxContent)
+	if err != nil {
+		return corral.Message{}, corral.Run{}, err
+	}
+	if err := s.ready(); err != nil {
+		return corral.Message{}, corral.Run{}, err
+	}
+	now := s.cfg.Now().UTC()
+	run := corral.Run{
+		ID: corral.NewID("run"), AgentID: agentID, Status: corral.RunAdmitted,
+		TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: now,
+		StageID: corral.NewID("chg"),
+	}
+	msg := corral.Message{
+		ID: corral.NewID("msg"), AgentID: agentID, Role: corral.RoleUser, Content: content,
+		Author: &corral.UserRef{ID: actor.ID, Name: actor.Name}, RunID: run.ID, CreatedAt: now,
+	}
+	run.MessageID = msg.ID
+	size := int64(len(content))
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: actor.ID, PromptBytes: size, At: now}
+	decided, err := s.store.Admit(ctx, msg, run, ev, func(f corral.AdmissionFacts) string {
+		return Admit(f, size, s.DefaultMaxPrompt)
+	})
+	if err != nil {
+		return corral.Message{}, corral.Run{}, err
+	}
+	if decided.Reason != "" {
+		return corral.Message{}, corral.Run{}, &corral.Error{
+			Code: corral.EADMISSION, Reason: decided.Reason, Message: refusal(decided),
+		}
+	}
+	s.engine.Start(run, msg, decided)
+	return msg, run, nil
+}
+
+// Admit is the admission policy: "" to admit, or the first reason to
+// refuse, checked in the order of the Reason* constants. It is pure, so
+// the store can call it inside its transaction.
+func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string {
+	a := f.Agent
+	maxPrompt := a.Limits.MaxPromptBytes
+	if maxPrompt == 0 {
+		maxPrompt = defaultMaxPrompt
+	}
+	switch {
+	case a.State == corral.StateQuarantined:
+		return corral.ReasonQuarantined
+	case a.State == corral.StatePaused:
+		return corral.ReasonPaused
+	case promptBytes > maxPrompt:
+		return corral.ReasonPromptTooLarge
+	case a.Budget.Tokens > 0 && a.Budget.Used >= a.Budget.Tokens:
+		return corral.ReasonBudgetExhausted
+	case a.Limits.MaxRuns > 0 && f.RunsAdmitted >= a.Limits.MaxRuns:
+		return corral.ReasonRunLimit
+	case f.ActiveRuns > 0:
+		return corral.ReasonBusy
+	}
+	return ""
+}
+
+// refusal says in words why a message was not admitted.
+func refusal(ev corral.Admission) string {
+	switch ev.Reason {
+	case corral.ReasonQuarantined:
+		return "the agent is quarantined after repeated limit violations; its owner can release it"
+	case corral.ReasonPaused:
+		return "the agent is paused: its token budget is spent; its owner can raise it"
+	case corral.ReasonPromptTooLarge:
+		return "the message is larger than the agent's prompt limit"
+	case corral.ReasonBudgetExhausted:
+		return "the agent has used its whole token budget"
+	case corral.ReasonRunLimit:
+		return "the agent has had as many runs as its limit allows"
+	case corral.ReasonBusy:
+		return "a run of this agent is still going: wait for it, or stop it"
+	}
+	return "the message was not admitted"
+}
+
+// load reads the agent with the actor's level, fresh, and applies the
+// policy.
+func (s *Runs) load(ctx context.Context, actor corral.User, agentID string, action access.Action) (corral.Agent, error) {
+	a, err := s.store.Agent(ctx, agentID, actor.ID)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	return a, access.Check(a.Access, action).Err("agent", action)
+}
+
+// loadRun reads a run and checks the actor's access to its agent. A run of
+// an agent the actor may not see is not found, like a missing one.
+func (s *Runs) loadRun(ctx context.Context, actor corral.User, runID string, action access.Action) (corral.Run, error) {
+	run, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	a, err := s.store.Agent(ctx, run.AgentID, actor.ID)
+	if err != nil {
+		if corral.ErrorCode(err) == corral.ENOTFOUND {
+			return corral.Run{}, corral.NotFound("run")
+		}
+		return corral.Run{}, err
+	}
+	if action == access.StopOwnRun && (run.TriggeredBy == nil || run.TriggeredBy.ID != actor.ID) {
+		action = access.StopAnyRun
+	}
+	return run, access.Check(a.Access, action).Err("run", action)
+}
+
+// List returns an agent's runs, newest first.
+func (s *Runs) List(ctx context.Context, actor corral.User, agentID string) ([]corral.Run, error) {
+	if _, err := s.load(ctx, actor, agentID, access.ViewRuns); err != nil {
+		return nil, err
+	}
+	return s.store.Runs(ctx, agentID, 0)
+}
+
+// Get returns one run.
+func (s *Runs) Get(ctx context.Context, actor corral.User, runID string) (corral.Run, error) {
+	return s.loadRun(ctx, actor, runID, access.ViewRuns)
+}
+
+// Trace returns a run's trace.
+func (s *Runs) Trace(ctx context.Context, actor corral.User, runID string) ([]trace.Event, error) {
+	if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
+		return nil, err
+	}
+	return s.store.Trace(ctx, runID)
+}
+
+// Stop asks a run to end at its next safe point. Runners may stop the runs
+// they started; editors any run.
+func (s *Runs) Stop(ctx context.Context, actor corral.User, runID string) (corral.Run, error) {
+	run, err := s.loadRun(ctx, actor, runID, access.StopOwnRun)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	if !corral.RunActive(run.Status) {
+		return corral.Run{}, corral.Errorf(corral.ECONFLICT, "the run has already ended (%s)", run.Status)
+	}
+	return run, s.engine.Stop(ctx, runID)
+}
+
+// Kill ends a run at once.
+func (s *Runs) Kill(ctx context.Context, actor corral.User, runID string) (corral.Run, error) {
+	run, err := s.loadRun(ctx, actor, runID, access.KillRun)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	if !corral.RunActive(run.Status) {
+		return corral.Run{}, corral.Errorf(corral.ECONFLICT, "the run has already ended (%s)", run.Status)
+	}
+	return run, s.engine.Kill(ctx, runID)
+}
+
+// recheck is how often a live watch re-checks access while no event comes.
+const recheck = 2 * time.Second
+
+// Watch streams a run's trace to emit: the events so far, then each new
+// one as it happens, until the run ends or ctx is done. Access is checked
+// afresh before every event and every few seconds, so a watcher whose
+// access is revoked is cut off on the next one (the error says so).
+func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit func(runner.Event) error) error {
+	if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
+		return err
+	}
+	var last int64
+	send := func(e runner.Event) error {
+		if e.Trace != nil && e.Trace.Seq <= last {
+			return nil
+		}
+		if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
+			return err
+		}
+		if err := emit(e); err != nil {
+			return err
+		}
+		if e.Trace != nil {
+			last = e.Trace.Seq
+		}
+		return nil
+	}
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
+	for {
+		// Subscribe before reading, so nothing falls between the two.
+		ch, cancel := s.engine.Subscribe(runID)
+		done, err := s.catchUp(ctx, runID, send)
+		if err != nil || done {
+			cancel()
+			return err
+		}
+		err = s.follow(ctx, ch, tick.C, send, func() error {
+			_, err := s.loadRun(ctx, actor, runID, access.ViewRuns)
+			return err
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		// The channel closed: the run ended, or this watcher fell behind.
+		// Catch up from the store and go on if the run is still going.
+	}
+}
+
+// catchUp sends the stored events not sent yet and reports whether the
+// run has ended.
+func (s *Runs) catchUp(ctx context.Context, runID string, send func(runner.Event) error) (bool, error) {
+	run, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	events, err := s.store.Trace(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	for i := range events {
+		if err := send(runner.Event{Trace: &events[i]}); err != nil {
+			return false, err
+		}
+	}
+	// The status was read before the trace, and a run's last event is
+	// written before its final status: a run that had ended then has its
+	// whole trace in what was sent.
+	return !corral.RunActive(run.Status), nil
+}
+
+func (s *Runs) follow(ctx context.Context, ch <-chan runner.Event, tick <-chan time.Time, send func(runner.Event) error, check func() error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			if err := check(); err != nil {
+				return err
+			}
+		case e, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if err := send(e); err != nil {
+				return err
+			}
+		}
+	}
+}

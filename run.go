@@ -1,0 +1,129 @@
+package corral
+
+import (
+	"context"
+	"time"
+)
+
+// Run statuses. A run is active while admitted, running or paused; every
+// other status is final.
+const (
+	RunAdmitted   = "admitted"   // admission said yes; nothing has run yet
+	RunRunning    = "running"    // the agent loop is working
+	RunPaused     = "paused"     // the agent's budget ran out; resumes when it is raised
+	RunCompleted  = "completed"  // the model answered without asking for tools
+	RunCancelled  = "cancelled"  // stopped at a safe point on request
+	RunKilled     = "killed"     // every process ended at once on request
+	RunErrored    = "errored"    // a limit, the provider or the server ended it
+	RunReconciled = "reconciled" // the server restarted while it ran
+)
+
+// RunActive reports whether a run in status s may still change.
+func RunActive(s string) bool {
+	return s == RunAdmitted || s == RunRunning || s == RunPaused
+}
+
+// Admission refusal reasons, in the order admission checks them.
+const (
+	ReasonQuarantined     = "quarantined"      // the agent is quarantined until its owner releases it
+	ReasonPaused          = "paused"           // the agent is paused: its budget is spent
+	ReasonPromptTooLarge  = "prompt_too_large" // the message is over limits.max_prompt_bytes
+	ReasonBudgetExhausted = "budget_exhausted" // the agent has used its whole token budget
+	ReasonRunLimit        = "run_limit"        // the agent has had limits.max_runs runs
+	ReasonBusy            = "busy"             // a run of the agent is still active
+)
+
+// Tokens counts model tokens as the provider reported them.
+type Tokens struct {
+	Input  int64
+	Output int64
+}
+
+// Run is one piece of work an agent does for one message.
+type Run struct {
+	ID          string
+	AgentID     string
+	Status      string
+	TriggeredBy *UserRef // who sent the message; nil when the account is gone
+	ParentRunID string   // "" for a run a person started
+	MessageID   string   // the message that started it
+	// StageID names the run's staged tree; it is also the id of the change
+	// set the run's changes become.
+	StageID     string
+	ChangeSetID string // "" until the run's changes are recorded, and when it changed nothing
+	Tokens      Tokens
+	Violation   string // the sandbox limit that ended it, if one did
+	Reason      string // why it ended as it did, in words safe to show to any viewer
+	CreatedAt   time.Time
+	StartedAt   time.Time // zero until it starts
+	EndedAt     time.Time // zero while active
+}
+
+// AdmissionFacts are what an admission decision is made from. The store
+// reads them in the same transaction that records the decision, so two
+// messages sent at once cannot both take the last slot.
+type AdmissionFacts struct {
+	Agent        Agent // settings, state and budget, read in the transaction
+	RunsAdmitted int64 // every run the agent was ever admitted
+	ActiveRuns   int64 // runs admitted, running or paused
+}
+
+// Admission is the evidence of one admission decision: sizes and counts,
+// never the text of the prompt.
+type Admission struct {
+	ID           string
+	AgentID      string
+	UserID       string
+	RunID        string // "" when refused
+	Reason       string // "" when admitted, else a Reason*
+	PromptBytes  int64
+	RunsAdmitted int64 // before this decision
+	ActiveRuns   int64
+	TokensUsed   int64
+	TokensBudget int64
+	AgentState   string
+	At           time.Time
+}
+
+// RunStore keeps runs, their checkpoints and the evidence of admission.
+type RunStore interface {
+	// Admit decides and records in one transaction. It reads the facts of
+	// ev.AgentID and calls decide, which returns "" to admit or a Reason*.
+	// Admitted: m, r and the evidence are stored, and r's status is
+	// RunAdmitted. Refused: only the evidence is stored. The returned
+	// Admission is the evidence as stored, facts filled in. ENOTFOUND when
+	// the agent does not exist.
+	Admit(ctx context.Context, m Message, r Run, ev Admission, decide func(AdmissionFacts) string) (Admission, error)
+	// Admissions lists an agent's admission evidence, newest first.
+	Admissions(ctx context.Context, agentID string, limit int) ([]Admission, error)
+
+	Run(ctx context.Context, id string) (Run, error)
+	// Runs lists an agent's runs, newest first, at most limit (<= 0: 100).
+	Runs(ctx context.Context, agentID string, limit int) ([]Run, error)
+	// RunsIn lists every run whose status is one of statuses, oldest first.
+	RunsIn(ctx context.Context, statuses ...string) ([]Run, error)
+	// UpdateRun writes r's status, violation, reason, change set id and
+	// start and end times, but only while the stored status is one of
+	// from: ECONFLICT otherwise. Tokens are not written: only AddUsage
+	// changes them.
+	UpdateRun(ctx context.Context, r Run, from ...string) error
+	// AddUsage adds one model call's tokens to the run and to its agent's
+	// budget.used in one transaction, and returns the agent's budget after.
+	AddUsage(ctx context.Context, runID string, t Tokens) (Budget, error)
+
+	// SaveCheckpoint replaces a run's checkpoint (the conversation so far,
+	// opaque to the store).
+	SaveCheckpoint(ctx context.Context, runID string, data []byte) error
+	// Checkpoint returns a run's checkpoint; nil when it has none.
+	Checkpoint(ctx context.Context, runID string) ([]byte, error)
+	// LastCheckpoint returns the checkpoint of the agent's newest run that
+	// has one, and that run's id: "" and nil when none has.
+	LastCheckpoint(ctx context.Context, agentID string) (string, []byte, error)
+
+	// SetAgentState moves an agent to state to if its state is one of from,
+	// and reports whether it did. It never touches any other field.
+	SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error)
+	// CountViolations counts the agent's runs that ended with a violation
+	// at or after since.
+	CountViolations(ctx context.Context, agentID string, since time.Time) (int64, error)
+}
