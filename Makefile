@@ -11,7 +11,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 FUZZ_TARGETS := FuzzName FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
 
-.PHONY: all build run test deps tools vet fmt-check unit fuzz bench clean
+.PHONY: all build run test deps tools vet fmt-check unit fuzz bench clean web web-deps web-test browser
 
 all: build
 
@@ -19,13 +19,40 @@ deps:
 	@$(GO) version >/dev/null 2>&1 || { echo "Go is required: install it at /usr/local/go or put it on PATH" >&2; exit 1; }
 	$(GO) mod download
 
-build: deps
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
+# The binary embeds the web app (the "ui" build tag); plain `go build`
+# gives a binary with a stub page instead, so Go alone needs no Node.
+build: deps web
+	$(GO) build -trimpath -tags ui -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
 
 run: build
 	./$(BIN) serve
 
-test: deps tools fmt-check vet fuzz unit
+test: deps tools fmt-check vet fuzz unit web-test
+
+# The web app: Node 20.19+ (Vite 8) and the npm packages of web/, installed
+# from the lock file when it changed.
+web-deps:
+	@command -v node >/dev/null 2>&1 || { echo "Node.js 20.19 or later is required for the web app (https://nodejs.org or apt-get install nodejs from NodeSource)" >&2; exit 1; }
+	@if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then \
+		cd web && npm ci --no-audit --no-fund; fi
+
+web: web-deps
+	cd web && npm run build
+
+# Debian's chromium for the browser tests, installed when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium is missing and cannot be installed here (needs root and apt-get)" >&2; exit 1; fi; }
+
+# Component tests (Vitest), then the browser tests: a real corral serve
+# with the app embedded and a scripted fake model, driven by chromium.
+web-test: build browser
+	cd web && npm test
+	$(GO) build -o bin/fakemodel ./internal/modeltest/fakemodel
+	cd web && CORRAL_BIN=$(CURDIR)/$(BIN) FAKEMODEL_BIN=$(CURDIR)/bin/fakemodel npm run e2e
 
 # The README walkthrough test drives curl and jq. Installed when missing
 # (as root, from Debian's packages); without them that one test skips.
@@ -67,4 +94,4 @@ bench: deps
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
 
 clean:
-	rm -rf bin
+	rm -rf bin internal/webui/dist web/node_modules

@@ -69,9 +69,13 @@ type AgentStore interface {
 	Agent(ctx context.Context, id, userID string) (Agent, error)
 	// AgentsFor lists the agents userID has any access to, newest first.
 	AgentsFor(ctx context.Context, userID string) ([]Agent, error)
-	// UpdateAgent writes every settable field of a. Budget.Used is not
-	// settable: only metering changes it.
+	// UpdateAgent writes every setting of a. Budget.Used and State are
+	// not settings: only metering changes the first, and only
+	// RunStore.SetAgentState the second, so an edit made from an old read
+	// never undoes a pause or quarantine.
 	UpdateAgent(ctx context.Context, a Agent) error
+	// DeleteAgent deletes an agent and everything it owns but its traces:
+	// ECONFLICT while one of its runs is active.
 	DeleteAgent(ctx context.Context, id string) error
 }
 

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"corral/internal/api"
@@ -21,6 +23,7 @@ import (
 	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
+	"corral/internal/webui"
 )
 
 // serveConfig is everything serve reads from flags and the environment.
@@ -103,6 +106,11 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		return err
 	}
 
+	if role.HoldsWorktree(r) {
+		if err := prepareDataDir(c.Data, log); err != nil {
+			return err
+		}
+	}
 	var db *sqlite.DB
 	if role.NeedsDatabase(r) {
 		if db, err = sqlite.Open(ctx, dbPath(c.Data)); err != nil {
@@ -164,10 +172,10 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		go sweepChanges(ctx, changes, log)
 		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done()},
 			accounts, agents, changes, service.NewRuns(db, runs, ready, cfg)))
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			fmt.Fprintln(w, "Corral is running. The API is under /api; its description is /api/openapi.json.")
-		})
+		mux.Handle("/", webui.Handler())
+		if !webui.Built() {
+			log.Info("this binary has no web app (built without -tags ui): make run builds it")
+		}
 	}
 
 	ln, err := net.Listen("tcp", c.Addr)
@@ -252,4 +260,48 @@ func sweepSessions(ctx context.Context, db *sqlite.DB, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// prepareDataDir makes the data directory traversable by the sandbox's
+// user, who must reach the staged trees inside it (nothing in it becomes
+// readable: the database stays 0600), and warns when a directory above it
+// stops that user, which would make every run fail.
+func prepareDataDir(data string, log *slog.Logger) error {
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o711); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if st.Mode().Perm()&0o001 == 0 {
+		if err := os.Chmod(abs, st.Mode().Perm()|0o011); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+	}
+	uid := sandboxUser()
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		owner := -1
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			owner = int(sys.Uid)
+		}
+		if uid != 0 && owner != uid && st.Mode().Perm()&0o001 == 0 {
+			log.Warn("agent runs will fail: the sandbox's user cannot pass through "+dir+
+				" to reach the data directory; use a --data outside it (e.g. /var/lib/corral) or chmod o+x "+dir,
+				"data", abs)
+			break
+		}
+		if dir == "/" {
+			break
+		}
+	}
+	return nil
 }

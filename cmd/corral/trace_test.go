@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"corral"
 	"corral/internal/store/sqlite"
 	"corral/internal/trace"
 )
@@ -81,5 +83,58 @@ func TestTraceVerify(t *testing.T) {
 				t.Fatalf("verify = %d %q, want 1 naming %q", code, out, tt.want)
 			}
 		})
+	}
+}
+
+// TestTraceVerifyFindsACutOffEnd cuts the newest events off a finished
+// run's trace: the chain that is left is whole, but the run's end state in
+// the store shows that events are missing.
+func TestTraceVerifyFindsACutOffEnd(t *testing.T) {
+	data := t.TempDir()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(data, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.CreateUser(ctx, corral.NewUser{Email: "a@example.com", Name: "A", PasswordHash: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := corral.Agent{ID: "agt_1", Name: "a", Owner: corral.UserRef{ID: u.ID}, State: corral.StateActive,
+		Policy: corral.Policy{FS: corral.FSReadWrite, Changes: corral.ChangesReview, Network: corral.NetworkNone}}
+	if err := db.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	run := corral.Run{ID: "run_1", AgentID: a.ID, MessageID: "msg_1", StageID: "chg_1", TriggeredBy: &corral.UserRef{ID: u.ID}}
+	msg := corral.Message{ID: "msg_1", AgentID: a.ID, Role: corral.RoleUser, Content: "hi", RunID: run.ID, Author: &corral.UserRef{ID: u.ID}}
+	if _, err := db.Admit(ctx, msg, run, corral.Admission{ID: "adm_1", AgentID: a.ID, UserID: u.ID}, func(corral.AdmissionFacts) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	rec := trace.NewRecorder(db, nil)
+	for _, typ := range []string{trace.Admitted, trace.Started, trace.Message, trace.Ended} {
+		if _, err := rec.Append(ctx, run.ID, typ, map[string]string{"what": typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run.Status, run.EndedAt = corral.RunCompleted, time.Now()
+	if err := db.UpdateRun(ctx, run, corral.RunAdmitted); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if code, out := verifyTraces(t, data); code != 0 {
+		t.Fatalf("verify = %d %q", code, out)
+	}
+
+	raw, err := sql.Open("sqlite", filepath.Join(data, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`DROP TRIGGER trace_events_no_delete; DELETE FROM trace_events WHERE run_id = 'run_1' AND seq >= 3`); err != nil {
+		t.Fatal(err)
+	}
+	code, out := verifyTraces(t, data)
+	if code != 1 || !strings.Contains(out, "run run_1: the run is completed, but its trace (2 events) does not end with its ended event") {
+		t.Fatalf("verify = %d %q, want 1 naming the cut-off run", code, out)
 	}
 }

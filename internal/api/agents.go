@@ -142,6 +142,24 @@ func (s *Server) putGrant(w http.ResponseWriter, r *http.Request, actor corral.U
 	return nil
 }
 
+type emailGrantRequest struct {
+	Email string `json:"email"`
+	Level string `json:"level"`
+}
+
+func (s *Server) grantByEmail(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	var req emailGrantRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	g, err := s.agents.GrantByEmail(r.Context(), actor, r.PathValue("id"), req.Email, req.Level)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewGrant(g))
+	return nil
+}
+
 func (s *Server) deleteGrant(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	if err := s.agents.DeleteGrant(r.Context(), actor, r.PathValue("id"), r.PathValue("user_id")); err != nil {
 		return err

@@ -83,6 +83,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/agents/{id}", true, s.deleteAgent},
 		{"POST", "/api/agents/{id}/release", true, s.releaseAgent},
 		{"GET", "/api/agents/{id}/grants", true, s.listGrants},
+		{"POST", "/api/agents/{id}/grants", true, s.grantByEmail},
 		{"PUT", "/api/agents/{id}/grants/{user_id}", true, s.putGrant},
 		{"DELETE", "/api/agents/{id}/grants/{user_id}", true, s.deleteGrant},
 		{"GET", "/api/agents/{id}/links", true, s.listLinks},

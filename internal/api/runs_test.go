@@ -574,6 +574,7 @@ func TestKillEndsEveryProcessAtOnce(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	runner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusForbidden)
+	owner.do("DELETE", "/api/agents/"+id, nil).want(http.StatusConflict) // not under a running run
 	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
 	done := owner.waitRun(run.ID, "killed", "cancelled", "errored")
 	if done.Status != "killed" {
@@ -584,6 +585,7 @@ func TestKillEndsEveryProcessAtOnce(t *testing.T) {
 		t.Fatalf("processes left after kill: %v", left)
 	}
 	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusConflict)
+	owner.do("DELETE", "/api/agents/"+id, nil).want(http.StatusNoContent)
 }
 
 func TestRepeatedViolationsQuarantine(t *testing.T) {
@@ -803,4 +805,27 @@ func TestRevokedViewerIsCutOffMidStream(t *testing.T) {
 	}
 	owner.waitRun(run.ID, "completed")
 	viewer.do("GET", "/api/runs/"+run.ID+"/events", nil).want(http.StatusNotFound)
+}
+
+func TestGrantByEmail(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	bob := e.signup("bob@example.com", "Bob")
+	id := owner.createAgent("shared")
+	path := "/api/agents/" + id + "/grants"
+	var g grantView
+	owner.do("POST", path, map[string]string{"email": "Bob@Example.com", "level": "runner"}).want(http.StatusOK).decode(&g)
+	if g.User.ID != bob.user.ID || g.Level != "runner" {
+		t.Fatalf("grant = %+v", g)
+	}
+	var a agentView
+	bob.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&a)
+	if a.Access != "runner" {
+		t.Fatalf("bob's access = %s", a.Access)
+	}
+	owner.do("POST", path, map[string]string{"email": "nobody@example.com", "level": "viewer"}).want(http.StatusNotFound)
+	owner.do("POST", path, map[string]string{"email": "owner@example.com", "level": "viewer"}).want(http.StatusConflict)
+	owner.do("POST", path, map[string]string{"email": "bob@example.com", "level": "owner"}).want(http.StatusBadRequest)
+	owner.do("POST", path, map[string]string{"email": "not an email", "level": "viewer"}).want(http.StatusBadRequest)
+	bob.do("POST", path, map[string]string{"email": "owner@example.com", "level": "viewer"}).want(http.StatusForbidden)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"corral/internal/modeltest"
 )
 
 // assertNoSecrets walks every answer the env gave: no JSON key may name a
@@ -49,6 +51,9 @@ func (e *env) assertNoSecrets(t *testing.T) {
 		t.Fatal("no answers recorded")
 	}
 	for _, body := range bodies {
+		if bytes.Contains(body, []byte(testModelKey)) {
+			t.Fatalf("an answer carries the model provider's key: %s", body)
+		}
 		if bytes.Contains(body, []byte("$argon2")) {
 			t.Fatalf("an answer carries a password hash: %s", body)
 		}
@@ -73,6 +78,9 @@ func walkKeys(t *testing.T, v any, body []byte) {
 	case map[string]any:
 		for k, child := range x {
 			lk := strings.ToLower(k)
+			if lk == "hash" || lk == "prev_hash" {
+				continue // a trace event's chain hashes: public by design
+			}
 			if strings.Contains(lk, "hash") || strings.Contains(lk, "password") || strings.Contains(lk, "secret") {
 				t.Fatalf("an answer has the key %q: %s", k, body)
 			}
@@ -109,8 +117,21 @@ func TestNoAnswerCarriesSecrets(t *testing.T) {
 	var signedIn = &client{e: e, cookie: loginCookie(t, e, "carol@example.com")}
 	signedIn.do("POST", "/api/links/"+l.Token+"/accept", nil).want(http.StatusOK)
 	script.do("PATCH", "/api/agents/"+id, map[string]any{"instructions": "x", "budget": map[string]int{"tokens": 9}}).want(http.StatusOK)
-	script.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": "hi"}).want(http.StatusAccepted)
+	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "env; echo hi > hi.txt")), modeltest.Text("done")))
+	var posted postedMessage
+	script.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": "hi"}).want(http.StatusAccepted).decode(&posted)
+	done := script.waitRun(posted.Run.ID, "completed", "paused")
 	script.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusOK)
+	script.do("GET", "/api/agents/"+id+"/runs", nil).want(http.StatusOK)
+	script.do("GET", "/api/runs/"+done.ID+"/trace", nil).want(http.StatusOK)
+	script.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 0}}).want(http.StatusOK)
+	done = script.waitRun(posted.Run.ID, "completed")
+	script.do("GET", "/api/runs/"+done.ID+"/events", nil).want(http.StatusOK) // ended: the stream closes
+	script.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK)
+	var traced int
+	if err := e.rawDB(t).QueryRow(`SELECT count(*) FROM trace_events WHERE instr(data, ?) > 0`, testModelKey).Scan(&traced); err != nil || traced != 0 {
+		t.Fatalf("trace events holding the model key: %d (%v)", traced, err)
+	}
 	script.do("GET", "/api/agents", nil).want(http.StatusOK)
 	script.do("GET", "/api/agents/"+id, nil).want(http.StatusOK)
 	script.do("POST", "/api/agents/"+id+"/release", nil).want(http.StatusOK)

@@ -180,12 +180,13 @@ func (r *Runner) track(run corral.Run) *active {
 	return a
 }
 
+// untrack forgets a run's loop: from now on Stop and Kill find it in the
+// store. The loop's goroutine still counts for Close until execute returns.
 func (r *Runner) untrack(a *active) {
 	r.mu.Lock()
 	delete(r.active, a.run.ID)
 	r.mu.Unlock()
 	a.cancel()
-	r.wg.Done()
 }
 
 // Start runs an admitted run in the background. msg is the message that
@@ -293,6 +294,7 @@ type outcome struct {
 // execute runs a's loop from its start (msg non-nil) or from its
 // checkpoint (a resumed run, msg nil), and records how it ended.
 func (r *Runner) execute(a *active, msg *corral.Message) {
+	defer r.wg.Done() // Close waits for the end to be recorded, not only the loop
 	out, agent, st := r.loop(a, msg)
 	r.untrack(a)
 	ctx := context.WithoutCancel(a.ctx)

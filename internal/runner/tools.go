@@ -131,10 +131,10 @@ func parseTool(call gateway.ToolCall) (toolSpec, error) {
 		if err != nil {
 			return toolSpec{}, err
 		}
-		content, err := need("content", args.Content)
-		if err != nil {
-			return toolSpec{}, err
+		if args.Content == nil {
+			return toolSpec{}, fmt.Errorf("write_file needs \"content\"")
 		}
+		content := *args.Content // goes in on stdin: any bytes may be written
 		if len(content) > maxWriteBytes {
 			return toolSpec{}, fmt.Errorf("the content is over %d bytes", maxWriteBytes)
 		}
@@ -147,8 +147,11 @@ func parseTool(call gateway.ToolCall) (toolSpec, error) {
 	case "list_files":
 		p := "."
 		if args.Path != nil {
-			var err error
-			if p, err = workspacePath(*args.Path, true); err != nil {
+			v, err := need("path", args.Path)
+			if err != nil {
+				return toolSpec{}, err
+			}
+			if p, err = workspacePath(v, true); err != nil {
 				return toolSpec{}, err
 			}
 		}

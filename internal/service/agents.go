@@ -17,6 +17,7 @@ type AgentStore interface {
 	corral.ShareStore
 	corral.MessageStore
 	UserByID(ctx context.Context, id string) (corral.User, error)
+	UserByEmail(ctx context.Context, email string) (corral.User, error)
 	SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error)
 }
 
@@ -343,6 +344,25 @@ func (s *Agents) PutGrant(ctx context.Context, actor corral.User, id, userID, le
 		return corral.Grant{}, err
 	}
 	return corral.Grant{AgentID: id, User: corral.User{ID: u.ID, Email: u.Email, Name: u.Name}, Level: l, CreatedAt: now}, nil
+}
+
+// GrantByEmail gives the account with email a level on the agent, or
+// changes it: sharing by the address a person knows. ENOTFOUND "user" when
+// no account has it (signup already tells whether an address is taken, so
+// this reveals nothing new).
+func (s *Agents) GrantByEmail(ctx context.Context, actor corral.User, id, email, level string) (corral.Grant, error) {
+	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
+		return corral.Grant{}, err
+	}
+	email, err := sanitize.Email(email)
+	if err != nil {
+		return corral.Grant{}, err
+	}
+	u, err := s.store.UserByEmail(ctx, email)
+	if err != nil {
+		return corral.Grant{}, err
+	}
+	return s.PutGrant(ctx, actor, id, u.ID, level)
 }
 
 // DeleteGrant revokes a user's grant; it bites on their next request.

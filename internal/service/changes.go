@@ -288,7 +288,7 @@ func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral
 			continue
 		}
 		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: difflib.SplitLines(a), B: difflib.SplitLines(b),
+			A: splitLines(a), B: splitLines(b),
 			FromFile: "a/" + e.Path, ToFile: "b/" + e.Path, Context: 3,
 		})
 		if err == nil {
@@ -296,6 +296,19 @@ func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral
 		}
 	}
 	return cs, diffs, nil
+}
+
+// splitLines cuts text into lines that keep their "\n". Unlike
+// difflib.SplitLines it adds no empty line after a final newline; a last
+// line without one gets one, so the diff stays line-based.
+func splitLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	} else {
+		lines[len(lines)-1] += "\n"
+	}
+	return lines
 }
 
 // readText reads a small text file from src; want false means the file is

@@ -191,13 +191,26 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 	return rowsAffected(op, "agent", res)
 }
 
-// DeleteAgent deletes an agent; its grants, links, link members and
-// messages go with it.
+// DeleteAgent deletes an agent; its grants, links, link members,
+// messages, runs and change sets go with it (traces stay: they are
+// append-only). ECONFLICT while a run of the agent is active: the check and
+// the delete are one statement, so no run can be admitted in between.
 func (db *DB) DeleteAgent(ctx context.Context, id string) error {
 	const op = "sqlite.DeleteAgent"
-	res, err := db.exec(ctx, `DELETE FROM agents WHERE id = ?`, id)
+	res, err := db.exec(ctx, `
+		DELETE FROM agents WHERE id = ?1 AND NOT EXISTS (
+			SELECT 1 FROM runs WHERE agent_id = ?1 AND status IN ('admitted', 'running', 'paused'))`, id)
 	if err != nil {
 		return corral.Internal(op, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		var exists bool
+		if err := db.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE id = ?)`, id).Scan(&exists); err != nil {
+			return corral.Internal(op, err)
+		}
+		if exists {
+			return conflict("a run of this agent is still active: stop or kill it first")
+		}
 	}
 	return rowsAffected(op, "agent", res)
 }

@@ -457,8 +457,24 @@ func TestRunsCascade(t *testing.T) {
 		}
 	}
 
+	// Not while a run is active.
+	if err := db.DeleteAgent(ctx, doomed.ID); corral.ErrorCode(err) != corral.ECONFLICT {
+		t.Fatalf("DeleteAgent with an active run = %v, want a conflict", err)
+	}
+	runs, err := db.Runs(ctx, doomed.ID, 0)
+	if err != nil || len(runs) != 1 {
+		t.Fatal(runs, err)
+	}
+	ended := runs[0]
+	ended.Status, ended.EndedAt = corral.RunCompleted, time.Now()
+	if err := db.UpdateRun(ctx, ended, corral.RunAdmitted); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.DeleteAgent(ctx, doomed.ID); err != nil {
 		t.Fatal(err)
+	}
+	if err := db.DeleteAgent(ctx, doomed.ID); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("DeleteAgent of a deleted agent = %v, want not found", err)
 	}
 	for _, tb := range []string{"runs", "admissions"} {
 		for _, c := range []struct {
@@ -476,7 +492,7 @@ func TestRunsCascade(t *testing.T) {
 	if _, err := db.w.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, member.ID); err != nil {
 		t.Fatal(err)
 	}
-	runs, err := db.Runs(ctx, kept.ID, 0)
+	runs, err = db.Runs(ctx, kept.ID, 0)
 	if err != nil || len(runs) != 1 || runs[0].TriggeredBy != nil {
 		t.Errorf("Runs after the account went = %+v, %v; want one run triggered by nobody", runs, err)
 	}

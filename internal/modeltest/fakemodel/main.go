@@ -1,0 +1,53 @@
+// Command fakemodel serves modeltest's scripted provider on a loopback
+// port, for tests that drive a real `corral serve` from outside Go (the
+// browser tests). It prints "fakemodel listening <base URL>" on stdout and
+// serves until it is signalled.
+//
+// The script: a message that mentions hello.txt makes the model run a short
+// shell command, then write hello.txt, then say so; anything else gets a
+// one-line answer.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"corral/internal/modeltest"
+)
+
+func main() {
+	p := modeltest.New(script)
+	defer p.Close()
+	fmt.Printf("fakemodel listening %s\n", p.URL())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+}
+
+func script(r modeltest.Request) modeltest.Reply {
+	// The turns of this run: those after the last user message.
+	var asked string
+	done := map[string]bool{}
+	for _, m := range r.Messages {
+		switch m.Role {
+		case "user":
+			asked, done = m.Content, map[string]bool{}
+		case "tool":
+			done[m.ToolCallID] = true
+		}
+	}
+	if !strings.Contains(asked, "hello.txt") {
+		return modeltest.Text("Hello! Ask me to write hello.txt and I will.")
+	}
+	switch {
+	case !done["look"]:
+		return modeltest.Reply{Content: "Let me look at the workspace first.",
+			ToolCalls: []modeltest.ToolCall{modeltest.ShellCall("look", "ls -la; sleep 1; echo looked")}}
+	case !done["write"]:
+		return modeltest.Calls(modeltest.WriteCall("write", "hello.txt", "Hello from the agent\n"))
+	}
+	return modeltest.Text("I wrote hello.txt.")
+}

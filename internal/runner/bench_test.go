@@ -1,0 +1,162 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/modeltest"
+	"corral/internal/runner"
+)
+
+// BenchmarkLoopGatewayOverhead measures what the gateway costs a whole
+// agent run (model call, one list_files tool call in the sandbox, model
+// call, answer) against the same run whose model calls go straight to the
+// SDK. Each iteration runs both, alternating which goes first, over the
+// same store, workspaces and fake provider; gateway/direct is the ratio
+// of their total times. The difference is the gateway's budget check and
+// metering (a store read before each call, a usage write and a trace event
+// after), plus its request building and checks.
+//
+//	go test -run '^$' -bench LoopGatewayOverhead -benchtime 20x ./internal/runner/
+func BenchmarkLoopGatewayOverhead(b *testing.B) {
+	h := newHarness(b, func(req modeltest.Request) modeltest.Reply {
+		if req.Last().Role == "tool" {
+			return modeltest.Text("The workspace is empty.")
+		}
+		return modeltest.Calls(modeltest.ListCall("", "."))
+	})
+	variants := []struct {
+		name   string
+		runner *runner.Runner
+		spent  time.Duration
+	}{
+		{name: "gateway", runner: h.newRunner(h.db, h.gateway, runner.Config{})},
+		{name: "direct", runner: h.newRunner(h.db, newDirect(h.model.URL()), runner.Config{})},
+	}
+	i := 0
+	for b.Loop() {
+		for k := range variants {
+			v := &variants[(i+k)%len(variants)]
+			// A fresh agent each time, so that no run carries an earlier
+			// run's conversation.
+			agent := h.agent(corral.Limits{})
+			run, msg, ev := h.admit(agent, "what is in the workspace?")
+			events, cancel := v.runner.Subscribe(run.ID)
+			start := time.Now()
+			v.runner.Start(run, msg, ev)
+			// The channel closes once the run's final status is stored.
+			if !drained(events, patience) {
+				b.Fatalf("%s run %s did not end within %v", v.name, run.ID, patience)
+			}
+			v.spent += time.Since(start)
+			cancel()
+			if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
+				b.Fatalf("%s run = %s (%s), %v; want completed", v.name, got.Status, got.Reason, err)
+			}
+		}
+		i++
+	}
+	gw, direct := variants[0].spent, variants[1].spent
+	b.ReportMetric(float64(gw)/float64(direct), "gateway/direct")
+	b.ReportMetric(float64(gw)/float64(i), "gateway-ns/run")
+	b.ReportMetric(float64(direct)/float64(i), "direct-ns/run")
+}
+
+// drained reads events until the channel closes; false if it is still
+// open after patience (a liveness bound, not a timing assertion).
+func drained(events <-chan runner.Event, patience time.Duration) bool {
+	timeout := time.After(patience)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+// direct is the baseline model: the SDK's streamed chat completion, as the
+// gateway makes it (same request, usage asked for), with no budget check,
+// no metering and no checks of the reply.
+type direct struct {
+	chat openai.ChatCompletionService
+}
+
+func newDirect(baseURL string) direct {
+	return direct{chat: openai.NewChatCompletionService(
+		option.WithBaseURL(baseURL), option.WithAPIKey("k"), option.WithMaxRetries(0))}
+}
+
+func (d direct) Complete(ctx context.Context, req gateway.Request, _ gateway.Meter) (gateway.Response, error) {
+	p := openai.ChatCompletionNewParams{
+		Model:         shared.ChatModel(req.Model),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "system":
+			p.Messages = append(p.Messages, openai.SystemMessage(m.Content))
+		case "user":
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
+		case "tool":
+			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		case "assistant":
+			var a openai.ChatCompletionAssistantMessageParam
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			for _, tc := range m.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: tc.Arguments},
+					},
+				})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		}
+	}
+	for _, t := range req.Tools {
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: t.Name, Description: param.NewOpt(t.Description), Parameters: shared.FunctionParameters(t.Parameters),
+		}))
+	}
+
+	s := d.chat.NewStreaming(ctx, p)
+	defer s.Close()
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		chunk := s.Current()
+		acc.AddChunk(chunk)
+		for _, c := range chunk.Choices {
+			if c.Index == 0 && c.Delta.Content != "" && req.OnDelta != nil {
+				req.OnDelta(gateway.Delta{Content: c.Delta.Content})
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return gateway.Response{}, err
+	}
+	if len(acc.Choices) == 0 {
+		return gateway.Response{}, errors.New("direct: no reply")
+	}
+	m := acc.Choices[0].Message
+	out := gateway.Message{Role: "assistant", Content: m.Content}
+	for _, tc := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return gateway.Response{Message: out, Model: acc.Model,
+		Usage: gateway.Usage{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens}}, nil
+}

@@ -1,0 +1,404 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/modeltest"
+	"corral/internal/runner"
+	"corral/internal/sandbox"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+	"corral/internal/trace"
+)
+
+// patience bounds how long a test waits for a run to reach a state. It is
+// a liveness bound, not a timing assertion: runs take milliseconds here.
+const patience = 2 * time.Minute
+
+// harness is what a runner works with, all real but the model: SQLite in a
+// temp dir, staged workspaces, the sandbox, and the gateway talking to the
+// fake provider.
+type harness struct {
+	t       testing.TB
+	db      *sqlite.DB
+	changes *service.Changes
+	model   *modeltest.Provider
+	gateway *gateway.Gateway
+	owner   corral.User
+}
+
+// newHarness skips where the sandbox cannot run; the fake model answers
+// with script.
+func newHarness(t testing.TB, script modeltest.Script) *harness {
+	t.Helper()
+	if err := sandbox.Available(); err != nil {
+		t.Skipf("runs need the sandbox: %v", err)
+	}
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	dataDir := t.TempDir()
+	// The sandbox's user must reach staged trees under it; t.TempDir
+	// makes its parent private.
+	if err := os.Chmod(filepath.Dir(dataDir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	changes := service.NewChanges(db, service.WorkspaceConfig{
+		DataDir: dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour,
+	}, service.Config{})
+	// Pending change sets keep their staged trees mounted; the mounts must
+	// go before the temp dir does.
+	t.Cleanup(func() { unmountStages(dataDir) })
+
+	model := modeltest.New(script)
+	t.Cleanup(model.Close)
+	gw, err := gateway.New(gateway.Config{BaseURL: model.URL(), APIKey: "sk-test", Model: "test-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := db.CreateUser(ctx, corral.NewUser{Email: "owner@example.com", Name: "Owner", PasswordHash: "$argon2id$fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, db: db, changes: changes, model: model, gateway: gw, owner: owner}
+}
+
+// sandboxUID owns workspaces: the sandbox's host user when the tests run
+// as root, else nobody changes owners.
+func sandboxUID() int {
+	if os.Geteuid() == 0 {
+		return 65534
+	}
+	return 0
+}
+
+// newRunner returns a runner over store and model, closed when the test
+// ends.
+func (h *harness) newRunner(store runner.Store, model runner.Model, cfg runner.Config) *runner.Runner {
+	r := runner.New(store, model, h.changes, cfg)
+	h.t.Cleanup(r.Close)
+	return r
+}
+
+// agent creates an active agent of the owner with limits and the default
+// policy (read-write, changes reviewed).
+func (h *harness) agent(limits corral.Limits) corral.Agent {
+	h.t.Helper()
+	a := corral.Agent{
+		ID: corral.NewID("agt"), Name: "agent", Model: "test-model",
+		Owner:  corral.UserRef{ID: h.owner.ID, Name: h.owner.Name},
+		Policy: corral.Policy{FS: corral.DefaultFS, Changes: corral.DefaultChanges, Network: corral.NetworkNone},
+		Limits: limits, State: corral.StateActive,
+	}
+	if err := h.db.CreateAgent(context.Background(), a); err != nil {
+		h.t.Fatalf("CreateAgent: %v", err)
+	}
+	return a
+}
+
+// admit records a message and its run the way service.Runs.Send does,
+// admitting whatever the facts.
+func (h *harness) admit(agent corral.Agent, content string) (corral.Run, corral.Message, corral.Admission) {
+	h.t.Helper()
+	now := time.Now().UTC()
+	by := &corral.UserRef{ID: h.owner.ID, Name: h.owner.Name}
+	run := corral.Run{
+		ID: corral.NewID("run"), AgentID: agent.ID, Status: corral.RunAdmitted,
+		TriggeredBy: by, CreatedAt: now, StageID: corral.NewID("chg"),
+	}
+	msg := corral.Message{
+		ID: corral.NewID("msg"), AgentID: agent.ID, Role: corral.RoleUser, Content: content,
+		Author: by, RunID: run.ID, CreatedAt: now,
+	}
+	run.MessageID = msg.ID
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agent.ID, UserID: h.owner.ID, PromptBytes: int64(len(content)), At: now}
+	decided, err := h.db.Admit(context.Background(), msg, run, ev, func(corral.AdmissionFacts) string { return "" })
+	if err != nil {
+		h.t.Fatalf("Admit: %v", err)
+	}
+	if decided.RunID != run.ID || decided.Reason != "" {
+		h.t.Fatalf("Admit = run %q, reason %q; want %s admitted", decided.RunID, decided.Reason, run.ID)
+	}
+	return run, msg, decided
+}
+
+// start admits a run of agent for content and hands it to r.
+func (h *harness) start(r *runner.Runner, agent corral.Agent, content string) corral.Run {
+	h.t.Helper()
+	run, msg, ev := h.admit(agent, content)
+	r.Start(run, msg, ev)
+	return run
+}
+
+// waitRun waits until the run has ended and returns it as stored.
+func (h *harness) waitRun(id string) corral.Run {
+	h.t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		run, err := h.db.Run(context.Background(), id)
+		if err != nil {
+			h.t.Fatalf("Run(%s): %v", id, err)
+		}
+		if !corral.RunActive(run.Status) {
+			return run
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("run %s is still %s after %v", id, run.Status, patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processesWith lists the processes whose command line contains s.
+func processesWith(s string) []string {
+	var found []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			found = append(found, d)
+		}
+	}
+	return found
+}
+
+// writeThenAnswer is a model that writes hello.txt, then answers.
+func writeThenAnswer(req modeltest.Request) modeltest.Reply {
+	if req.Last().Role == "tool" {
+		return modeltest.Text("Wrote hello.txt.")
+	}
+	return modeltest.Calls(modeltest.WriteCall("c1", "hello.txt", "hello\n"))
+}
+
+// traceStore is the real store with trace writes counted and, when broken,
+// refused.
+type traceStore struct {
+	*sqlite.DB
+	broken   bool
+	attempts atomic.Int64
+}
+
+func (s *traceStore) AppendTrace(ctx context.Context, e trace.Event) error {
+	s.attempts.Add(1)
+	if s.broken {
+		return errors.New("trace store is broken")
+	}
+	return s.DB.AppendTrace(ctx, e)
+}
+
+func TestTraceFailureNeverFailsARun(t *testing.T) {
+	// A run that writes a file and answers records these events.
+	wantTypes := []string{"admitted", "started", "usage", "message", "tool_call", "tool_result", "usage", "message", "ended"}
+	tests := []struct {
+		name         string
+		broken       bool
+		wantStored   int
+		wantFailures int64
+	}{
+		// The healthy case shows what the broken one must still do, and
+		// that the count of events attempted is exact.
+		{"trace works", false, len(wantTypes), 0},
+		{"trace fails", true, 0, int64(len(wantTypes))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := newHarness(t, writeThenAnswer)
+			store := &traceStore{DB: h.db, broken: tt.broken}
+			r := h.newRunner(store, h.gateway, runner.Config{})
+			agent := h.agent(corral.Limits{})
+			run := h.start(r, agent, "write hello")
+
+			done := h.waitRun(run.ID)
+			if done.Status != corral.RunCompleted || done.ChangeSetID == "" || done.Violation != "" {
+				t.Fatalf("run = %s (%s), change set %q, violation %q; want completed with a change set",
+					done.Status, done.Reason, done.ChangeSetID, done.Violation)
+			}
+			wantTokens := corral.Tokens{Input: 2 * modeltest.DefaultInputTokens, Output: 2 * modeltest.DefaultOutputTokens}
+			if done.Tokens != wantTokens {
+				t.Errorf("run tokens = %+v, want %+v: metering must not depend on the trace", done.Tokens, wantTokens)
+			}
+			cs, err := h.db.ChangeSet(ctx, done.ChangeSetID)
+			if err != nil {
+				t.Fatalf("ChangeSet(%s): %v", done.ChangeSetID, err)
+			}
+			if cs.RunID != run.ID || cs.Status != corral.ChangePending || len(cs.Entries) != 1 ||
+				cs.Entries[0].Path != "hello.txt" || cs.Entries[0].Op != "create" {
+				t.Errorf("change set = %+v, want hello.txt created, pending review", cs)
+			}
+			thread, err := h.db.Messages(ctx, agent.ID, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(thread) != 2 || thread[1].Role != corral.RoleAssistant || thread[1].Content != "Wrote hello.txt." || thread[1].RunID != run.ID {
+				t.Errorf("thread = %+v, want the message and the run's answer", thread)
+			}
+
+			// The ended event is written before the final status, so every
+			// attempt has been made by now.
+			events, err := h.db.Trace(ctx, run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) != tt.wantStored {
+				t.Errorf("trace holds %d events (%s), want %d", len(events), typesOf(events), tt.wantStored)
+			}
+			if tt.wantStored > 0 {
+				if got, want := typesOf(events), strings.Join(wantTypes, " "); got != want {
+					t.Errorf("trace = %s\nwant    %s", got, want)
+				}
+				if err := trace.Verify(events); err != nil {
+					t.Errorf("trace does not verify: %v", err)
+				}
+			}
+			if got := store.attempts.Load(); got != int64(len(wantTypes)) {
+				t.Errorf("trace writes attempted = %d, want %d", got, len(wantTypes))
+			}
+			if got := r.TraceFailures(); got != tt.wantFailures {
+				t.Errorf("TraceFailures() = %d, want %d", got, tt.wantFailures)
+			}
+		})
+	}
+}
+
+func typesOf(events []trace.Event) string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Type)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestMaxTurns(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxTurns int
+	}{
+		{"one call", 1},
+		{"three calls", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A model that never stops asking for tools.
+			h := newHarness(t, func(modeltest.Request) modeltest.Reply {
+				return modeltest.Calls(modeltest.ListCall("", "."))
+			})
+			r := h.newRunner(h.db, h.gateway, runner.Config{MaxTurns: tt.maxTurns})
+			run := h.start(r, h.agent(corral.Limits{}), "look around forever")
+
+			done := h.waitRun(run.ID)
+			limit := fmt.Sprintf("limit of %d model calls", tt.maxTurns)
+			if done.Status != corral.RunErrored || done.Violation != "" || !strings.Contains(done.Reason, limit) {
+				t.Errorf("run = %s, violation %q, reason %q; want errored naming its %s", done.Status, done.Violation, done.Reason, limit)
+			}
+			if n := len(h.model.Requests()); n != tt.maxTurns {
+				t.Errorf("model calls = %d, want %d", n, tt.maxTurns)
+			}
+		})
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	h := newHarness(t, func(modeltest.Request) modeltest.Reply {
+		return modeltest.Calls(modeltest.ShellCall("", "sleep 30"))
+	})
+	r := h.newRunner(h.db, h.gateway, runner.Config{})
+	run := h.start(r, h.agent(corral.Limits{RunTimeoutS: 1}), "wait")
+
+	done := h.waitRun(run.ID)
+	if done.Status != corral.RunErrored || done.Violation != sandbox.ViolationTimeout {
+		t.Errorf("run = %s, violation %q (%s); want errored with violation %q",
+			done.Status, done.Violation, done.Reason, sandbox.ViolationTimeout)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Errorf("model calls = %d, want 1: the run's time ran out in its first tool", n)
+	}
+}
+
+func TestCloseLeavesRunsForReconcile(t *testing.T) {
+	ctx := context.Background()
+	const marker = "sleep 4245"
+	h := newHarness(t, func(req modeltest.Request) modeltest.Reply {
+		if req.Last().Role == "tool" {
+			return modeltest.Text("done")
+		}
+		return modeltest.Calls(modeltest.ShellCall("c1", "echo started > s.txt; "+marker))
+	})
+	first := runner.New(h.db, h.gateway, h.changes, runner.Config{})
+	agent := h.agent(corral.Limits{})
+	run := h.start(first, agent, "work long")
+
+	deadline := time.Now().Add(patience)
+	for len(processesWith(marker)) == 0 {
+		if got, err := h.db.Run(ctx, run.ID); err == nil && !corral.RunActive(got.Status) {
+			t.Fatalf("run ended %s (%s) before its tool was seen running", got.Status, got.Reason)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never started", marker)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	first.Close()
+	left, err := h.db.Run(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left.Status != corral.RunRunning || !left.EndedAt.IsZero() {
+		t.Fatalf("after Close, run = %s (%s), want still running for reconciliation", left.Status, left.Reason)
+	}
+	if procs := processesWith(marker); len(procs) != 0 {
+		t.Fatalf("processes left after Close: %v", procs)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Errorf("model calls = %d, want 1: a closing runner makes no more", n)
+	}
+
+	second := h.newRunner(h.db, h.gateway, runner.Config{})
+	n, err := second.Reconcile(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Reconcile = %d, %v; want 1, nil", n, err)
+	}
+	done, err := h.db.Run(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != corral.RunReconciled || done.EndedAt.IsZero() {
+		t.Fatalf("after Reconcile, run = %s (%s), want reconciled", done.Status, done.Reason)
+	}
+	// What it had staged waits for a person.
+	cs, err := h.db.ChangeSet(ctx, done.ChangeSetID)
+	if err != nil {
+		t.Fatalf("reconciled run's change set %q: %v", done.ChangeSetID, err)
+	}
+	if cs.Status != corral.ChangePending || cs.Mode != corral.ChangesReview || len(cs.Entries) != 1 || cs.Entries[0].Path != "s.txt" {
+		t.Errorf("reconciled run's change set = %+v, want s.txt pending review", cs)
+	}
+	events, err := h.db.Trace(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Verify(events); err != nil {
+		t.Errorf("trace does not verify: %v", err)
+	}
+	if got := typesOf(events); !strings.HasSuffix(got, "tool_call tool_result reconciled ended") {
+		t.Errorf("trace = %s, want it to end with the killed tool, then reconciled and ended", got)
+	}
+	if n, err := second.Reconcile(ctx); err != nil || n != 0 {
+		t.Errorf("second Reconcile = %d, %v; want 0, nil", n, err)
+	}
+}

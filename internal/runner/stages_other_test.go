@@ -1,0 +1,6 @@
+//go:build !linux
+
+package runner_test
+
+// unmountStages has nothing to do where staging is not supported.
+func unmountStages(string) {}

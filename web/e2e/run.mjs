@@ -1,0 +1,421 @@
+// Browser test of the whole product: the real corral server (built with
+// the UI embedded) against a scripted fake model, driven through Debian's
+// Chromium by two people in two browser contexts.
+//
+//   CORRAL_BIN=/tmp/corral-ui FAKEMODEL_BIN=/tmp/fakemodel npm run e2e
+//
+// Screenshots land in e2e/artifacts/. Every wait is a liveness bound (a
+// generous timeout), never a timing assertion. Exits non-zero on any failure.
+
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, chmodSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createInterface } from 'node:readline'
+import { chromium } from 'playwright-core'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const artifacts = join(here, 'artifacts')
+const WAIT = 30_000 // liveness bound for every wait
+const started = Date.now()
+
+const children = []
+let workDir = ''
+let browser = null
+
+function log(msg) {
+  const s = ((Date.now() - started) / 1000).toFixed(1).padStart(5)
+  console.log(`[${s}s] ${msg}`)
+}
+
+function fail(msg) {
+  throw new Error(msg)
+}
+
+function need(name) {
+  const v = process.env[name]
+  if (!v) fail(`${name} is not set: point it at the binary (see the header of e2e/run.mjs)`)
+  if (!existsSync(v)) fail(`${name}=${v} does not exist`)
+  return v
+}
+
+function findChromium() {
+  const candidates = [process.env.CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser'].filter(Boolean)
+  const found = candidates.find((p) => existsSync(p))
+  if (!found) {
+    fail(`no Chromium found (tried ${candidates.join(', ')}); install it (apt-get install chromium) or set CHROMIUM`)
+  }
+  return found
+}
+
+/** Starts a child process and resolves with the first match of re in its output stream. */
+function startAndRead(name, bin, args, env, stream, re) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    children.push({ name, child })
+    const tail = []
+    let done = false
+    const timer = setTimeout(() => {
+      if (done) return
+      done = true
+      reject(new Error(`${name} did not say where it listens within ${WAIT / 1000}s; its output:\n${tail.join('\n')}`))
+    }, WAIT)
+    for (const which of ['stdout', 'stderr']) {
+      createInterface({ input: child[which] }).on('line', (line) => {
+        tail.push(`${name} ${which}: ${line}`)
+        if (tail.length > 40) tail.shift()
+        if (process.env.E2E_VERBOSE) console.log(`  ${name}: ${line}`)
+        if (!done && which === stream) {
+          const m = re.exec(line)
+          if (m) {
+            done = true
+            clearTimeout(timer)
+            resolve(m[1])
+          }
+        }
+      })
+    }
+    child.on('exit', (code, signal) => {
+      if (!done) {
+        done = true
+        clearTimeout(timer)
+        reject(new Error(`${name} exited (${signal ?? code}) before it was ready; its output:\n${tail.join('\n')}`))
+      }
+    })
+    child.on('error', (err) => {
+      if (!done) {
+        done = true
+        clearTimeout(timer)
+        reject(new Error(`${name} could not start: ${err.message}`))
+      }
+    })
+  })
+}
+
+async function stopChildren() {
+  for (const { child } of children.slice().reverse()) {
+    if (child.exitCode !== null || child.signalCode !== null) continue
+    const exited = new Promise((r) => child.once('exit', r))
+    child.kill('SIGTERM')
+    const t = setTimeout(() => child.kill('SIGKILL'), 10_000)
+    await exited
+    clearTimeout(t)
+  }
+}
+
+function cleanDir() {
+  if (!workDir) return
+  // Runs stage the workspace on overlay mounts; a leftover one would stop rm.
+  const stages = join(workDir, 'data', 'stages')
+  if (existsSync(stages)) {
+    for (const s of readdirSync(stages)) {
+      spawnSync('umount', ['-l', join(stages, s, 'tree')], { stdio: 'ignore' })
+    }
+  }
+  try {
+    rmSync(workDir, { recursive: true, force: true })
+  } catch (err) {
+    console.error(`could not remove ${workDir}: ${err.message}`)
+  }
+}
+
+/** Polls until check() is truthy; fails with what after WAIT. */
+async function until(what, check) {
+  const deadline = Date.now() + WAIT
+  let last
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch (err) {
+      last = err
+    }
+    if (Date.now() > deadline) fail(`timed out after ${WAIT / 1000}s waiting for ${what}${last ? ` (${last.message})` : ''}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+async function visible(locator, what) {
+  try {
+    await locator.first().waitFor({ state: 'visible', timeout: WAIT })
+  } catch {
+    fail(`timed out after ${WAIT / 1000}s waiting for ${what}`)
+  }
+}
+
+async function hasText(locator, text, what) {
+  await until(`${what} to show “${text}”`, async () => ((await locator.first().textContent()) ?? '').includes(text))
+}
+
+async function count(locator, n, what) {
+  const got = await locator.count()
+  if (got !== n) fail(`expected ${n} of ${what}, found ${got}`)
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true })
+}
+
+/** Watches a page for script errors and CSP refusals: either fails the test. */
+function watch(page, who, problems) {
+  page.on('pageerror', (err) => problems.push(`${who}: page error: ${err.message}`))
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && /Content Security Policy|Refused to/i.test(msg.text())) {
+      problems.push(`${who}: ${msg.text()}`)
+    }
+  })
+}
+
+async function signUp(page, base, email, name, password) {
+  await page.goto(`${base}/signup`)
+  await page.getByLabel('Email', { exact: true }).fill(email)
+  await page.getByLabel('Name', { exact: true }).fill(name)
+  await page.getByLabel('Password', { exact: true }).fill(password)
+  await page.getByRole('button', { name: 'Sign up', exact: true }).click()
+  await visible(page.getByRole('heading', { name: 'Agents', level: 1 }), `${name}'s agents list after signing up`)
+}
+
+async function main() {
+  const corralBin = need('CORRAL_BIN')
+  const fakeBin = need('FAKEMODEL_BIN')
+  const chromiumPath = findChromium()
+  rmSync(artifacts, { recursive: true, force: true })
+  mkdirSync(artifacts, { recursive: true })
+
+  // The sandbox user must be able to traverse the data directory's parent.
+  workDir = mkdtempSync(join(tmpdir(), 'corral-e2e-'))
+  chmodSync(workDir, 0o711)
+  // The data directory too: made here, 0711, because the server would make
+  // a missing one 0700 and its runs' sandbox could not reach their stages.
+  const dataDir = join(workDir, 'data')
+  mkdirSync(dataDir, { mode: 0o711 })
+  chmodSync(dataDir, 0o711)
+
+  const modelURL = await startAndRead('fakemodel', fakeBin, [], {}, 'stdout', /fakemodel listening (http:\/\/\S+)/)
+  log(`fake model at ${modelURL}`)
+  const base = await startAndRead(
+    'corral',
+    corralBin,
+    ['serve', '--addr', '127.0.0.1:0', '--data', dataDir],
+    { CORRAL_MODEL_BASE_URL: modelURL, CORRAL_MODEL: 'scripted' },
+    'stderr',
+    /corral serving.* addr=(http:\/\/127\.0\.0\.1:\d+)/,
+  )
+  log(`corral at ${base}`)
+
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
+  })
+  const problems = []
+  const aliceCtx = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+  const bobCtx = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+  const alice = await aliceCtx.newPage()
+  const bob = await bobCtx.newPage()
+  for (const [p, who] of [
+    [alice, 'alice'],
+    [bob, 'bob'],
+  ]) {
+    p.setDefaultTimeout(WAIT)
+    watch(p, who, problems)
+  }
+
+  const step = async (name, fn) => {
+    log(name)
+    try {
+      await fn()
+    } catch (err) {
+      throw new Error(`step “${name}” failed: ${err.message}`)
+    }
+  }
+
+  const agentName = 'hello-agent'
+  let agentURL = ''
+
+  await step('a signed-out visitor is sent to the login page', async () => {
+    await alice.goto(`${base}/`)
+    await visible(alice.getByRole('heading', { name: 'Log in', level: 1 }), 'the login page')
+    await visible(alice.getByRole('button', { name: 'Log in', exact: true }), 'the Log in button')
+    await shot(alice, 'login')
+  })
+
+  await step('Alice signs up', () => signUp(alice, base, 'alice@example.com', 'Alice', 'correct horse battery'))
+
+  await step('Alice creates an agent', async () => {
+    await alice.getByRole('button', { name: 'New agent', exact: true }).click()
+    await alice.getByLabel('Name', { exact: true }).fill(agentName)
+    await alice.getByLabel('Instructions', { exact: true }).fill('Write files when asked.')
+    await alice.getByRole('button', { name: 'Create agent', exact: true }).click()
+    await visible(alice.getByRole('heading', { name: agentName, level: 1 }), 'the new agent’s page')
+    agentURL = alice.url()
+    await alice.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Agents' }).click()
+    const row = alice.getByRole('row').filter({ hasText: agentName })
+    await visible(row, 'the agent in the list')
+    await hasText(row, 'owner', 'the agent’s access badge')
+    await shot(alice, 'agents-list')
+    await row.getByRole('link', { name: agentName }).click()
+    await visible(alice.getByRole('heading', { name: agentName, level: 1 }), 'the agent page')
+  })
+
+  await step('Alice changes the agent’s settings', async () => {
+    await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Settings' }).click()
+    await alice.getByLabel('Instructions', { exact: true }).fill('Write the files you are asked for.')
+    await alice.getByRole('button', { name: 'Save', exact: true }).click()
+    await visible(alice.getByText('Saved.', { exact: true }), 'the saved notice')
+    await visible(alice.getByRole('button', { name: 'Delete agent', exact: true }), 'Delete agent for the owner')
+    await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Conversation' }).click()
+  })
+
+  await step('Alice asks for hello.txt and watches the run', async () => {
+    await alice.getByLabel('Message', { exact: true }).fill('please write hello.txt')
+    await alice.getByRole('button', { name: 'Send', exact: true }).click()
+    const live = alice.getByRole('region', { name: /Run in progress|Latest run/ })
+    await visible(live, 'the live run panel')
+    const toolOutput = live.getByRole('listitem').filter({ hasText: 'Tool output: shell' })
+    await visible(toolOutput, 'the shell tool’s output in the live timeline')
+    await hasText(toolOutput, 'looked', 'the shell tool’s output')
+    await hasText(live.getByRole('status'), 'completed', 'the run status')
+    const answer = alice.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: 'I wrote hello.txt.' })
+    await visible(answer, 'the assistant’s answer in the conversation')
+    await hasText(answer, agentName, 'the assistant message’s author')
+    await count(live.getByRole('button', { name: 'Stop', exact: true }), 0, 'Stop buttons after the run ended')
+    await shot(alice, 'agent-conversation')
+  })
+
+  await step('Alice reviews the change set and approves it', async () => {
+    await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Changes' }).click()
+    await alice.getByRole('link', { name: /^change set / }).first().click()
+    await visible(alice.getByRole('heading', { name: /^Change set /, level: 1 }), 'the change set page')
+    const entry = alice.getByRole('region', { name: 'hello.txt', exact: true })
+    await visible(entry, 'the hello.txt entry')
+    await hasText(entry, 'ordinary', 'the entry’s class badge')
+    await visible(entry.getByText('+Hello from the agent', { exact: true }), 'the added line in the diff')
+    await shot(alice, 'change-set')
+    await alice.getByRole('button', { name: 'Approve', exact: true }).click()
+    await hasText(alice.locator('.page-head'), 'applied', 'the change set status')
+    await count(alice.getByRole('button', { name: 'Approve', exact: true }), 0, 'Approve buttons on a decided change set')
+  })
+
+  await step('Alice reads the run’s trace', async () => {
+    await alice.getByRole('link', { name: /^run / }).first().click()
+    await visible(alice.getByRole('heading', { name: /^Run /, level: 1 }), 'the run page')
+    const timeline = alice.getByRole('list', { name: 'Run timeline' })
+    await hasText(timeline, 'Ended: completed', 'the run timeline')
+    await hasText(timeline, 'Tool call: write_file', 'the run timeline')
+    await shot(alice, 'run-trace')
+  })
+
+  await step('Alice sees hello.txt in the workspace', async () => {
+    await alice.goto(`${agentURL}?tab=files`)
+    await alice.getByRole('link', { name: 'hello.txt', exact: true }).click()
+    await hasText(alice.getByLabel('Content of hello.txt'), 'Hello from the agent', 'the file view')
+    await shot(alice, 'files')
+  })
+
+  await step('Bob signs up', () => signUp(bob, base, 'bob@example.com', 'Bob', 'another long secret'))
+
+  await step('Alice shares the agent with Bob as a viewer', async () => {
+    await alice.goto(`${agentURL}?tab=sharing`)
+    await alice.getByLabel('Email', { exact: true }).fill('bob@example.com')
+    await alice.getByLabel('Level', { exact: true }).selectOption('viewer')
+    await alice.getByRole('button', { name: 'Share', exact: true }).click()
+    await visible(alice.getByRole('row').filter({ hasText: 'bob@example.com' }), 'Bob’s grant')
+    await alice.getByRole('button', { name: 'Create link', exact: true }).click()
+    await visible(alice.getByRole('textbox', { name: /shown only this once/ }), 'the new share link')
+    const link = await alice.getByRole('textbox', { name: /shown only this once/ }).inputValue()
+    if (!link.startsWith(`${base}/links/`)) fail(`share link ${link} does not start with ${base}/links/`)
+    await shot(alice, 'sharing')
+  })
+
+  await step('Bob, a viewer, reads the conversation but may not send', async () => {
+    await bob.goto(agentURL)
+    await visible(bob.getByRole('heading', { name: agentName, level: 1 }), 'the shared agent for Bob')
+    await visible(
+      bob.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: 'I wrote hello.txt.' }),
+      'the conversation for Bob',
+    )
+    await hasText(bob.locator('.agent-head'), 'viewer', 'Bob’s access badge')
+    await count(bob.getByRole('textbox', { name: 'Message', exact: true }), 0, 'Message boxes for a viewer')
+    await count(bob.getByLabel('Message', { exact: true }), 0, 'Message fields for a viewer')
+    await count(bob.getByRole('button', { name: 'Send', exact: true }), 0, 'Send buttons for a viewer')
+    await count(bob.getByRole('link', { name: 'Sharing', exact: true }), 0, 'Sharing tabs for a viewer')
+    await shot(bob, 'viewer')
+    const tabs = bob.getByRole('navigation', { name: 'Agent sections' })
+    await tabs.getByRole('link', { name: 'Settings' }).click()
+    await visible(bob.getByRole('heading', { name: 'Settings', level: 2 }), 'the settings for Bob')
+    await count(bob.getByRole('button', { name: 'Save', exact: true }), 0, 'Save buttons for a viewer')
+    await count(bob.getByRole('button', { name: 'Delete agent', exact: true }), 0, 'Delete agent buttons for a viewer')
+    await tabs.getByRole('link', { name: 'Conversation' }).click()
+    await visible(bob.getByRole('heading', { name: 'Conversation', level: 2 }), 'the conversation for Bob again')
+  })
+
+  await step('Alice revokes Bob’s grant', async () => {
+    const row = alice.getByRole('row').filter({ hasText: 'bob@example.com' })
+    await row.getByRole('button', { name: 'Revoke', exact: true }).click()
+    await until('Bob’s grant to disappear', async () => (await row.count()) === 0)
+  })
+
+  await step('Bob’s open page loses access', async () => {
+    // No reload: the page's next poll must notice on its own.
+    await visible(
+      bob.getByText('This agent does not exist or you no longer have access to it.', { exact: true }),
+      'the no-access message on Bob’s page',
+    )
+    await visible(bob.getByRole('link', { name: 'Back to your agents' }), 'the link back to the list')
+    await shot(bob, 'no-access')
+  })
+
+  await step('Alice logs out', async () => {
+    await alice.getByRole('button', { name: 'Log out', exact: true }).click()
+    await visible(alice.getByRole('heading', { name: 'Log in', level: 1 }), 'the login page after logging out')
+    await alice.goto(agentURL)
+    await visible(alice.getByRole('heading', { name: 'Log in', level: 1 }), 'the login page for a signed-out visit')
+  })
+
+  await step('repeated wrong passwords are throttled, in words', async () => {
+    await alice.getByLabel('Email', { exact: true }).fill('mallory@example.com')
+    await alice.getByLabel('Password', { exact: true }).fill('not the password')
+    const alert = alice.getByRole('alert')
+    const throttled = /^Too many attempts\. Try again in \d+ seconds?\.$/
+    let text = ''
+    for (let i = 0; i < 20 && !throttled.test(text); i++) {
+      await alice.getByRole('button', { name: 'Log in', exact: true }).click()
+      await until('the login to answer', async () => (await alert.count()) > 0 && (await alice.getByRole('button', { name: 'Log in' }).isEnabled()))
+      text = ((await alert.first().textContent()) ?? '').trim()
+    }
+    if (!throttled.test(text)) fail(`after 20 wrong passwords the login still says “${text}”, not the throttling message`)
+  })
+
+  if (problems.length > 0) fail(`the browser reported problems:\n  ${problems.join('\n  ')}`)
+}
+
+let code = 0
+try {
+  await main()
+  log(`e2e passed; screenshots in ${artifacts}`)
+} catch (err) {
+  code = 1
+  console.error(`\ne2e FAILED: ${err.message}`)
+  try {
+    if (browser) {
+      for (const ctx of browser.contexts()) {
+        for (const [i, p] of ctx.pages().entries()) {
+          await p.screenshot({ path: join(artifacts, `failure-${browser.contexts().indexOf(ctx)}-${i}.png`), fullPage: true })
+        }
+      }
+      console.error(`failure screenshots in ${artifacts}`)
+    }
+  } catch {
+    // the browser may be what failed
+  }
+} finally {
+  try {
+    await browser?.close()
+  } catch {
+    // already gone
+  }
+  await stopChildren()
+  cleanDir()
+}
+process.exit(code)

@@ -1,0 +1,3 @@
+module corral/web
+
+// keeps the go tool out of node_modules

@@ -1,0 +1,86 @@
+// The top of every agent page: its name, the caller's access, its state
+// (with Release for the owner when quarantined) and its sections.
+
+import { useState } from 'react'
+import { api } from './api'
+import { AccessBadge, StateBadge } from './badges'
+import { ErrorText } from './feedback'
+import { can } from './permissions'
+import { Link } from './router'
+import type { Agent } from './types'
+
+export type Section = 'conversation' | 'runs' | 'changes' | 'files' | 'sharing' | 'settings'
+
+export function AgentHeader({ agent, section, onChange }: { agent: Agent; section: Section; onChange: (a: Agent) => void }) {
+  const [error, setError] = useState<unknown>()
+  const [busy, setBusy] = useState(false)
+  const base = `/agents/${encodeURIComponent(agent.id)}`
+  const tabs: { id: Section; label: string; to: string; show: boolean }[] = [
+    { id: 'conversation', label: 'Conversation', to: base, show: true },
+    { id: 'runs', label: 'Runs', to: `${base}?tab=runs`, show: true },
+    { id: 'changes', label: 'Changes', to: `${base}?tab=changes`, show: true },
+    { id: 'files', label: 'Files', to: `${base}?tab=files`, show: true },
+    { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: can(agent.access, 'share') },
+    { id: 'settings', label: 'Settings', to: `${base}/settings`, show: true },
+  ]
+
+  async function release() {
+    setBusy(true)
+    setError(undefined)
+    try {
+      onChange(await api.releaseAgent(agent.id))
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  return (
+    <div className="agent-head">
+      <div className="page-head">
+        <h1>{agent.name}</h1>
+        <div className="badges">
+          <span>
+            Your access: <AccessBadge access={agent.access} />
+          </span>
+          <span>
+            State: <StateBadge state={agent.state} />
+          </span>
+          <span className="muted">Owner: {agent.owner.name}</span>
+        </div>
+      </div>
+      {agent.state === 'quarantined' && (
+        <div className="banner bad">
+          <p>
+            This agent is quarantined after repeated limit violations: new messages are refused
+            {can(agent.access, 'release') ? ' until you release it.' : ' until its owner releases it.'}
+          </p>
+          {can(agent.access, 'release') && (
+            <button type="button" onClick={release} disabled={busy}>
+              Release
+            </button>
+          )}
+        </div>
+      )}
+      {agent.state === 'paused' && (
+        <div className="banner warn">
+          <p>
+            This agent is paused: its token budget is spent ({agent.budget.used} of {agent.budget.tokens} tokens).
+            {can(agent.access, 'setBudget') ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
+          </p>
+        </div>
+      )}
+      <ErrorText error={error} />
+      <nav aria-label="Agent sections" className="tabs">
+        {tabs
+          .filter((t) => t.show)
+          .map((t) => (
+            <Link key={t.id} to={t.to} aria-current={t.id === section ? 'page' : undefined}>
+              {t.label}
+            </Link>
+          ))}
+      </nav>
+    </div>
+  )
+}

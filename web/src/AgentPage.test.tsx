@@ -1,0 +1,170 @@
+// The agent page offers each level only what it allows, and follows a
+// live run over a (fake) event stream.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { act, render, screen, waitFor } from '@testing-library/react'
+import { AgentPage } from './pages/Agent'
+import { SessionContext } from './session'
+import type { Agent, Level, Run, User } from './types'
+
+const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false }
+
+function agent(access: Level): Agent {
+  return {
+    id: 'agt_1',
+    name: 'helper',
+    instructions: '',
+    model: '',
+    owner: { id: 'usr_owner', name: 'Olive' },
+    access,
+    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
+    limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0 },
+    budget: { tokens: 0, used: 0 },
+    state: 'active',
+    created_at: '2025-01-01T00:00:00Z',
+    updated_at: '2025-01-01T00:00:00Z',
+  }
+}
+
+function run(status: Run['status'], by = me.id): Run {
+  return {
+    id: 'run_1',
+    agent_id: 'agt_1',
+    status,
+    triggered_by: { id: by, name: 'Someone' },
+    parent_run_id: null,
+    message_id: 'msg_1',
+    change_set_id: null,
+    tokens: { input: 0, output: 0 },
+    violation: null,
+    reason: '',
+    created_at: '2025-01-01T00:00:00Z',
+    started_at: null,
+    ended_at: null,
+  }
+}
+
+class FakeEventSource {
+  static CONNECTING = 0
+  static OPEN = 1
+  static CLOSED = 2
+  static last: FakeEventSource | null = null
+  readyState = 1
+  listeners: Record<string, ((e: MessageEvent) => void)[]> = {}
+  constructor(public url: string) {
+    FakeEventSource.last = this
+  }
+  addEventListener(type: string, fn: (e: MessageEvent) => void) {
+    ;(this.listeners[type] ??= []).push(fn)
+  }
+  close() {
+    this.readyState = 2
+  }
+  emit(type: string, data: unknown) {
+    for (const fn of this.listeners[type] ?? []) fn(new MessageEvent(type, { data: JSON.stringify(data) }))
+  }
+}
+
+function serve(level: Level, runs: Run[]) {
+  vi.stubGlobal(
+    'fetch',
+    vi.fn(async (url: string) => {
+      const path = url.split('?')[0]
+      const body: unknown =
+        path === '/api/agents/agt_1'
+          ? agent(level)
+          : path.endsWith('/messages')
+            ? { items: [{ id: 'msg_1', role: 'user', content: 'hello there', author: me, run_id: 'run_1', created_at: '2025-01-01T00:00:00Z' }] }
+            : path.endsWith('/runs')
+              ? { items: runs }
+              : { items: [] }
+      return new Response(JSON.stringify(body), { status: 200 })
+    }),
+  )
+}
+
+/** Waits for the run view's effect to open its stream. */
+async function stream(): Promise<FakeEventSource> {
+  await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
+  return FakeEventSource.last!
+}
+
+function page() {
+  return render(
+    <SessionContext.Provider value={{ user: me, setUser: () => {} }}>
+      <AgentPage id="agt_1" />
+    </SessionContext.Provider>,
+  )
+}
+
+beforeEach(() => {
+  FakeEventSource.last = null
+  vi.stubGlobal('EventSource', FakeEventSource)
+})
+
+afterEach(() => vi.unstubAllGlobals())
+
+describe('AgentPage per level, with a run of mine going', () => {
+  const cases: { level: Level; send: boolean; stop: boolean; kill: boolean; sharing: boolean }[] = [
+    { level: 'viewer', send: false, stop: false, kill: false, sharing: false },
+    { level: 'runner', send: true, stop: true, kill: false, sharing: false },
+    { level: 'editor', send: true, stop: true, kill: true, sharing: false },
+    { level: 'owner', send: true, stop: true, kill: true, sharing: true },
+  ]
+  for (const c of cases) {
+    it(`offers a ${c.level} only what it may do`, async () => {
+      serve(c.level, [run('running')])
+      page()
+      await screen.findByText('hello there')
+      await screen.findByRole('status')
+      await stream()
+      expect(screen.queryAllByRole('textbox', { name: 'Message' })).toHaveLength(c.send ? 1 : 0)
+      expect(screen.queryAllByRole('button', { name: 'Send' })).toHaveLength(c.send ? 1 : 0)
+      expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(c.stop ? 1 : 0)
+      expect(screen.queryAllByRole('button', { name: 'Kill' })).toHaveLength(c.kill ? 1 : 0)
+      expect(screen.queryAllByRole('link', { name: 'Sharing' })).toHaveLength(c.sharing ? 1 : 0)
+    })
+  }
+
+  it('does not offer a runner Stop on someone else’s run', async () => {
+    serve('runner', [run('running', 'usr_other')])
+    page()
+    await screen.findByRole('status')
+    await stream()
+    expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(0)
+  })
+})
+
+describe('AgentPage live run', () => {
+  it('shows tool output as it comes and the end status', async () => {
+    serve('owner', [run('running')])
+    page()
+    await screen.findByRole('status')
+    const es = await stream()
+    expect(es.url).toBe('/api/runs/run_1/events')
+    const ev = (seq: number, type: string, data: object) => ({ seq, at: '2025-01-01T00:00:00Z', type, data, hash: '', prev_hash: '' })
+    act(() => {
+      es.emit('trace', ev(1, 'started', {}))
+      es.emit('trace', ev(2, 'tool_call', { name: 'shell', arguments: '{"command":"echo looked"}' }))
+      es.emit('trace', ev(3, 'tool_result', { name: 'shell', exit_code: 0, output: 'looked\n' }))
+      es.emit('delta', { content: 'Done' })
+    })
+    expect(screen.getByText('$ echo looked')).toBeTruthy()
+    expect(screen.getByText('Tool output: shell')).toBeTruthy()
+    expect(screen.getByText('Done')).toBeTruthy()
+    expect(screen.getByRole('status').textContent).toContain('running')
+    act(() => es.emit('trace', ev(4, 'ended', { status: 'completed', reason: 'the model answered' })))
+    expect(screen.getByRole('status').textContent).toContain('completed')
+    expect(es.readyState).toBe(FakeEventSource.CLOSED)
+    expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(0)
+  })
+
+  it('shows a lost access and stops following', async () => {
+    serve('viewer', [run('running', 'usr_other')])
+    page()
+    await screen.findByRole('status')
+    const es = await stream()
+    act(() => es.emit('error', { error: { code: 'not_found', message: 'You no longer have access to this run.' } }))
+    expect(screen.getByText('You no longer have access to this run.')).toBeTruthy()
+    expect(es.readyState).toBe(FakeEventSource.CLOSED)
+  })
+})

@@ -1,0 +1,117 @@
+// The app: who is signed in, the page frame, and which page a path shows.
+
+import { useEffect, useState } from 'react'
+import { api, setUnauthenticatedHandler } from './api'
+import { ErrorText, Loading } from './feedback'
+import { Link, match, navigate, useLocation } from './router'
+import { SessionContext, safeNext } from './session'
+import type { User } from './types'
+import { LoginPage, SignupPage } from './pages/Auth'
+import { AgentsPage } from './pages/Agents'
+import { NewAgentPage, SettingsPage } from './pages/Settings'
+import { AgentPage } from './pages/Agent'
+import { RunPage } from './pages/Run'
+import { ChangePage } from './pages/Change'
+import { AcceptLinkPage } from './pages/AcceptLink'
+
+export function App() {
+  const [user, setUser] = useState<User | null | undefined>(undefined)
+  const [bootError, setBootError] = useState<unknown>()
+  const { path, query } = useLocation()
+
+  useEffect(() => {
+    setUnauthenticatedHandler(() => {
+      setUser(null)
+      const here = window.location.pathname + window.location.search
+      if (!here.startsWith('/login') && !here.startsWith('/signup')) {
+        navigate(`/login?next=${encodeURIComponent(here)}`, { replace: true })
+      }
+    })
+    api
+      .me()
+      .then(setUser)
+      .catch((err) => {
+        if (err?.status === 401) setUser(null)
+        else {
+          setBootError(err)
+          setUser(null)
+        }
+      })
+  }, [])
+
+  const publicPage = path === '/login' || path === '/signup'
+
+  useEffect(() => {
+    if (user === undefined) return
+    if (user === null && !publicPage) {
+      navigate(`/login?next=${encodeURIComponent(path + (query.size ? `?${query}` : ''))}`, { replace: true })
+    } else if (user !== null && publicPage) {
+      navigate(safeNext(query.get('next')), { replace: true })
+    }
+  }, [user, publicPage, path, query])
+
+  async function logout() {
+    try {
+      await api.logout()
+    } finally {
+      setUser(null)
+      navigate('/login')
+    }
+  }
+
+  return (
+    <SessionContext.Provider value={{ user: user ?? null, setUser }}>
+      <header className="top">
+        <Link to="/" className="brand">
+          Corral
+        </Link>
+        {user && (
+          <nav aria-label="Main">
+            <Link to="/" aria-current={path === '/' ? 'page' : undefined}>
+              Agents
+            </Link>
+          </nav>
+        )}
+        <div className="whoami">
+          {user && (
+            <>
+              <span>
+                Signed in as <strong>{user.name}</strong>
+              </span>
+              <button type="button" className="secondary" onClick={logout}>
+                Log out
+              </button>
+            </>
+          )}
+        </div>
+      </header>
+      <main>
+        <ErrorText error={bootError} />
+        {user === undefined ? <Loading what="your account" /> : <Page path={path} signedIn={user !== null} />}
+      </main>
+    </SessionContext.Provider>
+  )
+}
+
+function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
+  if (path === '/login') return <LoginPage />
+  if (path === '/signup') return <SignupPage />
+  if (!signedIn) return null // on the way to /login
+  let p: Record<string, string> | null
+  if (path === '/') return <AgentsPage />
+  if (match('/agents/new', path)) return <NewAgentPage />
+  if ((p = match('/agents/:id/settings', path))) return <SettingsPage key={p.id} id={p.id} />
+  if ((p = match('/agents/:id', path))) return <AgentPage key={p.id} id={p.id} />
+  if ((p = match('/runs/:id', path))) return <RunPage key={p.id} id={p.id} />
+  if ((p = match('/changes/:id', path))) return <ChangePage key={p.id} id={p.id} />
+  if ((p = match('/links/:token', path))) return <AcceptLinkPage key={p.token} token={p.token} />
+  return (
+    <div className="notice">
+      <h1>Page not found</h1>
+      <p>There is nothing at this address.</p>
+      <p>
+        <Link to="/">Back to your agents</Link>
+      </p>
+    </div>
+  )
+}

@@ -1,0 +1,177 @@
+// One run as it happens: its status, its timeline, the model's text as it
+// streams, and Stop and Kill for those allowed. A run still going is
+// followed over its event stream; one that is over is read from its trace.
+
+import { useEffect, useReducer, useRef, useState } from 'react'
+import { api } from './api'
+import { StatusBadge } from './badges'
+import { errorMessage, isNotFound } from './errors'
+import { ErrorText, noAccessText } from './feedback'
+import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
+import { can, canStop } from './permissions'
+import { toTimeline } from './timeline'
+import { Timeline } from './Timeline'
+import type { Level, Run, TraceEvent, User } from './types'
+
+interface Props {
+  run: Run
+  level: Level
+  me: User | null
+  /** Called once when a run this view followed ends. */
+  onEnded?: (s: LiveState) => void
+  /** Leaves usage events out (the conversation's compact view). */
+  compact?: boolean
+}
+
+export function RunView({ run, level, me, onEnded, compact }: Props) {
+  const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
+  const endedAtStart = useRef(isTerminal(run.status))
+  const reported = useRef(false)
+
+  useEffect(() => {
+    const id = run.id
+    if (endedAtStart.current) {
+      // Over already: the stored trace is all there is.
+      let live = true
+      api
+        .trace(id)
+        .then((items) => {
+          if (live) for (const event of items) dispatch({ type: 'trace', event })
+        })
+        .catch((err) => live && dispatch({ type: 'error', message: isNotFound(err) ? noAccessText : errorMessage(err) }))
+      return () => {
+        live = false
+      }
+    }
+    let closed = false
+    let es: EventSource | null = null
+    let retry: ReturnType<typeof setTimeout> | undefined
+
+    const stop = () => {
+      closed = true
+      es?.close()
+      clearTimeout(retry)
+    }
+    // The stream could not be (re)opened: ask the API where the run stands.
+    const check = () => {
+      api
+        .run(id)
+        .then((r) => {
+          if (closed) return
+          dispatch({ type: 'run', run: r })
+          if (isTerminal(r.status)) stop()
+          else retry = setTimeout(open, 2000)
+        })
+        .catch((err) => {
+          if (closed) return
+          dispatch({ type: 'error', message: isNotFound(err) ? noAccessText : errorMessage(err) })
+          stop()
+        })
+    }
+    const open = () => {
+      if (closed) return
+      es = new EventSource(api.runEventsURL(id))
+      es.addEventListener('trace', (e) => {
+        const event = parseData<TraceEvent>((e as MessageEvent).data)
+        if (!event) return
+        dispatch({ type: 'trace', event })
+        // The server closes the stream after this; EventSource would reconnect.
+        if (event.type === 'ended' || event.type === 'reconciled') stop()
+      })
+      es.addEventListener('delta', (e) => {
+        const d = parseData<{ content?: string }>((e as MessageEvent).data)
+        if (d && typeof d.content === 'string') dispatch({ type: 'delta', content: d.content })
+      })
+      es.addEventListener('error', (e) => {
+        if (closed) return
+        const data = (e as MessageEvent).data
+        if (typeof data === 'string' && data !== '') {
+          // The server's `event: error`: access is lost; nothing more will come.
+          const body = parseData<{ error?: { message?: string } }>(data)
+          dispatch({ type: 'error', message: body?.error?.message || noAccessText })
+          stop()
+          return
+        }
+        if (es && es.readyState === EventSource.CLOSED) {
+          // Refused outright (an answer that is not a stream): the browser will not retry.
+          es = null
+          check()
+        }
+        // Otherwise the browser reconnects by itself and the trace is replayed.
+      })
+    }
+    open()
+    return stop
+  }, [run.id])
+
+  useEffect(() => {
+    if (state.ended && !endedAtStart.current && !reported.current) {
+      reported.current = true
+      onEnded?.(state)
+    }
+  }, [state, onEnded])
+
+  let items = toTimeline(state.events)
+  if (compact) items = items.filter((i) => i.type !== 'usage')
+  const going = !finished(state)
+
+  return (
+    <div className="run-view">
+      <p role="status" aria-live="polite" className="run-status">
+        Run status: <StatusBadge status={state.status === 'connecting' ? run.status : state.status} />
+        {state.reason && <span className="muted"> — {state.reason}</span>}
+      </p>
+      {state.error && (
+        <p role="alert" className="error">
+          {state.error}
+        </p>
+      )}
+      {going && <RunControls run={run} level={level} me={me} />}
+      <Timeline items={items} label="Run timeline" />
+      {state.streaming && (
+        <div className="streaming" aria-live="off">
+          <span className="muted">The model is writing…</span>
+          <p className="pre">{state.streaming}</p>
+        </div>
+      )}
+    </div>
+  )
+}
+
+function RunControls({ run, level, me }: { run: Run; level: Level; me: User | null }) {
+  const [error, setError] = useState<unknown>()
+  const [asked, setAsked] = useState<'stop' | 'kill'>()
+  const stoppable = canStop(level, run, me)
+  const killable = can(level, 'kill')
+  if (!stoppable && !killable) return null
+
+  async function act(what: 'stop' | 'kill') {
+    setError(undefined)
+    setAsked(what)
+    try {
+      if (what === 'stop') await api.stopRun(run.id)
+      else await api.killRun(run.id)
+    } catch (err) {
+      setError(err)
+      setAsked(undefined)
+    }
+  }
+
+  return (
+    <div className="run-controls">
+      {stoppable && (
+        <button type="button" className="secondary" onClick={() => act('stop')} disabled={asked !== undefined}>
+          Stop
+        </button>
+      )}
+      {killable && (
+        <button type="button" className="danger" onClick={() => act('kill')} disabled={asked === 'kill'}>
+          Kill
+        </button>
+      )}
+      {asked === 'stop' && <span className="muted">Stopping at the next safe point…</span>}
+      {asked === 'kill' && <span className="muted">Killing…</span>}
+      <ErrorText error={error} />
+    </div>
+  )
+}

@@ -1,0 +1,23 @@
+import { formatClock } from './format'
+import type { TimelineItem } from './timeline'
+
+/** A run's trace as a list of what happened, in order. */
+export function Timeline({ items, label }: { items: TimelineItem[]; label: string }) {
+  if (items.length === 0) return <p className="muted">Nothing has happened yet.</p>
+  return (
+    <ol className="timeline" aria-label={label}>
+      {items.map((it) => (
+        <li key={it.seq} className={`tl tl-${it.tone} tl-type-${it.type}`}>
+          <div className="tl-head">
+            <span className="tl-title">{it.title}</span>
+            {it.facts.length > 0 && <span className="tl-facts">{it.facts.join(' · ')}</span>}
+            <time dateTime={it.at} className="tl-time">
+              {formatClock(it.at)}
+            </time>
+          </div>
+          {it.detail && <pre className="tl-detail">{it.detail}</pre>}
+        </li>
+      ))}
+    </ol>
+  )
+}

@@ -1,0 +1,25 @@
+// Small labelled tags: a level, a state, a status, a change class.
+
+export function Badge({ kind, value, label }: { kind: string; value: string; label?: string }) {
+  return (
+    <span className={`badge badge-${kind} badge-${kind}-${value}`} title={label ? `${label}: ${value}` : undefined}>
+      {value}
+    </span>
+  )
+}
+
+export function AccessBadge({ access }: { access: string }) {
+  return <Badge kind="access" value={access} label="Your access" />
+}
+
+export function StateBadge({ state }: { state: string }) {
+  return <Badge kind="state" value={state} label="State" />
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  return <Badge kind="status" value={status} label="Status" />
+}
+
+export function ClassBadge({ cls }: { cls: string }) {
+  return <Badge kind="class" value={cls} label="Class" />
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest'
+import { finished, initialLive, liveReducer, parseData, type LiveAction, type LiveState } from './live'
+import type { Run, TraceEvent } from './types'
+
+function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
+  return { seq, at: `2025-01-01T00:00:0${seq}Z`, type, data, hash: `h${seq}`, prev_hash: seq > 1 ? `h${seq - 1}` : '' }
+}
+
+function run(over: Partial<Run>): Run {
+  return {
+    id: 'run_1',
+    agent_id: 'agt_1',
+    status: 'running',
+    triggered_by: null,
+    parent_run_id: null,
+    message_id: 'msg_1',
+    change_set_id: null,
+    tokens: { input: 0, output: 0 },
+    violation: null,
+    reason: '',
+    created_at: '',
+    started_at: null,
+    ended_at: null,
+    ...over,
+  }
+}
+
+function reduce(actions: LiveAction[], start: LiveState = initialLive('run_1')): LiveState {
+  return actions.reduce(liveReducer, start)
+}
+
+describe('liveReducer', () => {
+  it('follows a run from admitted to completed', () => {
+    const steps: [LiveAction, string, boolean][] = [
+      [{ type: 'trace', event: ev(1, 'admitted') }, 'admitted', false],
+      [{ type: 'trace', event: ev(2, 'started', { model: 'scripted' }) }, 'running', false],
+      [{ type: 'trace', event: ev(3, 'tool_call', { name: 'shell', arguments: '{"command":"ls"}' }) }, 'running', false],
+      [{ type: 'trace', event: ev(4, 'tool_result', { name: 'shell', output: 'looked\n', exit_code: 0 }) }, 'running', false],
+      [{ type: 'trace', event: ev(5, 'ended', { status: 'completed', reason: 'done', change_set_id: 'chg_1' }) }, 'completed', true],
+    ]
+    let s = initialLive('run_1')
+    for (const [action, status, ended] of steps) {
+      s = liveReducer(s, action)
+      expect(s.status).toBe(status)
+      expect(s.ended).toBe(ended)
+    }
+    expect(s.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5])
+    expect(s.reason).toBe('done')
+    expect(s.changeSetId).toBe('chg_1')
+    expect(finished(s)).toBe(true)
+  })
+
+  it('streams deltas until the whole message arrives', () => {
+    let s = reduce([
+      { type: 'trace', event: ev(1, 'started') },
+      { type: 'delta', content: 'I wrote ' },
+      { type: 'delta', content: 'hello.txt.' },
+    ])
+    expect(s.streaming).toBe('I wrote hello.txt.')
+    s = liveReducer(s, { type: 'trace', event: ev(2, 'message', { content: 'I wrote hello.txt.' }) })
+    expect(s.streaming).toBe('')
+  })
+
+  it('ignores events a reconnect replays', () => {
+    const s = reduce([
+      { type: 'trace', event: ev(1, 'admitted') },
+      { type: 'trace', event: ev(2, 'started') },
+      { type: 'trace', event: ev(1, 'admitted') },
+      { type: 'trace', event: ev(2, 'started') },
+    ])
+    expect(s.events.map((e) => e.seq)).toEqual([1, 2])
+    expect(s.status).toBe('running')
+  })
+
+  it('keeps the newest status when an older event comes late', () => {
+    const s = reduce([
+      { type: 'trace', event: ev(2, 'started') },
+      { type: 'trace', event: ev(1, 'admitted') },
+    ])
+    expect(s.events.map((e) => e.seq)).toEqual([1, 2])
+    expect(s.status).toBe('running')
+  })
+
+  it('shows pause and resume', () => {
+    let s = reduce([
+      { type: 'trace', event: ev(1, 'started') },
+      { type: 'trace', event: ev(2, 'paused', { budget_tokens: 10, budget_used: 10 }) },
+    ])
+    expect(s.status).toBe('paused')
+    expect(s.ended).toBe(false)
+    s = liveReducer(s, { type: 'trace', event: ev(3, 'resumed') })
+    expect(s.status).toBe('running')
+  })
+
+  it('ends on killed, cancelled and errored', () => {
+    for (const status of ['killed', 'cancelled', 'errored'] as const) {
+      const s = reduce([{ type: 'trace', event: ev(1, 'ended', { status, reason: `it was ${status}` }) }])
+      expect(s.status).toBe(status)
+      expect(s.ended).toBe(true)
+    }
+  })
+
+  it('treats a reconciled run as ended', () => {
+    const s = reduce([{ type: 'trace', event: ev(1, 'reconciled', { previous_status: 'running' }) }])
+    expect(s.status).toBe('reconciled')
+    expect(s.ended).toBe(true)
+  })
+
+  it('drops deltas after the end', () => {
+    const s = reduce([
+      { type: 'trace', event: ev(1, 'ended', { status: 'completed' }) },
+      { type: 'delta', content: 'late' },
+    ])
+    expect(s.streaming).toBe('')
+  })
+
+  it('stops following on an error event', () => {
+    const s = reduce([
+      { type: 'trace', event: ev(1, 'started') },
+      { type: 'delta', content: 'par' },
+      { type: 'error', message: 'You no longer have access to this agent.' },
+    ])
+    expect(s.error).toBe('You no longer have access to this agent.')
+    expect(s.streaming).toBe('')
+    expect(s.ended).toBe(false)
+    expect(finished(s)).toBe(true)
+  })
+
+  it('takes a final status read from the API', () => {
+    const s = reduce([
+      { type: 'trace', event: ev(1, 'started') },
+      { type: 'run', run: run({ status: 'killed', reason: 'killed by Alice', change_set_id: 'chg_2' }) },
+    ])
+    expect(s.status).toBe('killed')
+    expect(s.ended).toBe(true)
+    expect(s.reason).toBe('killed by Alice')
+    expect(s.changeSetId).toBe('chg_2')
+  })
+
+  it('ignores a snapshot of another run, and an active snapshot after the end', () => {
+    let s = reduce([{ type: 'run', run: run({ id: 'run_other', status: 'completed' }) }])
+    expect(s.ended).toBe(false)
+    s = reduce([
+      { type: 'trace', event: ev(1, 'ended', { status: 'completed' }) },
+      { type: 'run', run: run({ status: 'running' }) },
+    ])
+    expect(s.status).toBe('completed')
+  })
+
+  it('starts ended for a run known to be over', () => {
+    expect(initialLive('run_1', 'completed').ended).toBe(true)
+    expect(initialLive('run_1', 'running').ended).toBe(false)
+  })
+})
+
+describe('parseData', () => {
+  it('parses JSON and refuses the rest', () => {
+    expect(parseData<{ content: string }>('{"content":"x"}')).toEqual({ content: 'x' })
+    expect(parseData('not json')).toBeUndefined()
+    expect(parseData(undefined)).toBeUndefined()
+  })
+})

@@ -1,0 +1,121 @@
+// Following a run live: the state built from its event stream
+// (GET /api/runs/{id}/events). A pure reducer, so it can be tested without
+// an EventSource; LiveRun.tsx feeds it.
+
+import { mergeEvents } from './timeline'
+import type { Run, RunStatus, TraceEvent } from './types'
+
+export type LiveStatus = RunStatus | 'connecting'
+
+export interface LiveState {
+  runId: string
+  status: LiveStatus
+  events: TraceEvent[]
+  /** The model's text as it streams, until the whole message arrives as a trace event. */
+  streaming: string
+  /** The run is over (its `ended` event, or a final status read from the API). */
+  ended: boolean
+  /** Why it ended, in words, when the server said. */
+  reason?: string
+  changeSetId?: string | null
+  /** The stream was cut off for good (access lost): shown, and nothing more is followed. */
+  error?: string
+}
+
+export type LiveAction =
+  | { type: 'trace'; event: TraceEvent }
+  | { type: 'delta'; content: string }
+  | { type: 'error'; message: string }
+  | { type: 'run'; run: Run }
+
+const terminal = new Set<string>(['completed', 'cancelled', 'killed', 'errored', 'reconciled'])
+
+export function isTerminal(status: string): boolean {
+  return terminal.has(status)
+}
+
+export function initialLive(runId: string, status: LiveStatus = 'connecting'): LiveState {
+  return { runId, status, events: [], streaming: '', ended: isTerminal(status) }
+}
+
+/** The run's status after an event of this type, or undefined when the event does not change it. */
+function statusAfter(ev: TraceEvent): LiveStatus | undefined {
+  switch (ev.type) {
+    case 'admitted':
+      return 'admitted'
+    case 'started':
+    case 'resumed':
+      return 'running'
+    case 'paused':
+      return 'paused'
+    case 'reconciled':
+      return 'reconciled'
+    case 'ended': {
+      const s = ev.data?.status
+      return typeof s === 'string' && isTerminal(s) ? (s as RunStatus) : 'errored'
+    }
+    default:
+      return undefined
+  }
+}
+
+export function liveReducer(state: LiveState, action: LiveAction): LiveState {
+  switch (action.type) {
+    case 'trace': {
+      const ev = action.event
+      if (state.events.some((e) => e.seq === ev.seq)) return state // a reconnect replays the trace
+      const next: LiveState = { ...state, events: mergeEvents(state.events, [ev]) }
+      // The newest event decides the status; one replayed out of order must not.
+      const newest = next.events[next.events.length - 1].seq === ev.seq
+      const s = statusAfter(ev)
+      if (s && newest && !state.ended) next.status = s
+      if (ev.type === 'message') next.streaming = ''
+      if (ev.type === 'ended' || ev.type === 'reconciled') {
+        next.ended = true
+        next.streaming = ''
+        if (s) next.status = s
+        const reason = ev.data?.reason
+        if (typeof reason === 'string' && reason !== '') next.reason = reason
+        const cs = ev.data?.change_set_id
+        if (typeof cs === 'string' || cs === null) next.changeSetId = cs
+      }
+      return next
+    }
+    case 'delta':
+      if (state.ended || action.content === '') return state
+      return { ...state, streaming: state.streaming + action.content }
+    case 'error':
+      return { ...state, error: action.message, streaming: '' }
+    case 'run': {
+      const run = action.run
+      if (run.id !== state.runId) return state
+      if (isTerminal(run.status)) {
+        return {
+          ...state,
+          status: run.status,
+          ended: true,
+          streaming: '',
+          reason: run.reason || state.reason,
+          changeSetId: run.change_set_id,
+        }
+      }
+      if (state.ended) return state
+      return { ...state, status: run.status }
+    }
+  }
+}
+
+/** Whether the stream should be closed: nothing more will come that we may see. */
+export function finished(state: LiveState): boolean {
+  return state.ended || state.error !== undefined
+}
+
+/** Parses an SSE data field, or undefined when it is not the JSON we expect. */
+export function parseData<T>(data: unknown): T | undefined {
+  if (typeof data !== 'string') return undefined
+  try {
+    return JSON.parse(data) as T
+  } catch {
+    return undefined
+  }
+}

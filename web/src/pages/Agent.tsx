@@ -1,0 +1,396 @@
+// An agent's page: the conversation with live run progress, its runs,
+// change sets, workspace files and (for the owner) sharing. It polls, so a
+// run someone else starts shows up and a revoked grant ends in a clear
+// message rather than a broken page.
+
+import { useCallback, useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from 'react'
+import { api } from '../api'
+import { AgentHeader, type Section } from '../AgentHeader'
+import { ClassBadge, StatusBadge } from '../badges'
+import { isNotFound } from '../errors'
+import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
+import { Field } from '../Field'
+import { formatBytes, formatTime, shortId } from '../format'
+import { can, isActive } from '../permissions'
+import { Link, useLocation } from '../router'
+import { RunView } from '../RunView'
+import { useSession } from '../session'
+import { SharingPanel } from '../Sharing'
+import type { Agent, ChangeSet, Message, Run } from '../types'
+
+const pollMs = 4000
+
+function signature(runs: Run[] | undefined): string {
+  return (runs ?? []).map((r) => `${r.id}:${r.status}:${r.change_set_id ?? ''}`).join(',')
+}
+
+export function AgentPage({ id }: { id: string }) {
+  const { user } = useSession()
+  const { query } = useLocation()
+  const tab = (query.get('tab') ?? 'conversation') as Section
+  const agent = useLoad(() => api.agent(id), [id])
+  const messages = useLoad(() => api.messages(id), [id])
+  const runs = useLoad(() => api.runs(id), [id])
+  const changes = useLoad(() => api.changes(id), [id])
+  const [watched, setWatched] = useState<Run | null>(null)
+  const lastSig = useRef<string | null>(null)
+
+  // The watched run as the runs list last saw it.
+  const current = (watched && runs.data?.find((r) => r.id === watched.id)) || watched
+
+  // Follow the newest run while it is going, whoever started it.
+  useEffect(() => {
+    const newest = runs.data?.[0]
+    if (newest && isActive(newest.status) && (!current || (current.id !== newest.id && !isActive(current.status)))) {
+      setWatched(newest)
+    }
+    const sig = signature(runs.data)
+    if (lastSig.current !== null && sig !== lastSig.current) {
+      void messages.reload()
+      void changes.reload()
+    }
+    if (runs.data) lastSig.current = sig
+    // Only a new runs list matters here; the reloads are stable per agent.
+  }, [runs.data])
+
+  const reloadAgent = agent.reload
+  const reloadRuns = runs.reload
+  useEffect(() => {
+    const t = setInterval(() => {
+      if (document.hidden) return
+      void reloadAgent()
+      void reloadRuns()
+    }, pollMs)
+    return () => clearInterval(t)
+  }, [reloadAgent, reloadRuns])
+
+  const onRunEnded = useCallback(() => {
+    void messages.reload()
+    void runs.reload()
+    void changes.reload()
+    void agent.reload()
+    // The reload functions change only with the agent id.
+  }, [id])
+
+  useEffect(() => {
+    if (agent.data) document.title = `${agent.data.name} · Corral`
+  }, [agent.data])
+
+  if (isNotFound(agent.error)) return <NoAccess />
+  if (!agent.data) return agent.error ? <ErrorText error={agent.error} /> : <Loading what="the agent" />
+  const a = agent.data
+
+  return (
+    <section>
+      <AgentHeader agent={a} section={tab} onChange={agent.setData} />
+      {agent.error !== undefined && <ErrorText error={agent.error} />}
+      {tab === 'conversation' && (
+        <Conversation
+          agent={a}
+          messages={messages.data}
+          messagesError={messages.error}
+          watched={watched}
+          watchedStatus={current?.status}
+          onSent={(m, r) => {
+            messages.setData([...(messages.data ?? []), m])
+            setWatched(r)
+            void runs.reload()
+          }}
+          onRunEnded={onRunEnded}
+          me={user}
+        />
+      )}
+      {tab === 'runs' && <RunsList runs={runs.data} error={runs.error} />}
+      {tab === 'changes' && <ChangesList changes={changes.data} error={changes.error} />}
+      {tab === 'files' && <FileBrowser agentId={a.id} path={query.get('path') ?? ''} />}
+      {tab === 'sharing' && (can(a.access, 'share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
+    </section>
+  )
+}
+
+function Conversation({
+  agent,
+  messages,
+  messagesError,
+  watched,
+  watchedStatus,
+  onSent,
+  onRunEnded,
+  me,
+}: {
+  agent: Agent
+  messages?: Message[]
+  messagesError?: unknown
+  watched: Run | null
+  watchedStatus?: string
+  onSent: (m: Message, r: Run) => void
+  onRunEnded: () => void
+  me: ReturnType<typeof useSession>['user']
+}) {
+  return (
+    <div className="conversation">
+      <section aria-labelledby="thread-heading">
+        <h2 id="thread-heading">Conversation</h2>
+        <ErrorText error={messagesError} />
+        {!messages && !messagesError && <Loading what="the conversation" />}
+        {messages && messages.length === 0 && <p className="empty">No messages yet.</p>}
+        {messages && messages.length > 0 && (
+          <ol className="thread" aria-label="Thread">
+            {messages.map((m) => (
+              <li key={m.id} className={`msg msg-${m.role}`}>
+                <div className="msg-meta">
+                  <strong>{m.role === 'assistant' ? agent.name : (m.author?.name ?? 'A former member')}</strong>
+                  <span className="muted"> {m.role === 'assistant' ? 'agent' : 'person'}</span>
+                  <time dateTime={m.created_at} className="muted">
+                    {' · '}
+                    {formatTime(m.created_at)}
+                  </time>
+                  {m.run_id && (
+                    <>
+                      {' · '}
+                      <Link to={`/runs/${encodeURIComponent(m.run_id)}`}>run {shortId(m.run_id)}</Link>
+                    </>
+                  )}
+                </div>
+                <div className="msg-body">{m.content}</div>
+              </li>
+            ))}
+          </ol>
+        )}
+      </section>
+      {watched && (
+        <section aria-labelledby="live-heading" className="live">
+          <h2 id="live-heading">
+            {isActive(watchedStatus ?? watched.status) ? 'Run in progress' : 'Latest run'}{' '}
+            <Link to={`/runs/${encodeURIComponent(watched.id)}`} className="small">
+              open run {shortId(watched.id)}
+            </Link>
+          </h2>
+          <RunView key={watched.id} run={watched} level={agent.access} me={me} onEnded={onRunEnded} compact />
+        </section>
+      )}
+      {can(agent.access, 'send') ? (
+        <SendForm agent={agent} onSent={onSent} />
+      ) : (
+        <p className="muted">You can read this agent’s conversation; your access does not include sending it messages.</p>
+      )}
+    </div>
+  )
+}
+
+function SendForm({ agent, onSent }: { agent: Agent; onSent: (m: Message, r: Run) => void }) {
+  const [content, setContent] = useState('')
+  const [error, setError] = useState<unknown>()
+  const [busy, setBusy] = useState(false)
+
+  async function send(e?: FormEvent) {
+    e?.preventDefault()
+    if (content.trim() === '' || busy) return
+    setBusy(true)
+    setError(undefined)
+    try {
+      const posted = await api.postMessage(agent.id, content)
+      setContent('')
+      onSent(posted.message, posted.run)
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  function keys(e: KeyboardEvent<HTMLTextAreaElement>) {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) void send()
+  }
+
+  return (
+    <form onSubmit={send} className="send stack">
+      <Field label="Message" hint="Ctrl+Enter sends. Each message starts a run.">
+        {(p) => (
+          <textarea
+            {...p}
+            rows={3}
+            value={content}
+            onChange={(e) => setContent(e.target.value)}
+            onKeyDown={keys}
+            placeholder={`Ask ${agent.name} to do something`}
+          />
+        )}
+      </Field>
+      <ErrorText error={error} />
+      <div>
+        <button type="submit" disabled={busy || content.trim() === ''}>
+          Send
+        </button>
+      </div>
+    </form>
+  )
+}
+
+function RunsList({ runs, error }: { runs?: Run[]; error?: unknown }) {
+  return (
+    <section aria-labelledby="runs-heading">
+      <h2 id="runs-heading">Runs</h2>
+      <ErrorText error={error} />
+      {!runs && !error && <Loading what="runs" />}
+      {runs && runs.length === 0 && <p className="empty">No runs yet: each message starts one.</p>}
+      {runs && runs.length > 0 && (
+        <table className="list">
+          <thead>
+            <tr>
+              <th scope="col">Run</th>
+              <th scope="col">Status</th>
+              <th scope="col">Started by</th>
+              <th scope="col">Tokens (in / out)</th>
+              <th scope="col">Violation</th>
+              <th scope="col">Created</th>
+              <th scope="col">Ended</th>
+            </tr>
+          </thead>
+          <tbody>
+            {runs.map((r) => (
+              <tr key={r.id}>
+                <th scope="row">
+                  <Link to={`/runs/${encodeURIComponent(r.id)}`}>run {shortId(r.id)}</Link>
+                </th>
+                <td>
+                  <StatusBadge status={r.status} />
+                </td>
+                <td>{r.triggered_by?.name ?? '—'}</td>
+                <td>
+                  {r.tokens.input} / {r.tokens.output}
+                </td>
+                <td>{r.violation ?? '—'}</td>
+                <td>{formatTime(r.created_at)}</td>
+                <td>{formatTime(r.ended_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  )
+}
+
+function ChangesList({ changes, error }: { changes?: ChangeSet[]; error?: unknown }) {
+  return (
+    <section aria-labelledby="changes-heading">
+      <h2 id="changes-heading">Change sets</h2>
+      <p className="muted">What runs changed in their staged workspace, as proposals.</p>
+      <ErrorText error={error} />
+      {!changes && !error && <Loading what="change sets" />}
+      {changes && changes.length === 0 && <p className="empty">No change sets yet.</p>}
+      {changes && changes.length > 0 && (
+        <table className="list">
+          <thead>
+            <tr>
+              <th scope="col">Change set</th>
+              <th scope="col">Status</th>
+              <th scope="col">Files</th>
+              <th scope="col">Classes</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {changes.map((c) => {
+              const classes = [...new Set(c.entries.map((e) => e.class))]
+              return (
+                <tr key={c.id}>
+                  <th scope="row">
+                    <Link to={`/changes/${encodeURIComponent(c.id)}`}>change set {shortId(c.id)}</Link>
+                  </th>
+                  <td>
+                    <StatusBadge status={c.status} />
+                  </td>
+                  <td>{c.entries.map((e) => e.path).join(', ')}</td>
+                  <td>
+                    {classes.map((cl) => (
+                      <ClassBadge key={cl} cls={cl} />
+                    ))}
+                  </td>
+                  <td>{formatTime(c.created_at)}</td>
+                </tr>
+              )
+            })}
+          </tbody>
+        </table>
+      )}
+    </section>
+  )
+}
+
+function FileBrowser({ agentId, path }: { agentId: string; path: string }) {
+  const file = useLoad(() => api.files(agentId, path), [agentId, path])
+  const base = `/agents/${encodeURIComponent(agentId)}?tab=files`
+  const to = (p: string) => (p === '' ? base : `${base}&path=${encodeURIComponent(p)}`)
+  const parts = path.split('/').filter(Boolean)
+  const emptyRoot = path === '' && isNotFound(file.error)
+
+  return (
+    <section aria-labelledby="files-heading">
+      <h2 id="files-heading">Workspace files</h2>
+      <nav aria-label="Folder path" className="crumbs">
+        <Link to={to('')}>workspace</Link>
+        {parts.map((p, i) => (
+          <span key={i}>
+            {' / '}
+            <Link to={to(parts.slice(0, i + 1).join('/'))}>{p}</Link>
+          </span>
+        ))}
+      </nav>
+      {emptyRoot ? <p className="empty">The workspace is empty.</p> : <ErrorText error={file.error} />}
+      {file.loading && !file.data && <Loading what="files" />}
+      {file.data?.type === 'dir' && (
+        <>
+          {(file.data.entries ?? []).length === 0 ? (
+            <p className="empty">{path === '' ? 'The workspace is empty.' : 'This folder is empty.'}</p>
+          ) : (
+            <table className="list files">
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Size</th>
+                </tr>
+              </thead>
+              <tbody>
+                {parts.length > 0 && (
+                  <tr>
+                    <td>
+                      <Link to={to(parts.slice(0, -1).join('/'))}>.. (up)</Link>
+                    </td>
+                    <td />
+                  </tr>
+                )}
+                {(file.data.entries ?? []).map((e) => {
+                  const p = parts.concat(e.name).join('/')
+                  return (
+                    <tr key={e.name}>
+                      <td>
+                        <Link to={to(p)}>{e.type === 'dir' ? `${e.name}/` : e.name}</Link>
+                      </td>
+                      <td>{e.type === 'dir' ? '—' : formatBytes(e.size)}</td>
+                    </tr>
+                  )
+                })}
+              </tbody>
+            </table>
+          )}
+        </>
+      )}
+      {file.data?.type === 'file' && (
+        <div className="file-view">
+          <h3>
+            {file.data.path} <span className="muted small">{formatBytes(file.data.size)}</span>
+          </h3>
+          {file.data.content !== undefined ? (
+            <pre className="file-content" aria-label={`Content of ${file.data.path}`}>
+              {file.data.content}
+            </pre>
+          ) : (
+            <p className="muted">This is not a text file ({formatBytes(file.data.size)}); it is not shown here.</p>
+          )}
+        </div>
+      )}
+    </section>
+  )
+}

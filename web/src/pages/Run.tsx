@@ -1,0 +1,105 @@
+// One run: its fields and its trace as a timeline, followed live while it goes.
+
+import { useEffect } from 'react'
+import { api } from '../api'
+import { isNotFound } from '../errors'
+import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
+import { formatTime, shortId } from '../format'
+import { Link } from '../router'
+import { RunView } from '../RunView'
+import { useSession } from '../session'
+
+export function RunPage({ id }: { id: string }) {
+  const { user } = useSession()
+  const run = useLoad(() => api.run(id), [id])
+  const agentId = run.data?.agent_id
+  const agent = useLoad(() => (agentId ? api.agent(agentId) : Promise.resolve(undefined)), [agentId])
+  useEffect(() => {
+    document.title = `Run ${shortId(id)} · Corral`
+  }, [id])
+
+  if (isNotFound(run.error) || isNotFound(agent.error)) {
+    return <NoAccess text="This run does not exist or you no longer have access to its agent." />
+  }
+  if (!run.data) return run.error ? <ErrorText error={run.error} /> : <Loading what="the run" />
+  const r = run.data
+  const a = agent.data
+
+  return (
+    <section>
+      <p className="crumbs">
+        <Link to="/">Agents</Link> / {a ? <Link to={`/agents/${encodeURIComponent(a.id)}?tab=runs`}>{a.name}</Link> : '…'} / run
+      </p>
+      <h1>Run {shortId(r.id)}</h1>
+      <dl className="facts">
+        <div className="fact">
+          <dt>Status</dt>
+          <dd>{r.status}</dd>
+        </div>
+        <div className="fact">
+          <dt>Started by</dt>
+          <dd>{r.triggered_by?.name ?? '—'}</dd>
+        </div>
+        <div className="fact">
+          <dt>Tokens</dt>
+          <dd>
+            {r.tokens.input} in, {r.tokens.output} out
+          </dd>
+        </div>
+        <div className="fact">
+          <dt>Violation</dt>
+          <dd>{r.violation ?? 'none'}</dd>
+        </div>
+        {r.reason && (
+          <div className="fact">
+            <dt>Reason</dt>
+            <dd>{r.reason}</dd>
+          </div>
+        )}
+        <div className="fact">
+          <dt>Created</dt>
+          <dd>{formatTime(r.created_at)}</dd>
+        </div>
+        <div className="fact">
+          <dt>Started</dt>
+          <dd>{formatTime(r.started_at)}</dd>
+        </div>
+        <div className="fact">
+          <dt>Ended</dt>
+          <dd>{formatTime(r.ended_at)}</dd>
+        </div>
+        {r.parent_run_id && (
+          <div className="fact">
+            <dt>Started by run</dt>
+            <dd>
+              <Link to={`/runs/${encodeURIComponent(r.parent_run_id)}`}>run {shortId(r.parent_run_id)}</Link>
+            </dd>
+          </div>
+        )}
+        <div className="fact">
+          <dt>Change set</dt>
+          <dd>
+            {r.change_set_id ? (
+              <Link to={`/changes/${encodeURIComponent(r.change_set_id)}`}>change set {shortId(r.change_set_id)}</Link>
+            ) : (
+              'none'
+            )}
+          </dd>
+        </div>
+        <div className="fact">
+          <dt>Id</dt>
+          <dd>
+            <code>{r.id}</code>
+          </dd>
+        </div>
+      </dl>
+      <ErrorText error={agent.error} />
+      <h2>Trace</h2>
+      {a ? (
+        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} />
+      ) : (
+        <Loading what="the trace" />
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,309 @@
+// Creating an agent and changing its settings. An editor changes the
+// instructions, model, policy and limits; only the owner sets the budget
+// and deletes; a viewer or runner reads the settings.
+
+import { useEffect, useState, type FormEvent } from 'react'
+import { api } from '../api'
+import { AgentHeader } from '../AgentHeader'
+import { ApiError, errorMessage, isNotFound } from '../errors'
+import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
+import { Field } from '../Field'
+import { formatBytes } from '../format'
+import { can } from '../permissions'
+import { navigate } from '../router'
+import type { Agent, AgentRequest, Limits, Policy } from '../types'
+
+const limitFields: { key: keyof Limits; label: string; unit?: 'bytes' }[] = [
+  { key: 'max_prompt_bytes', label: 'Largest prompt (bytes)', unit: 'bytes' },
+  { key: 'max_runs', label: 'Most runs' },
+  { key: 'run_timeout_s', label: 'Run time limit (seconds)' },
+  { key: 'cpu_millis', label: 'CPU (thousandths of a core)' },
+  { key: 'memory_bytes', label: 'Memory (bytes)', unit: 'bytes' },
+  { key: 'pids', label: 'Processes at once' },
+  { key: 'output_bytes', label: 'Output (bytes)', unit: 'bytes' },
+]
+
+interface FormValues {
+  name: string
+  instructions: string
+  model: string
+  fs: Policy['fs']
+  changes: Policy['changes']
+  limits: Record<keyof Limits, string>
+  budget: string
+}
+
+function valuesOf(a?: Agent): FormValues {
+  const limits = {} as Record<keyof Limits, string>
+  for (const f of limitFields) limits[f.key] = String(a?.limits?.[f.key] ?? 0)
+  return {
+    name: a?.name ?? '',
+    instructions: a?.instructions ?? '',
+    model: a?.model ?? '',
+    fs: a?.policy.fs ?? 'read-write',
+    changes: a?.policy.changes ?? 'review',
+    limits,
+    budget: String(a?.budget.tokens ?? 0),
+  }
+}
+
+/** Builds the request body, or throws an ApiError-like message for a number that is not one. */
+function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
+  const whole = (label: string, s: string): number => {
+    const t = s.trim()
+    if (t === '') return 0
+    if (!/^\d+$/.test(t)) throw new ApiError(400, 'invalid_input', `${label} must be a whole number, 0 or more.`)
+    return Number(t)
+  }
+  const limits = {} as Limits
+  for (const f of limitFields) limits[f.key] = whole(f.label, v.limits[f.key])
+  const body: AgentRequest = {
+    name: v.name.trim(),
+    instructions: v.instructions,
+    model: v.model.trim(),
+    policy: { fs: v.fs, changes: v.changes },
+    limits,
+  }
+  if (withBudget) body.budget = { tokens: whole('Token budget', v.budget) }
+  return body
+}
+
+function AgentForm({
+  agent,
+  submitLabel,
+  withBudget,
+  onSubmit,
+}: {
+  agent?: Agent
+  submitLabel: string
+  withBudget: boolean
+  onSubmit: (body: AgentRequest) => Promise<void>
+}) {
+  const [v, setV] = useState<FormValues>(() => valuesOf(agent))
+  const [error, setError] = useState<unknown>()
+  const [saved, setSaved] = useState(false)
+  const [busy, setBusy] = useState(false)
+
+  async function submit(e: FormEvent) {
+    e.preventDefault()
+    setError(undefined)
+    setSaved(false)
+    setBusy(true)
+    try {
+      await onSubmit(requestOf(v, withBudget))
+      setSaved(true)
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  const set = <K extends keyof FormValues>(k: K, value: FormValues[K]) => {
+    setSaved(false)
+    setV((old) => ({ ...old, [k]: value }))
+  }
+
+  return (
+    <form onSubmit={submit} className="stack agent-form">
+      <Field label="Name">{(p) => <input {...p} required value={v.name} onChange={(e) => set('name', e.target.value)} />}</Field>
+      <Field label="Instructions">
+        {(p) => <textarea {...p} rows={6} value={v.instructions} onChange={(e) => set('instructions', e.target.value)} />}
+      </Field>
+      <Field label="Model" hint="Leave empty for the server’s default model.">
+        {(p) => (
+          <input {...p} value={v.model} placeholder="the server’s default model" onChange={(e) => set('model', e.target.value)} />
+        )}
+      </Field>
+      <fieldset>
+        <legend>Policy</legend>
+        <div className="row">
+          <Field label="Workspace access">
+            {(p) => (
+              <select {...p} value={v.fs} onChange={(e) => set('fs', e.target.value as Policy['fs'])}>
+                <option value="read-write">read-write (writes are staged as proposals)</option>
+                <option value="read-only">read-only</option>
+              </select>
+            )}
+          </Field>
+          <Field label="Changes">
+            {(p) => (
+              <select {...p} value={v.changes} onChange={(e) => set('changes', e.target.value as Policy['changes'])}>
+                <option value="review">review: every change waits for a person</option>
+                <option value="auto">auto: ordinary changes apply at once</option>
+              </select>
+            )}
+          </Field>
+        </div>
+      </fieldset>
+      <fieldset>
+        <legend>Limits</legend>
+        <p className="hint">0 means the server’s default.</p>
+        <div className="grid">
+          {limitFields.map((f) => {
+            const raw = v.limits[f.key]
+            const size = f.unit === 'bytes' && /^\d+$/.test(raw) && Number(raw) > 0 ? formatBytes(Number(raw)) : undefined
+            return (
+              <Field key={f.key} label={f.label} hint={size}>
+                {(p) => (
+                  <input {...p} inputMode="numeric" value={raw} onChange={(e) => set('limits', { ...v.limits, [f.key]: e.target.value })} />
+                )}
+              </Field>
+            )
+          })}
+        </div>
+      </fieldset>
+      {withBudget && (
+        <fieldset>
+          <legend>Budget</legend>
+          <Field
+            label="Token budget"
+            hint={`0 means unlimited.${agent ? ` Used so far: ${agent.budget.used} tokens.` : ''}`}
+          >
+            {(p) => <input {...p} inputMode="numeric" value={v.budget} onChange={(e) => set('budget', e.target.value)} />}
+          </Field>
+        </fieldset>
+      )}
+      <ErrorText error={error} />
+      {saved && (
+        <p className="ok" aria-live="polite">
+          Saved.
+        </p>
+      )}
+      <div>
+        <button type="submit" disabled={busy}>
+          {submitLabel}
+        </button>
+      </div>
+    </form>
+  )
+}
+
+export function NewAgentPage() {
+  useEffect(() => {
+    document.title = 'New agent · Corral'
+  }, [])
+  return (
+    <section>
+      <h1>New agent</h1>
+      <AgentForm
+        submitLabel="Create agent"
+        withBudget
+        onSubmit={async (body) => {
+          const a = await api.createAgent(body)
+          navigate(`/agents/${encodeURIComponent(a.id)}`)
+        }}
+      />
+    </section>
+  )
+}
+
+export function SettingsPage({ id }: { id: string }) {
+  const agent = useLoad(() => api.agent(id), [id])
+  useEffect(() => {
+    if (agent.data) document.title = `${agent.data.name} settings · Corral`
+  }, [agent.data])
+  if (isNotFound(agent.error)) return <NoAccess />
+  if (!agent.data) return agent.error ? <ErrorText error={agent.error} /> : <Loading what="the agent" />
+  const a = agent.data
+  return (
+    <section>
+      <AgentHeader agent={a} section="settings" onChange={agent.setData} />
+      <h2>Settings</h2>
+      {can(a.access, 'editSettings') ? (
+        <AgentForm
+          key={a.id}
+          agent={a}
+          submitLabel="Save"
+          withBudget={can(a.access, 'setBudget')}
+          onSubmit={async (body) => agent.setData(await api.updateAgent(a.id, body))}
+        />
+      ) : (
+        <ReadOnlySettings agent={a} />
+      )}
+      {!can(a.access, 'setBudget') && (
+        <p className="muted">
+          Token budget: {a.budget.tokens === 0 ? 'unlimited' : `${a.budget.tokens} tokens`}; used {a.budget.used}.
+        </p>
+      )}
+      {can(a.access, 'delete') && <DeleteAgent agent={a} />}
+    </section>
+  )
+}
+
+function ReadOnlySettings({ agent }: { agent: Agent }) {
+  return (
+    <>
+      <p className="muted">Your access lets you read these settings; an editor or the owner changes them.</p>
+      <dl className="facts">
+        <div className="fact">
+          <dt>Instructions</dt>
+          <dd className="pre">{agent.instructions || '—'}</dd>
+        </div>
+        <div className="fact">
+          <dt>Model</dt>
+          <dd>{agent.model || 'the server’s default'}</dd>
+        </div>
+        <div className="fact">
+          <dt>Workspace access</dt>
+          <dd>{agent.policy.fs}</dd>
+        </div>
+        <div className="fact">
+          <dt>Changes</dt>
+          <dd>{agent.policy.changes}</dd>
+        </div>
+        {limitFields.map((f) => (
+          <div key={f.key} className="fact">
+            <dt>{f.label}</dt>
+            <dd>{agent.limits[f.key] || 'server default'}</dd>
+          </div>
+        ))}
+      </dl>
+    </>
+  )
+}
+
+function DeleteAgent({ agent }: { agent: Agent }) {
+  const [confirming, setConfirming] = useState(false)
+  const [error, setError] = useState<string>()
+  const [busy, setBusy] = useState(false)
+  async function remove() {
+    setBusy(true)
+    setError(undefined)
+    try {
+      await api.deleteAgent(agent.id)
+      navigate('/', { replace: true })
+    } catch (err) {
+      setError(errorMessage(err))
+      setBusy(false)
+    }
+  }
+  return (
+    <section className="danger" aria-labelledby="delete-heading">
+      <h2 id="delete-heading">Delete</h2>
+      <p>Deleting the agent removes its conversation, runs, change sets and workspace for everyone it is shared with.</p>
+      {!confirming ? (
+        <button type="button" className="danger" onClick={() => setConfirming(true)}>
+          Delete agent
+        </button>
+      ) : (
+        <div className="row">
+          <p>
+            Delete <strong>{agent.name}</strong> for good?
+          </p>
+          <button type="button" className="danger" onClick={remove} disabled={busy}>
+            Yes, delete it
+          </button>
+          <button type="button" className="secondary" onClick={() => setConfirming(false)}>
+            Cancel
+          </button>
+        </div>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest'
+import { describeArguments, mergeEvents, toTimeline, toTimelineItem } from './timeline'
+import type { TraceEvent } from './types'
+
+function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
+  return { seq, at: '2025-01-01T00:00:00Z', type, data, hash: '', prev_hash: '' }
+}
+
+describe('toTimelineItem', () => {
+  const cases: { name: string; event: TraceEvent; title: string; detail?: string; facts?: string[]; tone: string }[] = [
+    {
+      name: 'admitted',
+      event: ev(1, 'admitted', { prompt_bytes: 22, runs_admitted: 0, tokens_used: 5, tokens_budget: 100 }),
+      title: 'Admitted',
+      facts: ['prompt 22 bytes', '0 runs admitted before', 'budget 5 of 100 tokens'],
+      tone: 'info',
+    },
+    {
+      name: 'started with the default model',
+      event: ev(2, 'started', { model: '', fs: 'read-write', changes: 'review' }),
+      title: 'Started',
+      facts: ['default model', 'workspace read-write', 'changes: review'],
+      tone: 'info',
+    },
+    {
+      name: 'an assistant message asking for tools',
+      event: ev(3, 'message', { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'shell' }], model: 'scripted' }),
+      title: 'Assistant',
+      detail: undefined,
+      facts: ['asks for shell', 'scripted'],
+      tone: 'model',
+    },
+    {
+      name: 'a shell call shows its command',
+      event: ev(4, 'tool_call', { id: 'c1', name: 'shell', arguments: '{"command":"ls -la; sleep 1; echo looked"}' }),
+      title: 'Tool call: shell',
+      detail: '$ ls -la; sleep 1; echo looked',
+      tone: 'tool',
+    },
+    {
+      name: 'a tool result shows its output',
+      event: ev(5, 'tool_result', { id: 'c1', name: 'shell', exit_code: 0, violation: '', error: '', output: 'looked\n', truncated: false }),
+      title: 'Tool output: shell',
+      detail: 'looked\n',
+      facts: ['exit 0'],
+      tone: 'output',
+    },
+    {
+      name: 'a failed tool result',
+      event: ev(6, 'tool_result', { name: 'write_file', exit_code: 1, error: 'Read-only file system', output: '', truncated: true }),
+      title: 'Tool output: write_file',
+      detail: 'error: Read-only file system',
+      facts: ['exit 1', 'output cut'],
+      tone: 'warn',
+    },
+    {
+      name: 'usage',
+      event: ev(7, 'usage', { input: 120, output: 30, budget_used: 150, budget_tokens: 0 }),
+      title: 'Tokens: 120 in, 30 out',
+      facts: ['150 tokens used, no budget limit'],
+      tone: 'info',
+    },
+    { name: 'violation', event: ev(8, 'violation', { limit: 'memory' }), title: 'Limit reached: memory', tone: 'bad' },
+    {
+      name: 'paused',
+      event: ev(9, 'paused', { budget_used: 100, budget_tokens: 100 }),
+      title: 'Paused: the token budget is spent',
+      facts: ['budget 100 of 100 tokens'],
+      tone: 'warn',
+    },
+    {
+      name: 'quarantined',
+      event: ev(10, 'quarantined', { violations: 3, window_s: 3600 }),
+      title: 'Agent quarantined',
+      detail: '3 violations within the window; its owner must release it.',
+      tone: 'bad',
+    },
+    {
+      name: 'ended completed',
+      event: ev(11, 'ended', { status: 'completed', reason: 'the model answered', tokens: { input: 200, output: 50 } }),
+      title: 'Ended: completed',
+      detail: 'the model answered',
+      facts: ['200 in, 50 out tokens'],
+      tone: 'good',
+    },
+    {
+      name: 'ended killed',
+      event: ev(12, 'ended', { status: 'killed', violation: null }),
+      title: 'Ended: killed',
+      tone: 'bad',
+    },
+    {
+      name: 'reconciled',
+      event: ev(13, 'reconciled', { previous_status: 'running' }),
+      title: 'Reconciled after a restart',
+      detail: 'It was running when the server stopped.',
+      tone: 'warn',
+    },
+    {
+      name: 'an unknown type keeps its data',
+      event: ev(14, 'delegated', { to: 'agt_2' }),
+      title: 'delegated',
+      detail: '{\n  "to": "agt_2"\n}',
+      tone: 'info',
+    },
+  ]
+  for (const c of cases) {
+    it(c.name, () => {
+      const item = toTimelineItem(c.event)
+      expect(item.seq).toBe(c.event.seq)
+      expect(item.title).toBe(c.title)
+      if ('detail' in c) expect(item.detail).toBe(c.detail)
+      if (c.facts) expect(item.facts).toEqual(c.facts)
+      expect(item.tone).toBe(c.tone)
+    })
+  }
+})
+
+describe('describeArguments', () => {
+  const cases: [string, unknown, string | undefined][] = [
+    ['shell', '{"command":"echo hi"}', '$ echo hi'],
+    ['write_file', '{"path":"hello.txt","content":"Hello\\n"}', 'hello.txt (6 bytes)\nHello\n'],
+    ['read_file', '{"path":"a/b"}', 'a/b'],
+    ['list_files', '{"path":"."}', '.'],
+    ['other', '{"x":1}', '{\n  "x": 1\n}'],
+    ['shell', '{"command":"cut off', '{"command":"cut off'],
+    ['shell', '', undefined],
+    ['shell', undefined, undefined],
+  ]
+  for (const [name, raw, want] of cases) {
+    it(`describeArguments(${name}, ${JSON.stringify(raw)})`, () => expect(describeArguments(name, raw)).toBe(want))
+  }
+})
+
+describe('toTimeline and mergeEvents', () => {
+  it('orders by seq and drops repeats', () => {
+    const items = toTimeline([ev(2, 'started'), ev(1, 'admitted'), ev(2, 'started')])
+    expect(items.map((i) => i.seq)).toEqual([1, 2])
+  })
+  it('appends in order', () => {
+    expect(mergeEvents([ev(1, 'admitted')], [ev(2, 'started'), ev(3, 'usage')]).map((e) => e.seq)).toEqual([1, 2, 3])
+  })
+})

@@ -1,0 +1,198 @@
+// The API's shapes, as internal/api/openapi.json describes them.
+
+export type Level = 'viewer' | 'runner' | 'editor' | 'owner'
+export type GrantLevel = Exclude<Level, 'owner'>
+export type LinkLevel = 'viewer' | 'runner'
+
+export interface User {
+  id: string
+  email: string
+  name: string
+  admin: boolean
+  disabled?: boolean
+  created_at?: string
+}
+
+export interface UserRef {
+  id: string
+  name: string
+}
+
+export interface Contact extends UserRef {
+  email: string
+}
+
+export interface Policy {
+  fs: 'read-only' | 'read-write'
+  changes: 'review' | 'auto'
+  network: 'none'
+  exclude: string[]
+  protected: string[]
+  risky: string[]
+}
+
+export interface Limits {
+  max_prompt_bytes: number
+  max_runs: number
+  run_timeout_s: number
+  cpu_millis: number
+  memory_bytes: number
+  pids: number
+  output_bytes: number
+}
+
+export interface Budget {
+  tokens: number
+  used: number
+}
+
+export type AgentState = 'active' | 'paused' | 'quarantined'
+
+export interface Agent {
+  id: string
+  name: string
+  instructions: string
+  model: string
+  owner: UserRef
+  access: Level
+  policy: Policy
+  limits: Limits
+  budget: Budget
+  state: AgentState
+  created_at: string
+  updated_at: string
+}
+
+/** The body of POST /api/agents and PATCH /api/agents/{id}: every field optional. */
+export interface AgentRequest {
+  name?: string
+  instructions?: string
+  model?: string
+  policy?: Partial<Pick<Policy, 'fs' | 'changes'>>
+  limits?: Partial<Limits>
+  budget?: { tokens: number }
+}
+
+export interface Grant {
+  user: Contact
+  level: GrantLevel
+  created_at: string
+}
+
+export interface Link {
+  id: string
+  level: LinkLevel
+  token?: string
+  created_at: string
+}
+
+export interface Message {
+  id: string
+  role: 'user' | 'assistant'
+  content: string
+  author: UserRef | null
+  run_id: string | null
+  created_at: string
+}
+
+export type RunStatus =
+  | 'admitted'
+  | 'running'
+  | 'paused'
+  | 'completed'
+  | 'cancelled'
+  | 'killed'
+  | 'errored'
+  | 'reconciled'
+
+export interface Run {
+  id: string
+  agent_id: string
+  status: RunStatus
+  triggered_by: UserRef | null
+  parent_run_id: string | null
+  message_id: string
+  change_set_id: string | null
+  tokens: { input: number; output: number }
+  violation: string | null
+  reason: string
+  created_at: string
+  started_at: string | null
+  ended_at: string | null
+}
+
+export interface PostedMessage {
+  message: Message
+  run: Run
+}
+
+export type TraceType =
+  | 'admitted'
+  | 'started'
+  | 'message'
+  | 'tool_call'
+  | 'tool_result'
+  | 'usage'
+  | 'violation'
+  | 'paused'
+  | 'resumed'
+  | 'quarantined'
+  | 'ended'
+  | 'reconciled'
+
+export interface TraceEvent {
+  seq: number
+  at: string
+  type: TraceType | string
+  data: Record<string, unknown>
+  hash: string
+  prev_hash: string
+}
+
+export type ChangeClass = 'ordinary' | 'risky' | 'protected'
+export type ChangeStatus = 'pending' | 'applied' | 'rejected' | 'denied' | 'conflicted' | 'expired' | 'failed'
+
+export interface ChangeEntry {
+  path: string
+  op: 'create' | 'modify' | 'delete'
+  old_sha256: string
+  new_sha256: string
+  size: number
+  mode: string
+  class: ChangeClass
+  flags: string[]
+  state: 'pending' | 'applied' | 'denied' | 'dropped'
+  diff?: string
+}
+
+export interface ChangeSet {
+  id: string
+  run_id: string | null
+  agent_id: string
+  status: ChangeStatus
+  mode: 'review' | 'auto'
+  entries: ChangeEntry[]
+  created_at: string
+  expires_at: string
+  decided_by: UserRef | null
+  decided_at: string | null
+}
+
+export interface FileEntry {
+  name: string
+  type: 'file' | 'dir'
+  size: number
+}
+
+export interface WorkspaceFile {
+  type: 'file' | 'dir'
+  path: string
+  size: number
+  entries?: FileEntry[]
+  content?: string
+  content_base64?: string
+}
+
+export interface Items<T> {
+  items: T[]
+}
