@@ -91,6 +91,8 @@ bench: deps
 		else echo "note: bubblewrap missing: the sandbox benchmark reports the exec ratio only"; fi; }
 	$(GO) test -run '^$$' -bench . -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
 	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
+	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
+	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
 
 clean:
