@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -514,7 +515,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 	if agent.Policy.FS == corral.FSReadOnly {
 		mode = sandbox.ReadOnly
 	}
-	var stdin *bytes.Reader
+	var stdin io.Reader // a nil *bytes.Reader would not be a nil io.Reader
 	if spec.stdin != nil {
 		stdin = bytes.NewReader(spec.stdin)
 	}
@@ -525,7 +526,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 		Limits:    limitsFor(agent.Limits, time.Until(deadline)),
 		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
 		Command:   spec.argv,
-	}, readerOrNil(stdin), &out, &out)
+	}, stdin, &out, &out)
 	if err != nil {
 		return toolResult{}, err
 	}
@@ -551,13 +552,6 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 		tr.Output = "ok"
 	}
 	return tr, nil
-}
-
-func readerOrNil(r *bytes.Reader) interface{ Read([]byte) (int, error) } {
-	if r == nil {
-		return nil
-	}
-	return r
 }
 
 // toolError words a failed file tool's result for the model.
