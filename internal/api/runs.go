@@ -124,7 +124,8 @@ func (s *Server) killRun(w http.ResponseWriter, r *http.Request, actor corral.Us
 
 // runEvents streams a run's trace as server-sent events: "trace" events
 // carry a stored event (its seq is the SSE id), "delta" events a piece of
-// the model's text as it streams. The stream ends with the run. A watcher
+// the model's text as it streams, "output" events a piece of a running
+// tool's output. The stream ends with the run. A watcher
 // who loses access gets a last "error" event and is cut off.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	// Errors before the first byte are answered as usual.
@@ -153,10 +154,14 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 	}
 	err := s.runs.Watch(ctx, actor, r.PathValue("id"), func(e runner.Event) error {
 		var err error
-		if e.Trace != nil {
+		switch {
+		case e.Trace != nil:
 			b, _ := json.Marshal(viewTrace(*e.Trace))
 			_, err = fmt.Fprintf(w, "id: %d\nevent: trace\ndata: %s\n\n", e.Trace.Seq, b)
-		} else {
+		case e.Output != nil:
+			b, _ := json.Marshal(map[string]string{"tool_call_id": e.Output.ToolCallID, "content": e.Output.Text})
+			_, err = fmt.Fprintf(w, "event: output\ndata: %s\n\n", b)
+		default:
 			b, _ := json.Marshal(map[string]string{"content": e.Delta})
 			_, err = fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b)
 		}

@@ -713,7 +713,7 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 	run := owner.send(id, "watch me")
 	stream := owner.events(run.ID)
 	var seen []traceView
-	var deltas strings.Builder
+	var deltas, outputs strings.Builder
 	released := false
 	for {
 		typ, data, ok := stream.next()
@@ -735,6 +735,10 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 			var d struct{ Content string }
 			json.Unmarshal([]byte(data), &d)
 			deltas.WriteString(d.Content)
+		case "output":
+			var o struct{ Content string }
+			json.Unmarshal([]byte(data), &o)
+			outputs.WriteString(o.Content)
 		default:
 			t.Fatalf("unexpected event %s: %s", typ, data)
 		}
@@ -745,6 +749,9 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 	}
 	if !strings.Contains(deltas.String(), "Let me look around first.") || !strings.Contains(deltas.String(), "All done.") {
 		t.Fatalf("deltas = %q", deltas.String())
+	}
+	if outputs.String() != "looked\n" {
+		t.Fatalf("live tool output = %q", outputs.String())
 	}
 
 	// A finished run's stream gives the whole trace and closes.
@@ -828,4 +835,56 @@ func TestGrantByEmail(t *testing.T) {
 	owner.do("POST", path, map[string]string{"email": "bob@example.com", "level": "owner"}).want(http.StatusBadRequest)
 	owner.do("POST", path, map[string]string{"email": "not an email", "level": "viewer"}).want(http.StatusBadRequest)
 	bob.do("POST", path, map[string]string{"email": "owner@example.com", "level": "viewer"}).want(http.StatusForbidden)
+}
+
+func TestToolOutputStreamsWhileTheCommandRuns(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("chatty")
+	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "echo first-line; sleep 60; echo never"))))
+	run := owner.send(id, "talk while you work")
+	stream := owner.events(run.ID)
+	for {
+		typ, data, ok := stream.next()
+		if !ok {
+			t.Fatal("the stream ended before any output came")
+		}
+		if typ == "trace" && strings.Contains(data, `"type":"tool_result"`) {
+			t.Fatalf("the result came before any live output: %s", data)
+		}
+		if typ == "output" {
+			var o struct {
+				ToolCallID string `json:"tool_call_id"`
+				Content    string `json:"content"`
+			}
+			if err := json.Unmarshal([]byte(data), &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.ToolCallID != "c1" || !strings.Contains(o.Content, "first-line") {
+				t.Fatalf("output event = %s", data)
+			}
+			break
+		}
+	}
+	// The command is still sleeping: its output came while it ran.
+	if r := owner.run(run.ID); r.Status != "running" {
+		t.Fatalf("run = %s while its command sleeps", r.Status)
+	}
+	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
+	var rest []string
+	for {
+		typ, data, ok := stream.next()
+		if !ok {
+			break
+		}
+		if typ == "trace" {
+			var ev traceView
+			json.Unmarshal([]byte(data), &ev)
+			rest = append(rest, ev.Type)
+		}
+	}
+	if got := strings.Join(rest, " "); !strings.HasSuffix(got, "tool_result ended") {
+		t.Fatalf("after the kill the stream gave %s", got)
+	}
 }

@@ -6,12 +6,21 @@ import (
 	"corral/internal/trace"
 )
 
-// Event is what a watcher of a run receives: a trace event as stored, or a
-// piece of the model's text as it streams (Delta, never stored: the whole
-// message follows as a trace event).
+// Event is what a watcher of a run receives: one of a trace event as
+// stored, a piece of the model's text as it streams (Delta), or a piece of
+// a tool's output as the command writes it (Output). Deltas and output are
+// never stored: the whole message and the tool's result follow as trace
+// events.
 type Event struct {
-	Trace *trace.Event
-	Delta string
+	Trace  *trace.Event
+	Delta  string
+	Output *Output
+}
+
+// Output is a piece of a running tool's output.
+type Output struct {
+	ToolCallID string
+	Text       string
 }
 
 // subscriberBuffer is how many events a slow watcher may fall behind

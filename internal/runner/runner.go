@@ -519,7 +519,9 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 	if spec.stdin != nil {
 		stdin = bytes.NewReader(spec.stdin)
 	}
-	var out output
+	out := output{live: func(text string) {
+		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: call.ID, Text: text}})
+	}}
 	sb, err := sandbox.Start(r.cfg.Sandbox, sandbox.Spec{
 		Workspace: st.Tree(),
 		Mode:      mode,

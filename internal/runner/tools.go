@@ -215,15 +215,20 @@ func limitsFor(l corral.Limits, wall time.Duration) sandbox.Limits {
 }
 
 // output collects a tool's stdout and stderr together; the sandbox copies
-// each from its own goroutine.
+// each from its own goroutine. The first maxToolOutput bytes are also
+// handed to live, as they come, for watchers.
 type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	live func(string)
 }
 
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.live != nil && o.buf.Len() < maxToolOutput {
+		o.live(string(p[:min(len(p), maxToolOutput-o.buf.Len())]))
+	}
 	return o.buf.Write(p)
 }
 

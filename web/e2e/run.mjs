@@ -313,6 +313,22 @@ async function main() {
     await shot(alice, 'files')
   })
 
+  await step('Alice stops a long run, then kills another', async () => {
+    await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Conversation' }).click()
+    for (const [button, status] of [['Stop', 'cancelled'], ['Kill', 'killed']]) {
+      await alice.getByLabel('Message', { exact: true }).fill('work slowly, please')
+      await alice.getByRole('button', { name: 'Send', exact: true }).click()
+      const live = alice.getByRole('region', { name: /Run in progress|Latest run/ })
+      // The command runs for 60 s: its output shows while it runs, until it is ended here.
+      await hasText(live.getByRole('region', { name: 'Tool output so far' }), 'working slowly', 'the slow command’s output while it runs')
+      await hasText(live.getByRole('status'), 'running', 'the run status while it works')
+      if (button === 'Stop') await shot(alice, 'run-in-progress')
+      await live.getByRole('button', { name: button, exact: true }).click()
+      await hasText(live.getByRole('status'), status, `the run status after ${button}`)
+      await count(live.getByRole('button', { name: button, exact: true }), 0, `${button} buttons after the run ended`)
+    }
+  })
+
   await step('Bob signs up', () => signUp(bob, base, 'bob@example.com', 'Bob', 'another long secret'))
 
   await step('Alice shares the agent with Bob as a viewer', async () => {

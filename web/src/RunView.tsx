@@ -82,6 +82,12 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
         const d = parseData<{ content?: string }>((e as MessageEvent).data)
         if (d && typeof d.content === 'string') dispatch({ type: 'delta', content: d.content })
       })
+      es.addEventListener('output', (e) => {
+        const o = parseData<{ tool_call_id?: string; content?: string }>((e as MessageEvent).data)
+        if (o && typeof o.content === 'string' && typeof o.tool_call_id === 'string') {
+          dispatch({ type: 'output', toolCallId: o.tool_call_id, content: o.content })
+        }
+      })
       es.addEventListener('error', (e) => {
         if (closed) return
         const data = (e as MessageEvent).data
@@ -128,6 +134,12 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
       )}
       {going && <RunControls run={run} level={level} me={me} />}
       <Timeline items={items} label="Run timeline" />
+      {state.toolOutput && (
+        <section className="streaming" aria-label="Tool output so far">
+          <span className="muted">The command is running; its output so far:</span>
+          <pre className="pre">{state.toolOutput}</pre>
+        </section>
+      )}
       {state.streaming && (
         <div className="streaming" aria-live="off">
           <span className="muted">The model is writing…</span>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { finished, initialLive, liveReducer, parseData, type LiveAction, type LiveState } from './live'
+import { finished, initialLive, liveReducer, maxLiveOutput, parseData, type LiveAction, type LiveState } from './live'
 import type { Run, TraceEvent } from './types'
 
 function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
@@ -59,6 +59,33 @@ describe('liveReducer', () => {
     expect(s.streaming).toBe('I wrote hello.txt.')
     s = liveReducer(s, { type: 'trace', event: ev(2, 'message', { content: 'I wrote hello.txt.' }) })
     expect(s.streaming).toBe('')
+  })
+
+  it('shows a tool\'s output as it comes, until its result arrives', () => {
+    let s = reduce([
+      { type: 'trace', event: ev(1, 'started') },
+      { type: 'trace', event: ev(2, 'tool_call', { id: 'c1', name: 'shell' }) },
+      { type: 'output', toolCallId: 'c1', content: 'first\n' },
+      { type: 'output', toolCallId: 'c1', content: 'second\n' },
+    ])
+    expect(s.toolOutput).toBe('first\nsecond\n')
+    // A result for another call leaves it; this call's result replaces it.
+    s = liveReducer(s, { type: 'trace', event: ev(3, 'tool_result', { id: 'c0' }) })
+    expect(s.toolOutput).toBe('first\nsecond\n')
+    s = liveReducer(s, { type: 'trace', event: ev(4, 'tool_result', { id: 'c1', output: 'first\nsecond\n' }) })
+    expect(s.toolOutput).toBe('')
+    // The next call starts afresh.
+    s = reduce([{ type: 'output', toolCallId: 'c1', content: 'old' }, { type: 'output', toolCallId: 'c2', content: 'new' }], s)
+    expect(s.toolOutput).toBe('new')
+    // Long output keeps its newest part.
+    s = liveReducer(s, { type: 'output', toolCallId: 'c2', content: 'x'.repeat(maxLiveOutput) })
+    expect(s.toolOutput.length).toBe(maxLiveOutput)
+    expect(s.toolOutput.endsWith('x')).toBe(true)
+    // The end clears it, and output after the end is ignored.
+    s = liveReducer(s, { type: 'trace', event: ev(5, 'ended', { status: 'killed' }) })
+    expect(s.toolOutput).toBe('')
+    s = liveReducer(s, { type: 'output', toolCallId: 'c2', content: 'late' })
+    expect(s.toolOutput).toBe('')
   })
 
   it('ignores events a reconnect replays', () => {

@@ -13,6 +13,10 @@ export interface LiveState {
   events: TraceEvent[]
   /** The model's text as it streams, until the whole message arrives as a trace event. */
   streaming: string
+  /** The running tool's output as it comes, until its result arrives as a trace event. */
+  toolOutput: string
+  /** The tool call toolOutput belongs to. */
+  toolCallId?: string
   /** The run is over (its `ended` event, or a final status read from the API). */
   ended: boolean
   /** Why it ended, in words, when the server said. */
@@ -25,8 +29,12 @@ export interface LiveState {
 export type LiveAction =
   | { type: 'trace'; event: TraceEvent }
   | { type: 'delta'; content: string }
+  | { type: 'output'; toolCallId: string; content: string }
   | { type: 'error'; message: string }
   | { type: 'run'; run: Run }
+
+/** How much of a running tool's output is kept on the page. */
+export const maxLiveOutput = 64 * 1024
 
 const terminal = new Set<string>(['completed', 'cancelled', 'killed', 'errored', 'reconciled'])
 
@@ -35,7 +43,7 @@ export function isTerminal(status: string): boolean {
 }
 
 export function initialLive(runId: string, status: LiveStatus = 'connecting'): LiveState {
-  return { runId, status, events: [], streaming: '', ended: isTerminal(status) }
+  return { runId, status, events: [], streaming: '', toolOutput: '', ended: isTerminal(status) }
 }
 
 /** The run's status after an event of this type, or undefined when the event does not change it. */
@@ -70,9 +78,15 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
       const s = statusAfter(ev)
       if (s && newest && !state.ended) next.status = s
       if (ev.type === 'message') next.streaming = ''
+      if (ev.type === 'tool_result' && ev.data?.id === state.toolCallId) {
+        next.toolOutput = ''
+        next.toolCallId = undefined
+      }
       if (ev.type === 'ended' || ev.type === 'reconciled') {
         next.ended = true
         next.streaming = ''
+        next.toolOutput = ''
+        next.toolCallId = undefined
         if (s) next.status = s
         const reason = ev.data?.reason
         if (typeof reason === 'string' && reason !== '') next.reason = reason
@@ -84,8 +98,14 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
     case 'delta':
       if (state.ended || action.content === '') return state
       return { ...state, streaming: state.streaming + action.content }
+    case 'output': {
+      if (state.ended || action.content === '') return state
+      // Shown as it comes, the newest part kept when it grows long.
+      const text = action.toolCallId === state.toolCallId ? state.toolOutput + action.content : action.content
+      return { ...state, toolCallId: action.toolCallId, toolOutput: text.slice(-maxLiveOutput) }
+    }
     case 'error':
-      return { ...state, error: action.message, streaming: '' }
+      return { ...state, error: action.message, streaming: '', toolOutput: '' }
     case 'run': {
       const run = action.run
       if (run.id !== state.runId) return state
@@ -95,6 +115,7 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
           status: run.status,
           ended: true,
           streaming: '',
+          toolOutput: '',
           reason: run.reason || state.reason,
           changeSetId: run.change_set_id,
         }

@@ -4,8 +4,9 @@
 // serves until it is signalled.
 //
 // The script: a message that mentions hello.txt makes the model run a short
-// shell command, then write hello.txt, then say so; anything else gets a
-// one-line answer.
+// shell command, then write hello.txt, then say so; one that says "slowly"
+// makes it run a command that takes 60 seconds (to be stopped or killed);
+// anything else gets a one-line answer.
 package main
 
 import (
@@ -38,6 +39,13 @@ func script(r modeltest.Request) modeltest.Reply {
 		case "tool":
 			done[m.ToolCallID] = true
 		}
+	}
+	if strings.Contains(asked, "slowly") {
+		if !done["slow"] {
+			return modeltest.Reply{Content: "This will take a while.",
+				ToolCalls: []modeltest.ToolCall{modeltest.ShellCall("slow", "echo working slowly; sleep 60; echo slept")}}
+		}
+		return modeltest.Text("That took a while.")
 	}
 	if !strings.Contains(asked, "hello.txt") {
 		return modeltest.Text("Hello! Ask me to write hello.txt and I will.")
