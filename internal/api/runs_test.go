@@ -394,6 +394,10 @@ func TestAdmissionRefusals(t *testing.T) {
 			e.t.Cleanup(func() { close(hold) })
 			e.answer(modeltest.Sequence(modeltest.Reply{Content: "slow", Block: hold}))
 			owner.waitRun(owner.send(id, "take your time").ID, "running")
+			// Held in its model call, so the count below is settled.
+			for len(e.model.Requests()) == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}, "are you done"},
 	}
 	for _, tt := range tests {
