@@ -892,3 +892,52 @@ func TestToolOutputStreamsWhileTheCommandRuns(t *testing.T) {
 		t.Fatalf("after the kill the stream gave %s", got)
 	}
 }
+
+func TestLateWatcherGetsTheOutputSoFar(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("chatty")
+	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "echo early-line; sleep 60"))))
+	run := owner.send(id, "talk before I look")
+	deadline := time.Now().Add(patience)
+	for {
+		if o, ok := e.runner.OutputSoFar(run.ID); ok && strings.Contains(o.Text, "early-line") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never wrote its line")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Joining now, after the line was written: it comes from the snapshot,
+	// once.
+	stream := owner.events(run.ID)
+	var outputs strings.Builder
+	for !strings.Contains(outputs.String(), "early-line") {
+		typ, data, ok := stream.next()
+		if !ok {
+			t.Fatal("the stream ended without the output so far")
+		}
+		if typ == "output" {
+			var o struct{ Content string }
+			json.Unmarshal([]byte(data), &o)
+			outputs.WriteString(o.Content)
+		}
+	}
+	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
+	for {
+		typ, data, ok := stream.next()
+		if !ok {
+			break
+		}
+		if typ == "output" {
+			var o struct{ Content string }
+			json.Unmarshal([]byte(data), &o)
+			outputs.WriteString(o.Content)
+		}
+	}
+	if outputs.String() != "early-line\n" {
+		t.Fatalf("the late watcher got output %q, want the line once", outputs.String())
+	}
+}

@@ -17,9 +17,11 @@ type Event struct {
 	Output *Output
 }
 
-// Output is a piece of a running tool's output.
+// Output is a piece of a running tool's output: Text starts Offset bytes
+// into it.
 type Output struct {
 	ToolCallID string
+	Offset     int
 	Text       string
 }
 

@@ -131,6 +131,31 @@ type active struct {
 	stopping bool
 	killed   bool
 	sb       *sandbox.Sandbox // the tool command running now, if any
+	callID   string           // its tool call
+	out      *output          // and its output so far
+}
+
+func (a *active) setOutput(callID string, out *output) {
+	a.mu.Lock()
+	a.callID, a.out = callID, out
+	a.mu.Unlock()
+}
+
+// OutputSoFar returns the output the running tool of a run has written so
+// far (its first 32 KiB), for a watcher who joins while it runs: live
+// Output events carry only what comes after they subscribe.
+func (r *Runner) OutputSoFar(runID string) (Output, bool) {
+	a := r.lookup(runID)
+	if a == nil {
+		return Output{}, false
+	}
+	a.mu.Lock()
+	callID, out := a.callID, a.out
+	a.mu.Unlock()
+	if out == nil {
+		return Output{}, false
+	}
+	return Output{ToolCallID: callID, Text: out.head()}, true
 }
 
 // New returns a Runner.
@@ -519,16 +544,18 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 	if spec.stdin != nil {
 		stdin = bytes.NewReader(spec.stdin)
 	}
-	out := output{live: func(text string) {
-		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: call.ID, Text: text}})
+	out := &output{live: func(offset int, text string) {
+		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: call.ID, Offset: offset, Text: text}})
 	}}
+	a.setOutput(call.ID, out)
+	defer a.setOutput("", nil)
 	sb, err := sandbox.Start(r.cfg.Sandbox, sandbox.Spec{
 		Workspace: st.Tree(),
 		Mode:      mode,
 		Limits:    limitsFor(agent.Limits, time.Until(deadline)),
 		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
 		Command:   spec.argv,
-	}, stdin, &out, &out)
+	}, stdin, out, out)
 	if err != nil {
 		return toolResult{}, err
 	}

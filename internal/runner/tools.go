@@ -220,16 +220,24 @@ func limitsFor(l corral.Limits, wall time.Duration) sandbox.Limits {
 type output struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
-	live func(string)
+	live func(offset int, text string)
 }
 
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.live != nil && o.buf.Len() < maxToolOutput {
-		o.live(string(p[:min(len(p), maxToolOutput-o.buf.Len())]))
+	if n := o.buf.Len(); o.live != nil && n < maxToolOutput {
+		o.live(n, string(p[:min(len(p), maxToolOutput-n)]))
 	}
 	return o.buf.Write(p)
+}
+
+// head is what watchers may see of the output so far.
+func (o *output) head() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b := o.buf.Bytes()
+	return string(b[:min(len(b), maxToolOutput)])
 }
 
 func (o *output) String() string {

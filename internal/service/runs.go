@@ -24,6 +24,7 @@ type Engine interface {
 	Stop(ctx context.Context, runID string) error
 	Kill(ctx context.Context, runID string) error
 	Subscribe(runID string) (<-chan runner.Event, func())
+	OutputSoFar(runID string) (runner.Output, bool)
 }
 
 // Ready says whether runs can happen at all: a model provider is
@@ -223,9 +224,22 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit 
 		return err
 	}
 	var last int64
+	sent := map[string]int{} // bytes of each tool call's output sent
 	send := func(e runner.Event) error {
 		if e.Trace != nil && e.Trace.Seq <= last {
 			return nil
+		}
+		if o := e.Output; o != nil {
+			// A snapshot and live pieces may overlap: send each byte once.
+			done := sent[o.ToolCallID]
+			if o.Offset+len(o.Text) <= done {
+				return nil
+			}
+			if o.Offset < done {
+				o = &runner.Output{ToolCallID: o.ToolCallID, Offset: done, Text: o.Text[done-o.Offset:]}
+				e = runner.Event{Output: o}
+			}
+			sent[o.ToolCallID] = o.Offset + len(o.Text)
 		}
 		if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
 			return err
@@ -235,6 +249,11 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit 
 		}
 		if e.Trace != nil {
 			last = e.Trace.Seq
+			if e.Trace.Type == trace.ToolCall {
+				// A new command: its output counts from zero, even if the
+				// model reused a call id.
+				clear(sent)
+			}
 		}
 		return nil
 	}
@@ -274,6 +293,12 @@ func (s *Runs) catchUp(ctx context.Context, runID string, send func(runner.Event
 	}
 	for i := range events {
 		if err := send(runner.Event{Trace: &events[i]}); err != nil {
+			return false, err
+		}
+	}
+	// What the running tool wrote before this watcher subscribed.
+	if o, ok := s.engine.OutputSoFar(runID); ok && o.Text != "" {
+		if err := send(runner.Event{Output: &o}); err != nil {
 			return false, err
 		}
 	}
