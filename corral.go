@@ -174,6 +174,9 @@ type Budget struct {
 	Used   int64
 }
 
+// Spent reports whether the budget allows no more model calls.
+func (b Budget) Spent() bool { return b.Tokens > 0 && b.Used >= b.Tokens }
+
 // Grant gives one user a level on one agent.
 type Grant struct {
 	AgentID   string

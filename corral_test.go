@@ -90,3 +90,21 @@ func TestNewID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+func TestBudgetSpent(t *testing.T) {
+	tests := []struct {
+		b    Budget
+		want bool
+	}{
+		{Budget{Tokens: 0, Used: 0}, false},       // unlimited
+		{Budget{Tokens: 0, Used: 1 << 40}, false}, // unlimited, however much is used
+		{Budget{Tokens: 100, Used: 99}, false},
+		{Budget{Tokens: 100, Used: 100}, true},
+		{Budget{Tokens: 100, Used: 130}, true}, // a call may overshoot
+	}
+	for _, tt := range tests {
+		if got := tt.b.Spent(); got != tt.want {
+			t.Errorf("%+v.Spent() = %v, want %v", tt.b, got, tt.want)
+		}
+	}
+}

@@ -242,13 +242,6 @@ func (c *client) file(agentID, path string) string {
 	return f.Content
 }
 
-func strOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func TestReadOnlyAgentCannotWrite(t *testing.T) {
 	needSandbox(t)
 	e := newEnv(t, envOptions{})

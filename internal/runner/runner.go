@@ -700,21 +700,21 @@ func (r *Runner) quarantine(ctx context.Context, run corral.Run) {
 // pause parks a run whose agent ran out of budget. Its stage and
 // checkpoint stay; raising the budget resumes it (Resume).
 func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent) {
-	// The agent first, so whoever sees the run paused sees the agent so.
+	// The agent and the trace first, so whoever sees the run paused sees
+	// the agent paused and the trace ending in the pause.
 	if _, err := r.store.SetAgentState(ctx, run.AgentID, corral.StatePaused, corral.StateActive); err != nil {
 		r.cfg.Log.Error("pausing the agent", "agent", run.AgentID, "err", err)
 	}
+	if now, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
+		agent = now
+	}
+	r.record(ctx, run.ID, trace.Paused, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
 	from := run.Status
 	run.Status = corral.RunPaused
 	if err := r.store.UpdateRun(ctx, run, from); err != nil {
 		r.cfg.Log.Error("run's pause not recorded", "run", run.ID, "err", err)
 		return
 	}
-	now, err := r.store.Agent(ctx, run.AgentID, "")
-	if err == nil {
-		agent = now
-	}
-	r.record(ctx, run.ID, trace.Paused, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
 	// The budget may have been raised between the check and the pause.
 	if err := r.Resume(ctx, run.AgentID); err != nil {
 		r.cfg.Log.Error("resuming", "agent", run.AgentID, "err", err)
@@ -729,7 +729,7 @@ func (r *Runner) Resume(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	if spent(agent.Budget) {
+	if agent.Budget.Spent() {
 		return nil
 	}
 	if agent.State == corral.StatePaused {
@@ -758,9 +758,6 @@ func (r *Runner) Resume(ctx context.Context, agentID string) error {
 	return nil
 }
 
-// spent reports whether a budget allows no more model calls.
-func spent(b corral.Budget) bool { return b.Tokens > 0 && b.Used >= b.Tokens }
-
 // endPaused ends a paused run on request. Its staged changes become a
 // change set for review.
 func (r *Runner) endPaused(ctx context.Context, runID, status, reason string) error {
@@ -786,18 +783,42 @@ func (r *Runner) endPaused(ctx context.Context, runID, status, reason string) er
 	if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
 		return err
 	}
-	if agent, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
-		if st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err == nil {
-			if cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false); err == nil && cs.ID != "" {
-				run.ChangeSetID = cs.ID
-				if err := r.store.UpdateRun(ctx, run, status); err != nil {
-					r.cfg.Log.Error("run's change set not recorded", "run", run.ID, "err", err)
-				}
-			}
-		}
-	}
+	r.proposeStaged(ctx, &run)
 	r.ended(ctx, run, nil)
 	return nil
+}
+
+// proposeStaged turns what a run that ended outside its loop (paused, or
+// cut off by a restart) had staged into a change set for review, and
+// records it on the run, whose final status is stored already. A stage
+// that cannot be reopened is removed.
+func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
+	agent, err := r.store.Agent(ctx, run.AgentID, "")
+	if err != nil {
+		r.cfg.Log.Error("ended run's agent not loaded", "run", run.ID, "err", err)
+		return
+	}
+	st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID)
+	switch {
+	case corral.ErrorCode(err) == corral.ENOTFOUND:
+		return // it never staged anything
+	case err != nil:
+		r.cfg.Log.Error("ended run's stage lost", "run", run.ID, "err", err)
+		r.ws.Discard(run.StageID)
+		return
+	}
+	cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false)
+	if err != nil {
+		r.cfg.Log.Error("ended run's changes not recorded", "run", run.ID, "err", err)
+		return
+	}
+	if cs.ID == "" {
+		return
+	}
+	run.ChangeSetID = cs.ID
+	if err := r.store.UpdateRun(ctx, *run, run.Status); err != nil {
+		r.cfg.Log.Error("ended run's change set not recorded", "run", run.ID, "err", err)
+	}
 }
 
 // Reconcile settles the runs a stopped server left behind. It runs at
@@ -822,23 +843,7 @@ func (r *Runner) Reconcile(ctx context.Context) (int, error) {
 		}
 		n++
 		r.record(ctx, run.ID, trace.Reconciled, map[string]any{"previous_status": from})
-		if agent, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
-			st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID)
-			switch {
-			case err == nil:
-				if cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false); err != nil {
-					r.cfg.Log.Error("reconciled run's changes not recorded", "run", run.ID, "err", err)
-				} else if cs.ID != "" {
-					run.ChangeSetID = cs.ID
-					if err := r.store.UpdateRun(ctx, run, corral.RunReconciled); err != nil {
-						r.cfg.Log.Error("reconciled run's change set not recorded", "run", run.ID, "err", err)
-					}
-				}
-			case corral.ErrorCode(err) != corral.ENOTFOUND:
-				r.cfg.Log.Error("reconciled run's stage lost", "run", run.ID, "err", err)
-				r.ws.Discard(run.StageID)
-			}
-		}
+		r.proposeStaged(ctx, &run)
 		r.ended(ctx, run, nil)
 	}
 	paused, err := r.store.RunsIn(ctx, corral.RunPaused)
@@ -873,7 +878,7 @@ func (m *meter) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if spent(a.Budget) || a.State == corral.StatePaused {
+	if a.Budget.Spent() || a.State == corral.StatePaused {
 		return errBudget
 	}
 	return nil

@@ -57,7 +57,18 @@ var limitMax = corral.Limits{
 // load reads the agent with the actor's level, fresh, and applies the
 // policy. Every agent method starts here.
 func (s *Agents) load(ctx context.Context, actor corral.User, id string, action access.Action) (corral.Agent, error) {
-	a, err := s.store.Agent(ctx, id, actor.ID)
+	return loadAgent(ctx, s.store, actor, id, action)
+}
+
+// agentReader reads an agent with a user's level on it.
+type agentReader interface {
+	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
+}
+
+// loadAgent reads an agent with the actor's level, fresh from the store,
+// and applies the access policy to action.
+func loadAgent(ctx context.Context, store agentReader, actor corral.User, id string, action access.Action) (corral.Agent, error) {
+	a, err := store.Agent(ctx, id, actor.ID)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -146,7 +157,7 @@ func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in Ag
 	// A paused agent goes on the moment its budget allows more work. The
 	// state moves only if it is still paused, so a pause or quarantine made
 	// meanwhile is never undone by a settings edit.
-	if in.BudgetTokens != nil && a.State == corral.StatePaused && !spent(a.Budget) {
+	if in.BudgetTokens != nil && a.State == corral.StatePaused && !a.Budget.Spent() {
 		ok, err := s.store.SetAgentState(ctx, a.ID, corral.StateActive, corral.StatePaused)
 		if err != nil {
 			return corral.Agent{}, err
@@ -155,16 +166,13 @@ func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in Ag
 			a.State = corral.StateActive
 		}
 	}
-	if in.BudgetTokens != nil && s.resume != nil && !spent(a.Budget) {
+	if in.BudgetTokens != nil && s.resume != nil && !a.Budget.Spent() {
 		if err := s.resume(ctx, a.ID); err != nil {
 			s.cfg.Log.Error("resuming paused runs", "agent", a.ID, "err", err)
 		}
 	}
 	return a, nil
 }
-
-// spent reports whether a budget allows no more model calls.
-func spent(b corral.Budget) bool { return b.Tokens > 0 && b.Used >= b.Tokens }
 
 // apply validates each given field and sets it on a.
 func apply(a *corral.Agent, in AgentInput) error {
@@ -305,7 +313,7 @@ func (s *Agents) Release(ctx context.Context, actor corral.User, id string) (cor
 		return a, nil
 	}
 	to := corral.StateActive
-	if spent(a.Budget) {
+	if a.Budget.Spent() {
 		to = corral.StatePaused
 	}
 	if _, err := s.store.SetAgentState(ctx, a.ID, to, corral.StateQuarantined); err != nil {

@@ -107,7 +107,7 @@ func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string 
 		return corral.ReasonPaused
 	case promptBytes > maxPrompt:
 		return corral.ReasonPromptTooLarge
-	case a.Budget.Tokens > 0 && a.Budget.Used >= a.Budget.Tokens:
+	case a.Budget.Spent():
 		return corral.ReasonBudgetExhausted
 	case a.Limits.MaxRuns > 0 && f.RunsAdmitted >= a.Limits.MaxRuns:
 		return corral.ReasonRunLimit
@@ -139,11 +139,7 @@ func refusal(ev corral.Admission) string {
 // load reads the agent with the actor's level, fresh, and applies the
 // policy.
 func (s *Runs) load(ctx context.Context, actor corral.User, agentID string, action access.Action) (corral.Agent, error) {
-	a, err := s.store.Agent(ctx, agentID, actor.ID)
-	if err != nil {
-		return corral.Agent{}, err
-	}
-	return a, access.Check(a.Access, action).Err("agent", action)
+	return loadAgent(ctx, s.store, actor, agentID, action)
 }
 
 // loadRun reads a run and checks the actor's access to its agent. A run of
