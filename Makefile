@@ -9,9 +9,9 @@ BIN      := bin/corral
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
-FUZZ_TARGETS := FuzzName FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
+FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
 
-.PHONY: all build run test deps tools vet fmt-check unit fuzz bench clean web web-deps web-test browser
+.PHONY: all build run test deps tools e2fsprogs vet fmt-check unit fuzz bench clean web web-deps web-test browser
 
 all: build
 
@@ -24,10 +24,10 @@ deps:
 build: deps web
 	$(GO) build -trimpath -tags ui -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
 
-run: build
+run: build e2fsprogs
 	./$(BIN) serve
 
-test: deps tools fmt-check vet fuzz unit web-test
+test: deps tools e2fsprogs fmt-check vet fuzz unit web-test
 
 # The web app: Node 20.19+ (Vite 8) and the npm packages of web/, installed
 # from the lock file when it changed.
@@ -64,6 +64,16 @@ tools:
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 		else echo "note:$$missing missing and cannot be installed here: the README walkthrough test will skip"; fi; \
 	fi
+
+# Every run's staged tree is a filesystem of its own (its disk limits),
+# made with mke2fs: installed when missing (e2fsprogs, as root, from
+# Debian's packages). Without it runs are refused, saying so.
+e2fsprogs:
+	@command -v mke2fs >/dev/null 2>&1 || [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing e2fsprogs"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq e2fsprogs >/dev/null; \
+		else echo "note: mke2fs missing and cannot be installed here (needs root and apt-get): runs will be refused"; fi; }
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

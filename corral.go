@@ -166,6 +166,12 @@ type Limits struct {
 	MemoryBytes    int64
 	Pids           int64
 	OutputBytes    int64
+	// DiskBytes and DiskInodes bound what one run may write into its
+	// staged tree; PendingDiskBytes bounds what the agent's pending change
+	// sets may hold on the host's disk before admission refuses new runs.
+	DiskBytes        int64
+	DiskInodes       int64
+	PendingDiskBytes int64
 }
 
 // Budget is an agent's token allowance. Tokens 0 means unlimited.
@@ -214,21 +220,24 @@ type Message struct {
 
 // Change set statuses.
 const (
-	ChangePending    = "pending"    // waiting for a person (review mode, or risky entries in auto mode)
-	ChangeApplied    = "applied"    // every entry that could be applied was
-	ChangeRejected   = "rejected"   // a person said no
+	ChangePending    = "pending"    // some entry still waits for a person (review mode, risky entries in auto mode, a partial decision)
+	ChangeApplied    = "applied"    // decided, and at least one entry was applied
+	ChangeRejected   = "rejected"   // decided, nothing applied, and a person rejected something
 	ChangeDenied     = "denied"     // nothing in it may ever be applied (only protected entries)
-	ChangeConflicted = "conflicted" // the workspace changed since the run began: nothing applied
+	ChangeConflicted = "conflicted" // decided, nothing applied: the files it changes changed in the workspace since the run
 	ChangeExpired    = "expired"    // nobody decided in time: never applied
 	ChangeFailed     = "failed"     // applying failed and was rolled back
 )
 
-// Entry states within a change set.
+// Entry states within a change set. An entry leaves pending once, for one
+// of the others, and never comes back.
 const (
-	EntryPending = "pending"
-	EntryApplied = "applied"
-	EntryDenied  = "denied"  // protected: never applied
-	EntryDropped = "dropped" // the change set was rejected, expired, conflicted or failed
+	EntryPending    = "pending"
+	EntryApplied    = "applied"
+	EntryRejected   = "rejected"   // a person said no to this entry
+	EntryDenied     = "denied"     // protected: never applied
+	EntryConflicted = "conflicted" // its file changed in the workspace since the run saw it: never applied
+	EntryDropped    = "dropped"    // the change set expired or failed before anyone decided it
 )
 
 // ChangeSet is what one run proposes to change in an agent's workspace,
@@ -241,6 +250,7 @@ type ChangeSet struct {
 	Mode      string // the agent's policy.changes when it was made
 	Entries   []ChangeEntry
 	StageDir  string // where the staged tree lives; never leaves the server
+	DiskBytes int64  // what the staged tree takes on the host's disk while the change set waits
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	DecidedBy *UserRef // nil until a person decides
@@ -257,6 +267,11 @@ type ChangeEntry struct {
 	Mode      uint32 // the staged file's mode (os.FileMode bits)
 	OldMode   uint32
 	Class     string   // ordinary | risky | protected
-	Flags     []string // why a path is protected (symlink, hardlink, device, setuid, escape, internal)
+	Flags     []string // facts that make it protected (symlink, hardlink, device, setuid, escape, internal, name, stale) or risky (collision)
+	Note      string   // why, in words, when a flag says something a person should read ("" otherwise)
 	State     string   // Entry*
+	// Diff is a unified diff of a text entry, made when the change set was
+	// and kept after it is decided; "" for binary, protected or large
+	// entries. Lists leave it out.
+	Diff string
 }

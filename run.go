@@ -29,9 +29,15 @@ const (
 	ReasonPaused          = "paused"           // the agent is paused: its budget is spent
 	ReasonPromptTooLarge  = "prompt_too_large" // the message is over limits.max_prompt_bytes
 	ReasonBudgetExhausted = "budget_exhausted" // the agent has used its whole token budget
+	ReasonDiskQuota       = "disk_quota"       // the agent's pending change sets hold limits.pending_disk_bytes on disk
 	ReasonRunLimit        = "run_limit"        // the agent has had limits.max_runs runs
 	ReasonBusy            = "busy"             // a run of the agent is still active
 )
+
+// ViolationDisk is the violation of a run that used up its staged tree's
+// disk (limits.disk_bytes or limits.disk_inodes). The sandbox's own limits
+// name the others (sandbox.Violation*).
+const ViolationDisk = "disk"
 
 // Tokens counts model tokens as the provider reported them.
 type Tokens struct {
@@ -66,6 +72,9 @@ type AdmissionFacts struct {
 	Agent        Agent // settings, state and budget, read in the transaction
 	RunsAdmitted int64 // every run the agent was ever admitted
 	ActiveRuns   int64 // runs admitted, running or paused
+	// PendingDiskBytes is what the agent's pending change sets hold on the
+	// host's disk (their ChangeSet.DiskBytes).
+	PendingDiskBytes int64
 }
 
 // Admission is the evidence of one admission decision: sizes and counts,
@@ -83,6 +92,8 @@ type Admission struct {
 	TokensBudget int64
 	AgentState   string
 	At           time.Time
+	// PendingDiskBytes is what the agent's pending change sets held.
+	PendingDiskBytes int64
 }
 
 // RunStore keeps runs, their checkpoints and the evidence of admission.

@@ -113,8 +113,10 @@ type ChangeStore interface {
 	// ChangeSets lists an agent's change sets, newest first, with entries.
 	ChangeSets(ctx context.Context, agentID string) ([]ChangeSet, error)
 	// UpdateChangeSet writes the status, the decision and every entry's
-	// state of cs, but only if the stored status is still from: a decision
-	// made concurrently by someone else makes this an ECONFLICT.
+	// state of cs, but only if the stored status is still from and each
+	// entry is pending or already in the state cs gives it: a decision made
+	// concurrently by someone else makes this an ECONFLICT, never a lost
+	// update. ChangeSet returns entries with their Diff; lists without.
 	UpdateChangeSet(ctx context.Context, cs ChangeSet, from string) error
 	// PendingChangeSets lists the change sets still waiting, oldest first.
 	PendingChangeSets(ctx context.Context) ([]ChangeSet, error)

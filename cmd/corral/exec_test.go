@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/internal/kerneltest"
 	"corral/internal/sandbox"
 )
 
@@ -31,10 +32,10 @@ func TestExecCommand(t *testing.T) {
 	}
 
 	if os.Geteuid() != 0 {
-		t.Skip("running commands in the sandbox needs root (cgroups)")
+		kerneltest.Skip(t, "running commands in the sandbox needs root (cgroups)")
 	}
 	if err := sandbox.Available(); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, "%v", err)
 	}
 	dir := t.TempDir()
 	for p := dir; p != "/tmp" && p != "/"; p = filepath.Dir(p) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
 )
@@ -90,7 +91,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // change set, and the next message continues the conversation.
 func TestRestartMidRunReconciles(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
-		t.Skipf("runs need the sandbox: %v", err)
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}
 	const marker = "sleep 4244"
 	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {

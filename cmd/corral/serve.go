@@ -9,21 +9,25 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"corral/internal/api"
 	"corral/internal/auth"
 	"corral/internal/gateway"
+	"corral/internal/netguard"
 	"corral/internal/role"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 	"corral/internal/webui"
+	"corral/internal/workspace"
 )
 
 // serveConfig is everything serve reads from flags and the environment.
@@ -39,6 +43,14 @@ type serveConfig struct {
 	// agent.
 	QuarantineAfter  int
 	QuarantineWindow time.Duration
+	// MaxConns caps open connections in all: 0 takes
+	// netguard.DefaultMaxConns, or what the descriptor limit allows after
+	// its reserve when that is less; more than the limit allows is lowered.
+	// MaxConnsPerAddr caps those of one client address; 0 is no such cap.
+	MaxConns, MaxConnsPerAddr int
+	// TrustedProxies are reverse proxies: their X-Forwarded-For names the
+	// client, and they are exempt from the per-address cap.
+	TrustedProxies []netip.Prefix
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -65,6 +77,24 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: CORRAL_QUARANTINE_WINDOW: %v", errUsage, err)
 	}
 	fs.DurationVar(&c.QuarantineWindow, "quarantine-window", window, "the window in which violations count towards quarantine")
+	maxConns, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_CONNS", "0"))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_MAX_CONNS: %v", errUsage, err)
+	}
+	fs.IntVar(&c.MaxConns, "max-conns", maxConns, "most connections open at once; 0: "+strconv.Itoa(netguard.DefaultMaxConns)+" or what the descriptor limit allows")
+	perAddr, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_CONNS_PER_ADDR", strconv.Itoa(netguard.DefaultMaxConnsPerAddr)))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_MAX_CONNS_PER_ADDR: %v", errUsage, err)
+	}
+	fs.IntVar(&c.MaxConnsPerAddr, "max-conns-per-addr", perAddr, "most connections open at once from one client address (IPv6: one /64); 0: no such cap")
+	proxies := &prefixList{}
+	if v := getenv("CORRAL_TRUSTED_PROXY"); v != "" {
+		if err := proxies.Set(v); err != nil {
+			return c, fmt.Errorf("%w: CORRAL_TRUSTED_PROXY: %v", errUsage, err)
+		}
+		proxies.fromEnv = true
+	}
+	fs.Var(proxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-For is believed (repeatable, or comma-separated)")
 	c.Model = gateway.Config{
 		BaseURL: getenv("CORRAL_MODEL_BASE_URL"),
 		APIKey:  getenv("CORRAL_MODEL_API_KEY"),
@@ -75,6 +105,10 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	c.TrustedProxies = proxies.list
+	if c.MaxConns < 0 || c.MaxConnsPerAddr < 0 {
+		return c, fmt.Errorf("%w: --max-conns and --max-conns-per-addr must not be negative", errUsage)
 	}
 	if c.ChangeTTL <= 0 {
 		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
@@ -105,6 +139,23 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 	if err := role.Supported(r); err != nil {
 		return err
 	}
+
+	// One server per data directory: the lock comes before anything in it
+	// is read, recovered or reconciled, and the address is bound before
+	// that too, so a second server, or one whose address is taken, exits
+	// having touched nothing.
+	lock, err := lockDataDir(c.Data)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.Addr, err)
+	}
+	defer ln.Close()
+	guard := guardListener(ln, c, log)
+	defer guard.Close()
 
 	if role.HoldsWorktree(r) {
 		if err := prepareDataDir(c.Data, log); err != nil {
@@ -167,36 +218,33 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			if err := model.Configured(); err != nil {
 				return err
 			}
-			return sandbox.Available()
+			if err := sandbox.Available(); err != nil {
+				return err
+			}
+			return workspace.DiskAvailable()
 		}
 		go sweepChanges(ctx, changes, log)
-		mux.Handle("/api/", api.New(api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done()},
+		// Streams hold connections: at most half of them, so ordinary
+		// requests always find room.
+		apiCfg := api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done(),
+			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
+		mux.Handle("/api/", api.New(apiCfg,
 			accounts, agents, changes, service.NewRuns(db, runs, ready, cfg)))
+		mux.Handle("/v1/", api.NotFound())
 		mux.Handle("/", webui.Handler())
 		if !webui.Built() {
 			log.Info("this binary has no web app (built without -tags ui): make run builds it")
 		}
 	}
 
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(mux, log, defaultTimeouts)
 	if db != nil {
 		go sweepSessions(ctx, db, log)
 	}
 	addr := ln.Addr().String()
 	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+addr, "data", c.Data, "signup", c.Signup)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(guard) }()
 	if ready != nil {
 		ready <- addr
 	}
@@ -212,6 +260,110 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// httpTimeouts bound how long a client may take.
+type httpTimeouts struct {
+	// Header bounds reading a request's headers, from the connection's
+	// start (on a kept-alive one, from its next request's first byte): a
+	// slowloris trickling headers, or a connection that sends nothing, is
+	// cut off.
+	Header time.Duration
+	// Request bounds reading the whole request, headers and body: a slow
+	// body is cut off. net/http lifts the read deadline once the body is
+	// read, so it bounds neither the handler nor an event stream (those
+	// set their own write deadlines, see api.Config.StreamWriteTimeout).
+	Request time.Duration
+	// Idle bounds a kept-alive connection's wait for its next request.
+	Idle time.Duration
+}
+
+// defaultTimeouts: ten seconds for headers, which any client sends in one
+// packet; a minute for a request, which carries at most api.MaxBody (2 MiB:
+// 35 KB/s suffices); a minute idle, so connections a browser keeps give
+// their slot back soon.
+var defaultTimeouts = httpTimeouts{Header: 10 * time.Second, Request: 60 * time.Second, Idle: 60 * time.Second}
+
+// newHTTPServer is the server's HTTP settings. There is no WriteTimeout: it
+// would cut every event stream at that age.
+func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.Header,
+		ReadTimeout:       t.Request,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// guardListener puts the connection caps on ln (see netguard), after raising
+// the descriptor limit: the total is lowered to what the limit allows after
+// netguard's reserve, so that a flood of connections can never take the
+// descriptors the database, the sandbox, staging and the trace need (a run
+// ending meanwhile must be able to record its end). An operator's
+// --max-conns above that is lowered with a warning rather than refused: the
+// reserve is not negotiable, and a limit changed under a service manager
+// should not keep the server from starting.
+func guardListener(ln net.Listener, c serveConfig, log *slog.Logger) *netguard.Listener {
+	maxConns := c.MaxConns
+	limit, err := netguard.RaiseFileLimit()
+	budget, reserve := netguard.Budget(limit)
+	switch {
+	case err != nil || budget == 0:
+		log.Warn("the descriptor limit is unknown: no descriptors are held back from connections", "err", err)
+		if maxConns == 0 {
+			maxConns = netguard.DefaultMaxConns
+		}
+	case maxConns == 0:
+		maxConns = min(netguard.DefaultMaxConns, budget)
+	case maxConns > budget:
+		log.Warn("--max-conns lowered to what the descriptor limit allows after the reserve",
+			"asked", maxConns, "max_conns", budget, "nofile", limit, "reserve", reserve)
+		maxConns = budget
+	}
+	log.Info("connection limits", "max_conns", maxConns, "max_conns_per_addr", c.MaxConnsPerAddr,
+		"nofile", limit, "reserve", reserve, "trusted_proxies", len(c.TrustedProxies))
+	return netguard.Wrap(ln, netguard.Config{MaxConns: maxConns, MaxConnsPerAddr: c.MaxConnsPerAddr,
+		Exempt: c.TrustedProxies, Log: log})
+}
+
+// prefixList is the --trusted-proxy flag: repeatable, each value a
+// comma-separated list of CIDRs or single addresses. Values from the
+// environment are replaced, not added to, by the first flag.
+type prefixList struct {
+	list    []netip.Prefix
+	fromEnv bool
+}
+
+func (p *prefixList) String() string {
+	s := make([]string, len(p.list))
+	for i, x := range p.list {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *prefixList) Set(v string) error {
+	if p.fromEnv {
+		p.list, p.fromEnv = nil, false
+	}
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return fmt.Errorf("%q is neither a CIDR nor an address", f)
+			}
+			a = a.Unmap()
+			prefix = netip.PrefixFrom(a, a.BitLen())
+		}
+		p.list = append(p.list, prefix.Masked())
+	}
 	return nil
 }
 

@@ -2,14 +2,16 @@ package main
 
 import (
 	"path/filepath"
-	"syscall"
+
+	"corral/internal/workspace"
 )
 
-// unmountStages detaches the overlay mounts of staged trees under data:
-// change sets waiting for review keep theirs.
+// unmountStages removes the staged trees under data, with every mount they
+// hold (the overlay, the run's disk): change sets waiting for review keep
+// theirs.
 func unmountStages(data string) {
-	trees, _ := filepath.Glob(filepath.Join(data, "stages", "*", "tree"))
-	for _, tree := range trees {
-		syscall.Unmount(tree, syscall.MNT_DETACH)
+	stages, _ := filepath.Glob(filepath.Join(data, "stages", "*"))
+	for _, st := range stages {
+		workspace.RemoveStage(st)
 	}
 }

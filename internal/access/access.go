@@ -16,6 +16,7 @@ const (
 	ViewRuns                    // read runs and their traces and events
 	ViewChanges                 // read change sets and diffs
 	ReadFiles                   // read the persistent workspace
+	ReadSecrets                 // read its secret files (.env*, policy.exclude), which runs never see
 	SendMessage                 // post a message (and so start a run)
 	StopOwnRun                  // gracefully stop a run the caller started
 	StopAnyRun                  // gracefully stop anyone's run
@@ -32,7 +33,7 @@ const (
 )
 
 var actionNames = [numActions]string{
-	"view_agent", "read_messages", "view_runs", "view_changes", "read_files",
+	"view_agent", "read_messages", "view_runs", "view_changes", "read_files", "read_secrets",
 	"send_message", "stop_own_run", "stop_any_run", "kill_run", "edit_agent",
 	"decide_changes", "write_files", "set_budget", "share", "release",
 	"delete_agent",
@@ -63,6 +64,7 @@ var required = [numActions]corral.Level{
 	ViewRuns:      corral.LevelViewer,
 	ViewChanges:   corral.LevelViewer,
 	ReadFiles:     corral.LevelViewer,
+	ReadSecrets:   corral.LevelEditor,
 	SendMessage:   corral.LevelRunner,
 	StopOwnRun:    corral.LevelRunner,
 	StopAnyRun:    corral.LevelEditor,

@@ -23,6 +23,7 @@ var want = map[Action][5]Decision{
 	ViewRuns:      {N, A, A, A, A},
 	ViewChanges:   {N, A, A, A, A},
 	ReadFiles:     {N, A, A, A, A},
+	ReadSecrets:   {N, F, F, A, A},
 	SendMessage:   {N, F, A, A, A},
 	StopOwnRun:    {N, F, A, A, A},
 	StopAnyRun:    {N, F, F, A, A},

@@ -24,7 +24,7 @@ func (s *Server) signup(w http.ResponseWriter, r *http.Request, _ corral.User) e
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	u, token, err := s.accounts.Signup(r.Context(), service.SignupInput{Email: req.Email, Name: req.Name, Password: req.Password, Invite: req.Invite}, clientAddr(r))
+	u, token, err := s.accounts.Signup(r.Context(), service.SignupInput{Email: req.Email, Name: req.Name, Password: req.Password, Invite: req.Invite}, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ corral.User) er
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	u, token, err := s.accounts.Login(r.Context(), req.Email, req.Password, clientAddr(r))
+	u, token, err := s.accounts.Login(r.Context(), req.Email, req.Password, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, actor corral.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewAll(us, viewUser))
+	writeJSON(w, http.StatusOK, viewAll(us, viewListedUser))
 	return nil
 }
 

@@ -54,6 +54,37 @@ func TestSignupLoginMeLogout(t *testing.T) {
 	first.do("GET", "/api/me", nil).want(http.StatusOK)
 }
 
+// TestEmailsOneFormAndASCIIForAdmins: an email is one account however its
+// letters are composed or cased, and the administrators' list shows a
+// non-ASCII domain in punycode.
+func TestEmailsOneFormAndASCIIForAdmins(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	admin := e.signup("admin@example.com", "Admin")
+	decomposed := "A\u030aSA@BU\u0308CHER.de" // Å and Ü as letter + combining mark
+	asa := e.signup(decomposed, "Åsa")
+	if want := "\u00e5sa@b\u00fccher.de"; asa.user.Email != want {
+		t.Fatalf("email stored as %+q, want %+q", asa.user.Email, want)
+	}
+	e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "\u00e5sa@B\u00dcCHER.DE", "name": "Dup", "password": password}).want(http.StatusConflict)
+	e.anon().do("POST", "/api/auth/login", map[string]string{"email": "\u00c5sa@b\u00fccher.de", "password": password}).want(http.StatusOK)
+	e.anon().do("POST", "/api/auth/login", map[string]string{"email": "a\u030asa@bu\u0308cher.de", "password": password}).want(http.StatusOK)
+
+	asa.do("GET", "/api/users", nil).want(http.StatusForbidden)
+	res := admin.do("GET", "/api/users", nil).want(http.StatusOK)
+	var listed struct {
+		Items []map[string]any `json:"items"`
+	}
+	res.decode(&listed)
+	got := map[string]any{}
+	for _, u := range listed.Items {
+		got[u["email"].(string)] = u["email_ascii"]
+	}
+	want := map[string]any{"admin@example.com": nil, "\u00e5sa@b\u00fccher.de": "\u00e5sa@xn--bcher-kva.de"}
+	if len(got) != len(want) || got["admin@example.com"] != nil || got["\u00e5sa@b\u00fccher.de"] != want["\u00e5sa@b\u00fccher.de"] {
+		t.Fatalf("GET /api/users email → email_ascii = %v, want %v (no email_ascii for an ASCII domain)", got, want)
+	}
+}
+
 func TestSessionsExpire(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	u := e.signup("u@example.com", "U")
@@ -140,6 +171,34 @@ func TestHourlyCapAcrossAddresses(t *testing.T) {
 	}
 	if len(answered) < 10 {
 		t.Fatalf("only %d attempts answered in two hours: the throttle should slow, not stop, a patient caller", len(answered))
+	}
+}
+
+// TestOthersFailuresDoNotLockOneOut: many people behind one address (a
+// proxy, a NAT): one of them failing on bob until bob is locked does not
+// keep alice, from the same address, out.
+func TestOthersFailuresDoNotLockOneOut(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.signup("alice@example.com", "Alice")
+	e.signup("bob@example.com", "Bob")
+	login := func(email, pw string) int {
+		body := fmt.Sprintf(`{"email":%q,"password":%q}`, email, pw)
+		req := httptest.NewRequest("POST", "/api/auth/login", strings.NewReader(body))
+		req.RemoteAddr = "192.0.2.10:4711"
+		rec := httptest.NewRecorder()
+		e.api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for range 5 {
+		if got := login("bob@example.com", "guess"); got != http.StatusUnauthorized {
+			t.Fatalf("bob's failed login = %d, want 401", got)
+		}
+	}
+	if got := login("bob@example.com", password); got != http.StatusTooManyRequests {
+		t.Fatalf("bob's login after 5 failures = %d, want 429", got)
+	}
+	if got := login("alice@example.com", password); got != http.StatusOK {
+		t.Fatalf("alice's login from the same address = %d, want 200", got)
 	}
 }
 

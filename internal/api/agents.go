@@ -24,13 +24,16 @@ type agentRequest struct {
 		Risky     *[]string `json:"risky"`
 	} `json:"policy"`
 	Limits *struct {
-		MaxPromptBytes *int64 `json:"max_prompt_bytes"`
-		MaxRuns        *int64 `json:"max_runs"`
-		RunTimeoutS    *int64 `json:"run_timeout_s"`
-		CPUMillis      *int64 `json:"cpu_millis"`
-		MemoryBytes    *int64 `json:"memory_bytes"`
-		Pids           *int64 `json:"pids"`
-		OutputBytes    *int64 `json:"output_bytes"`
+		MaxPromptBytes   *int64 `json:"max_prompt_bytes"`
+		MaxRuns          *int64 `json:"max_runs"`
+		RunTimeoutS      *int64 `json:"run_timeout_s"`
+		CPUMillis        *int64 `json:"cpu_millis"`
+		MemoryBytes      *int64 `json:"memory_bytes"`
+		Pids             *int64 `json:"pids"`
+		OutputBytes      *int64 `json:"output_bytes"`
+		DiskBytes        *int64 `json:"disk_bytes"`
+		DiskInodes       *int64 `json:"disk_inodes"`
+		PendingDiskBytes *int64 `json:"pending_disk_bytes"`
 	} `json:"limits"`
 	Budget *struct {
 		Tokens *int64 `json:"tokens"`
@@ -47,6 +50,7 @@ func (req agentRequest) input() service.AgentInput {
 		in.Limits = service.LimitsInput{
 			MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
 			CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,
+			DiskBytes: l.DiskBytes, DiskInodes: l.DiskInodes, PendingDiskBytes: l.PendingDiskBytes,
 		}
 	}
 	if req.Budget != nil {

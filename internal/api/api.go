@@ -4,6 +4,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"corral"
 	"corral/internal/service"
@@ -37,6 +39,20 @@ type Config struct {
 	// Done, when closed, ends every long-lived stream (run events), so a
 	// graceful shutdown need not wait for runs to end.
 	Done <-chan struct{}
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed: a request whose TCP peer is in one of them is counted
+	// (login and signup throttling) by the client the header names. Empty,
+	// the header is ignored, since anyone can send it.
+	TrustedProxies []netip.Prefix
+	// MaxStreams caps the live event streams in all, and
+	// MaxStreamsPerSession those of one session cookie or API token; zero
+	// means DefaultMaxStreams and DefaultMaxStreamsPerSession. Each stream
+	// holds a connection and a watcher for as long as its run lasts.
+	MaxStreams, MaxStreamsPerSession int
+	// StreamWriteTimeout bounds each write to an event stream: a client
+	// that stops reading for that long is dropped. Zero means
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 // Server answers the API.
@@ -47,6 +63,7 @@ type Server struct {
 	runs     *service.Runs
 	cfg      Config
 	handler  http.Handler
+	streams  *streamSlots
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -114,7 +131,17 @@ func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{accounts: accounts, agents: agents, changes: changes, runs: runs, cfg: cfg}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxStreamsPerSession <= 0 {
+		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	s := &Server{accounts: accounts, agents: agents, changes: changes, runs: runs, cfg: cfg,
+		streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
@@ -184,6 +211,16 @@ func unmatched(mux *http.ServeMux) http.Handler {
 			writeError(w, corral.Errorf(corral.ENOTALLOWED, "method %s not allowed here", r.Method))
 			return
 		}
+		writeError(w, corral.Errorf(corral.ENOTFOUND, "no such endpoint"))
+	})
+}
+
+// NotFound answers every request, whatever its method, with the API's 404
+// for an unknown endpoint. The server mounts it on /v1/, the model
+// gateway's paths, which only sandboxes are served: a client calling them
+// here gets JSON, never the web app's page.
+func NotFound() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, corral.Errorf(corral.ENOTFOUND, "no such endpoint"))
 	})
 }
@@ -263,9 +300,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON body into v: bounded in size, unknown fields and
-// trailing data refused.
+// trailing data refused. The body must be valid UTF-8 with no lone
+// surrogate escaped in it (ECONTENT): encoding/json would quietly turn
+// either into U+FFFD, and the user's text would not be what they sent.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		return decodeError(err)
+	}
+	if !utf8.Valid(body) {
+		return corral.Errorf(corral.ECONTENT, "request body is not valid UTF-8")
+	}
+	if loneSurrogate(body) {
+		return corral.Errorf(corral.ECONTENT, `request body escapes a lone UTF-16 surrogate (a \ud800-\udfff not in a pair)`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
@@ -277,6 +326,64 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return decodeError(err)
 	}
 	return nil
+}
+
+// loneSurrogate reports whether b escapes a UTF-16 surrogate that is not
+// half of a pair: a high one (\ud800-\udbff) not followed at once by an
+// escaped low one (\udc00-\udfff), or a low one on its own. It reads every
+// backslash escape, in strings or not: outside a string a backslash is a
+// syntax error the decoder reports anyway.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // \" \\ \n ...: skip the escaped byte
+			continue
+		}
+		c, ok := hex4(b[i+2:])
+		switch {
+		case !ok:
+			return false // malformed: the decoder refuses it
+		case 0xdc00 <= c && c <= 0xdfff:
+			return true
+		case 0xd800 <= c && c <= 0xdbff:
+			if i+11 >= len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
+				return true
+			}
+			if lo, ok := hex4(b[i+8:]); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11 // the pair
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// hex4 parses the four hex digits that start b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var c rune
+	for _, x := range b[:4] {
+		switch {
+		case '0' <= x && x <= '9':
+			c = c<<4 | rune(x-'0')
+		case 'a' <= x && x <= 'f':
+			c = c<<4 | rune(x-'a'+10)
+		case 'A' <= x && x <= 'F':
+			c = c<<4 | rune(x-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return c, true
 }
 
 func decodeError(err error) error {
@@ -300,13 +407,73 @@ func decodeError(err error) error {
 	}
 }
 
-// clientAddr is the address login throttling counts per client.
-func clientAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+// clientAddr is the address login and signup throttling count per client:
+// the TCP peer, or behind a trusted proxy the client it forwarded for.
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	return clientAddrOf(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies)
+}
+
+// clientAddrOf finds the client of a request from peer, its TCP peer
+// (host:port), and forwarded, its X-Forwarded-For lines. Only a trusted peer's
+// header counts. Each proxy appends the address it saw, so the list is read
+// from the right: the rightmost address that is not one of our proxies is the
+// first one no proxy of ours vouches for, the client; everything left of it
+// came from the client and may be forged. When every entry is a trusted proxy,
+// the leftmost is the farthest known. An absent header or a malformed entry
+// reached on the way leaves the peer itself: the proxy then counts as the
+// client, which throttles more, never less.
+func clientAddrOf(peer string, forwarded []string, trusted []netip.Prefix) netip.Addr {
+	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
 		return netip.IPv6Unspecified()
 	}
-	return ap.Addr()
+	addr := ap.Addr().Unmap().WithZone("")
+	if !inPrefixes(addr, trusted) || len(forwarded) == 0 {
+		return addr
+	}
+	var hops []string
+	for _, line := range forwarded {
+		hops = append(hops, strings.Split(line, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			return addr
+		}
+		if i == 0 || !inPrefixes(hop, trusted) {
+			return hop
+		}
+	}
+	return addr
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, possibly with a port
+// ("192.0.2.1:4711", "[2001:db8::1]:4711") or in brackets, as some proxies
+// write them.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	if inner, ok := strings.CutPrefix(s, "["); ok {
+		if s, ok = strings.CutSuffix(inner, "]"); !ok {
+			return netip.Addr{}, false
+		}
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+func inPrefixes(a netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // statusRecorder remembers the status for the access log.

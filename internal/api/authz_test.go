@@ -2,10 +2,17 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"corral"
 )
 
 // actors of the authorization matrix, from nobody to the owner.
@@ -20,16 +27,19 @@ type fixture struct {
 	link      linkView // a live viewer link, joined by nobody
 	otherUser string   // an account with no access, for PUT grant
 	viewerID  string   // an account holding a grant, for DELETE grant
+	run       string   // the agent's run, when the row asks for one
+	change    string   // the agent's pending change set, when the row asks for one
 }
 
 // people are the accounts of the matrix, created once.
 type people struct {
+	e       *env
 	admin   *client
 	clients map[string]*client
 }
 
 func newPeople(e *env) *people {
-	p := &people{admin: e.signup("admin@example.com", "Admin"), clients: map[string]*client{}}
+	p := &people{e: e, admin: e.signup("admin@example.com", "Admin"), clients: map[string]*client{}}
 	p.clients["anonymous"] = e.anon()
 	for _, a := range actors[1:] {
 		p.clients[a] = e.signup(strings.ReplaceAll(a, " ", "-")+"@example.com", a)
@@ -38,7 +48,11 @@ func newPeople(e *env) *people {
 	return p
 }
 
-func (p *people) fixture() fixture {
+// fixture shares a new agent as the matrix needs and gives it what rt acts
+// on: a run, or a change set. actor is the caller of the cell, who starts
+// the run when the row is about the caller's own run.
+func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
+	t.Helper()
 	owner := p.clients["owner"]
 	id := owner.createAgent("matrix")
 	for _, l := range []string{"viewer", "runner", "editor"} {
@@ -52,39 +66,135 @@ func (p *people) fixture() fixture {
 	gone := owner.link(id, "runner")
 	p.clients["revoked link holder"].do("POST", "/api/links/"+gone.Token+"/accept", nil).want(http.StatusOK)
 	owner.do("DELETE", "/api/agents/"+id+"/links/"+gone.ID, nil).want(http.StatusNoContent)
-	return fixture{agent: id, link: owner.link(id, "viewer"), otherUser: p.clients["other"].user.ID, viewerID: p.clients["viewer"].user.ID}
+	f := fixture{agent: id, link: owner.link(id, "viewer"), otherUser: p.clients["other"].user.ID, viewerID: p.clients["viewer"].user.ID}
+	switch {
+	case strings.HasPrefix(rt.path, "/api/runs/"):
+		by := owner.user
+		if rt.run == ownPausedRun && actor != "anonymous" {
+			by = p.clients[actor].user
+		}
+		f.run = p.storeRun(t, id, by, rt.run)
+	case strings.HasPrefix(rt.path, "/api/changes/"):
+		f.change = p.e.propose(t, id, func(tree string) { write(t, filepath.Join(tree, "proposed.txt"), "from the matrix\n") }).ID
+	}
+	return f
 }
 
-// agentRoute is a request on one agent and the lowest level that may make
-// it.
+// storeRun records a run of agent by the given user straight in the store,
+// as admission and the runner would leave it, without running anything: the
+// matrix is about who may touch a run, not about running one.
+func (p *people) storeRun(t *testing.T, agentID string, by userView, kind runKind) string {
+	t.Helper()
+	ctx := context.Background()
+	now := p.e.clock.Now()
+	ref := &corral.UserRef{ID: by.ID, Name: by.Name}
+	run := corral.Run{ID: corral.NewID("run"), AgentID: agentID, Status: corral.RunAdmitted, TriggeredBy: ref, CreatedAt: now, StageID: corral.NewID("chg")}
+	msg := corral.Message{ID: corral.NewID("msg"), AgentID: agentID, Role: corral.RoleUser, Content: "matrix", Author: ref, RunID: run.ID, CreatedAt: now}
+	run.MessageID = msg.ID
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: by.ID, PromptBytes: int64(len(msg.Content)), At: now}
+	if _, err := p.e.db.Admit(ctx, msg, run, ev, func(corral.AdmissionFacts) string { return "" }); err != nil {
+		t.Fatalf("admit the matrix's run: %v", err)
+	}
+	run.StartedAt = now
+	switch kind {
+	case endedRun:
+		run.Status, run.EndedAt = corral.RunCompleted, now
+	default:
+		// A paused run has no loop: stop and kill end it at once.
+		run.Status = corral.RunPaused
+	}
+	if err := p.e.db.UpdateRun(ctx, run, corral.RunAdmitted); err != nil {
+		t.Fatalf("set the matrix's run %s: %v", run.Status, err)
+	}
+	return run.ID
+}
+
+// runKind is the run a row on /api/runs/{id} acts on.
+type runKind int
+
+const (
+	endedRun     runKind = iota // completed, started by the owner
+	pausedRun                   // paused, started by the owner
+	ownPausedRun                // paused, started by the caller of the cell
+)
+
+// agentRoute is a request on one agent (or on its run or change set) and
+// the lowest level that may make it.
 type agentRoute struct {
-	method, path string // {id}, {user_id}, {link_id} are filled from the fixture
+	// method and path are a route of the table. {id} is the fixture's agent,
+	// run or change set (by the path's prefix), {user_id} the account named
+	// by user, {link_id} the fixture's live link.
+	method, path string
+	query        string // appended to the path
 	body         any
 	need         string
 	ok           int
+	user         string  // whose id {user_id} is: "other" (no access) or "viewer" (a grantee)
+	run          runKind // the run of a route under /api/runs/
+	note         string  // tells apart the rows of one route in test names
 }
 
 var agentRoutes = []agentRoute{
-	{"GET", "/api/agents/{id}", nil, "viewer", 200},
-	{"PATCH", "/api/agents/{id}", map[string]any{"instructions": "be brief"}, "editor", 200},
-	{"PATCH", "/api/agents/{id}", map[string]any{"budget": map[string]int{"tokens": 1000}}, "owner", 200},
-	{"DELETE", "/api/agents/{id}", nil, "owner", 204},
-	{"POST", "/api/agents/{id}/release", nil, "owner", 200},
-	{"GET", "/api/agents/{id}/grants", nil, "owner", 200},
-	{"PUT", "/api/agents/{id}/grants/{user_id}", map[string]string{"level": "viewer"}, "owner", 200},
-	{"DELETE", "/api/agents/{id}/grants/{grantee_id}", nil, "owner", 204},
-	{"GET", "/api/agents/{id}/links", nil, "owner", 200},
-	{"POST", "/api/agents/{id}/links", map[string]string{"level": "viewer"}, "owner", 201},
-	{"DELETE", "/api/agents/{id}/links/{link_id}", nil, "owner", 204},
-	{"GET", "/api/agents/{id}/messages", nil, "viewer", 200},
-	{"POST", "/api/agents/{id}/messages", map[string]string{"content": "hello"}, "runner", 202},
-	{"GET", "/api/agents/{id}/changes", nil, "viewer", 200},
-	{"GET", "/api/agents/{id}/files?path=", nil, "viewer", 200},
-	{"PUT", "/api/agents/{id}/files?path=notes.txt", "uploaded", "editor", 200},
+	{method: "GET", path: "/api/agents/{id}", need: "viewer", ok: 200},
+	{method: "PATCH", path: "/api/agents/{id}", body: map[string]any{"instructions": "be brief"}, note: "instructions", need: "editor", ok: 200},
+	{method: "PATCH", path: "/api/agents/{id}", body: map[string]any{"budget": map[string]int{"tokens": 1000}}, note: "budget", need: "owner", ok: 200},
+	{method: "DELETE", path: "/api/agents/{id}", need: "owner", ok: 204},
+	{method: "POST", path: "/api/agents/{id}/release", need: "owner", ok: 200},
+	{method: "GET", path: "/api/agents/{id}/grants", need: "owner", ok: 200},
+	{method: "POST", path: "/api/agents/{id}/grants", body: map[string]string{"email": "other@example.com", "level": "viewer"}, need: "owner", ok: 200},
+	{method: "PUT", path: "/api/agents/{id}/grants/{user_id}", user: "other", note: "a new grantee", body: map[string]string{"level": "viewer"}, need: "owner", ok: 200},
+	{method: "DELETE", path: "/api/agents/{id}/grants/{user_id}", user: "viewer", note: "a grantee", need: "owner", ok: 204},
+	{method: "GET", path: "/api/agents/{id}/links", need: "owner", ok: 200},
+	{method: "POST", path: "/api/agents/{id}/links", body: map[string]string{"level": "viewer"}, need: "owner", ok: 201},
+	{method: "DELETE", path: "/api/agents/{id}/links/{link_id}", need: "owner", ok: 204},
+	{method: "GET", path: "/api/agents/{id}/messages", need: "viewer", ok: 200},
+	{method: "POST", path: "/api/agents/{id}/messages", body: map[string]string{"content": "hello"}, need: "runner", ok: 202},
+	{method: "GET", path: "/api/agents/{id}/runs", need: "viewer", ok: 200},
+	{method: "GET", path: "/api/runs/{id}", need: "viewer", ok: 200},
+	{method: "GET", path: "/api/runs/{id}/trace", need: "viewer", ok: 200},
+	{method: "GET", path: "/api/runs/{id}/events", need: "viewer", ok: 200}, // an ended run: the stream closes at once
+	{method: "POST", path: "/api/runs/{id}/stop", run: pausedRun, note: "a paused run", need: "editor", ok: 202},
+	{method: "POST", path: "/api/runs/{id}/stop", run: ownPausedRun, note: "the caller's paused run", need: "runner", ok: 202},
+	{method: "POST", path: "/api/runs/{id}/kill", run: pausedRun, note: "a paused run", need: "editor", ok: 202},
+	{method: "POST", path: "/api/runs/{id}/kill", run: ownPausedRun, note: "the caller's paused run", need: "editor", ok: 202},
+	{method: "GET", path: "/api/agents/{id}/changes", need: "viewer", ok: 200},
+	{method: "GET", path: "/api/changes/{id}", need: "viewer", ok: 200},
+	{method: "POST", path: "/api/changes/{id}/approve", note: "all", need: "editor", ok: 200},
+	{method: "POST", path: "/api/changes/{id}/approve", body: map[string][]string{"paths": {"proposed.txt"}}, note: "some paths", need: "editor", ok: 200},
+	{method: "POST", path: "/api/changes/{id}/reject", note: "all", need: "editor", ok: 200},
+	{method: "POST", path: "/api/changes/{id}/reject", body: map[string][]string{"paths": {"proposed.txt"}}, note: "some paths", need: "editor", ok: 200},
+	{method: "GET", path: "/api/agents/{id}/files", query: "?path=", need: "viewer", ok: 200},
+	{method: "PUT", path: "/api/agents/{id}/files", query: "?path=notes.txt", body: "uploaded", need: "editor", ok: 200},
 }
 
-func (rt agentRoute) url(f fixture, agentID string) string {
-	return strings.NewReplacer("{id}", agentID, "{user_id}", f.otherUser, "{grantee_id}", f.viewerID, "{link_id}", f.link.ID).Replace(rt.path)
+func (rt agentRoute) String() string {
+	s := rt.method + " " + rt.path + rt.query
+	if rt.note != "" {
+		s += " (" + rt.note + ")"
+	}
+	return s
+}
+
+// url fills the path from the fixture; id replaces what {id} names, so the
+// same request can be made on something that does not exist.
+func (rt agentRoute) url(f fixture, id string) string {
+	user := f.otherUser
+	if rt.user == "viewer" {
+		user = f.viewerID
+	}
+	return strings.NewReplacer("{id}", id, "{user_id}", user, "{link_id}", f.link.ID).Replace(rt.path) + rt.query
+}
+
+// subject is the id {id} stands for in the fixture, and one of the same
+// kind that does not exist.
+func (rt agentRoute) subject(f fixture) (id, missing string) {
+	switch {
+	case f.run != "":
+		return f.run, "run_doesnotexist0000000000"
+	case f.change != "":
+		return f.change, "chg_doesnotexist0000000000"
+	}
+	return f.agent, "agt_doesnotexist0000000000"
 }
 
 // expect is the answer an actor must get: the decision is derived from the
@@ -102,81 +212,165 @@ func (rt agentRoute) expect(actor string) int {
 	return rt.ok
 }
 
-// TestAuthorizationMatrix runs every agent route as every kind of caller
-// over a real server and database. No unauthorized caller gets a 2xx, and a
-// hidden agent answers byte for byte like one that does not exist.
+// accountRoute is a request that is not about one agent: the answer depends
+// only on whether the caller is signed in, and whether they are an admin.
+type accountRoute struct {
+	method, path string // a route of the table
+	arg          string // fills the path's one {parameter}; "{other}" is the id of an account nobody else uses
+	body         any    // or a func() any, for a body that must differ per request
+	anon, user   int    // status for anonymous and for any signed-in user
+	admin        int    // status for the admin
+}
+
+// signups numbers the matrix's signups, so each one uses a new email. Every
+// signup counts against the per-address throttle (20 free): newPeople makes
+// 9 and the signup row 9 more.
+var signups atomic.Int64
+
+var accountRoutes = []accountRoute{
+	{method: "POST", path: "/api/auth/signup", body: func() any {
+		n := signups.Add(1)
+		return map[string]string{"email": fmt.Sprintf("new%d@example.com", n), "name": "New", "password": "correct horse battery"}
+	}, anon: 201, user: 201, admin: 201},
+	{method: "POST", path: "/api/auth/login", body: map[string]string{"email": "admin@example.com", "password": "correct horse battery"}, anon: 200, user: 200, admin: 200},
+	{method: "POST", path: "/api/auth/logout", anon: 204, user: 204, admin: 204},
+	{method: "GET", path: "/api/me", anon: 401, user: 200, admin: 200},
+	{method: "GET", path: "/api/agents", anon: 401, user: 200, admin: 200},
+	{method: "POST", path: "/api/agents", body: map[string]string{"name": "mine"}, anon: 401, user: 201, admin: 201},
+	{method: "GET", path: "/api/tokens", anon: 401, user: 200, admin: 200},
+	{method: "POST", path: "/api/tokens", body: map[string]string{"name": "ci"}, anon: 401, user: 201, admin: 201},
+	{method: "DELETE", path: "/api/tokens/{id}", arg: "tok_doesnotexist", anon: 401, user: 404, admin: 404},
+	{method: "GET", path: "/api/users", anon: 401, user: 403, admin: 200},
+	{method: "POST", path: "/api/invites", anon: 401, user: 403, admin: 201},
+	{method: "POST", path: "/api/users/{id}/disable", arg: "{other}", anon: 401, user: 403, admin: 200},
+	{method: "POST", path: "/api/users/{id}/enable", arg: "{other}", anon: 401, user: 403, admin: 200},
+	{method: "POST", path: "/api/links/{token}/accept", arg: "csl_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", anon: 401, user: 404, admin: 404},
+	{method: "GET", path: "/api/openapi.json", anon: 200, user: 200, admin: 200},
+}
+
+var param = regexp.MustCompile(`\{[a-z_]+\}`)
+
+func (rt accountRoute) url(p *people) string {
+	arg := strings.ReplaceAll(rt.arg, "{other}", p.clients["other"].user.ID)
+	return param.ReplaceAllLiteralString(rt.path, arg)
+}
+
+// TestAuthorizationMatrix walks the route table: every route must have a
+// row here, and each row runs as every kind of caller over a real server
+// and database. No unauthorized caller gets a 2xx, and a hidden agent, run
+// or change set answers byte for byte like one that does not exist.
 func TestAuthorizationMatrix(t *testing.T) {
+	agentRows := map[string][]agentRoute{}
+	named := map[string]bool{}
+	for _, rt := range agentRoutes {
+		agentRows[rt.method+" "+rt.path] = append(agentRows[rt.method+" "+rt.path], rt)
+		if named[rt.String()] {
+			t.Errorf("two rows are named %s: give them notes that tell them apart", rt)
+		}
+		named[rt.String()] = true
+	}
+	accountRows := map[string][]accountRoute{}
+	for _, rt := range accountRoutes {
+		accountRows[rt.method+" "+rt.path] = append(accountRows[rt.method+" "+rt.path], rt)
+	}
+
+	// Coverage first, so a missing row is reported even if a cell fails.
+	table := map[string]bool{}
+	var uncovered []string
+	for _, rt := range (&Server{}).routes() {
+		key := rt.method + " " + rt.path
+		table[key] = true
+		if len(agentRows[key]) == 0 && len(accountRows[key]) == 0 {
+			uncovered = append(uncovered, key)
+		}
+		for _, row := range accountRows[key] {
+			if rt.auth != (row.anon == http.StatusUnauthorized) {
+				t.Errorf("%s: the route table says sign-in needed = %v, but its row expects %d for anonymous", key, rt.auth, row.anon)
+			}
+		}
+		if len(agentRows[key]) > 0 && !rt.auth {
+			t.Errorf("%s: agentRoutes expects 401 for anonymous, but the route table serves it without sign-in", key)
+		}
+	}
+	for _, key := range uncovered {
+		t.Errorf("route %s has no row in the authorization matrix (authz_test.go): add one to agentRoutes if it acts on one agent, run or change set, else to accountRoutes", key)
+	}
+	var unknown []string
+	for key := range agentRows {
+		if !table[key] {
+			unknown = append(unknown, key)
+		}
+	}
+	for key := range accountRows {
+		if !table[key] {
+			unknown = append(unknown, key)
+		}
+	}
+	sort.Strings(unknown)
+	for _, key := range unknown {
+		t.Errorf("the authorization matrix has a row for %s, which is not in the route table (api.go routes())", key)
+	}
+
 	e := newEnv(t, envOptions{})
 	p := newPeople(e)
-	for _, rt := range agentRoutes {
-		for _, actor := range actors {
-			name := fmt.Sprintf("%s %s as %s needs %s", rt.method, rt.path, actor, rt.need)
-			t.Run(name, func(t *testing.T) {
-				f := p.fixture()
-				c := p.clients[actor]
-				res := c.do(rt.method, rt.url(f, f.agent), rt.body)
-				want := rt.expect(actor)
-				if res.status != want {
-					t.Fatalf("%s %s as %s = %d %s, want %d", rt.method, rt.path, actor, res.status, res.body, want)
-				}
-				if want == http.StatusNotFound {
-					missing := c.do(rt.method, rt.url(f, "agt_doesnotexist0000000000"), rt.body)
-					if missing.status != res.status || !bytes.Equal(missing.body, res.body) {
-						t.Errorf("hidden agent answered %d %q, missing agent %d %q: must be identical", res.status, res.body, missing.status, missing.body)
-					}
-				}
-			})
+	for _, rt := range (&Server{}).routes() {
+		key := rt.method + " " + rt.path
+		for _, row := range agentRows[key] {
+			for _, actor := range actors {
+				t.Run(fmt.Sprintf("%s as %s needs %s", row, actor, row.need), func(t *testing.T) {
+					agentCell(t, p, row, actor)
+				})
+			}
+		}
+		for _, row := range accountRows[key] {
+			for _, actor := range append(actors, "admin") {
+				t.Run(key+" as "+actor, func(t *testing.T) {
+					accountCell(t, p, row, actor)
+				})
+			}
 		}
 	}
 	e.assertNoSecrets(t)
 }
 
-// TestAccountRoutesMatrix covers the routes that are not about one agent.
-func TestAccountRoutesMatrix(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	p := newPeople(e)
-	tests := []struct {
-		method, path string
-		body         any
-		anon, user   int // status for anonymous and for any signed-in user
-		admin        int // status for the admin
-	}{
-		{"GET", "/api/me", nil, 401, 200, 200},
-		{"GET", "/api/agents", nil, 401, 200, 200},
-		{"POST", "/api/agents", map[string]string{"name": "mine"}, 401, 201, 201},
-		{"GET", "/api/tokens", nil, 401, 200, 200},
-		{"POST", "/api/tokens", map[string]string{"name": "ci"}, 401, 201, 201},
-		{"DELETE", "/api/tokens/tok_doesnotexist", nil, 401, 404, 404},
-		{"GET", "/api/users", nil, 401, 403, 200},
-		{"POST", "/api/invites", nil, 401, 403, 201},
-		{"POST", "/api/users/{other}/disable", nil, 401, 403, 200},
-		{"POST", "/api/users/{other}/enable", nil, 401, 403, 200},
-		{"POST", "/api/links/csl_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/accept", nil, 401, 404, 404},
-		{"POST", "/api/auth/logout", nil, 204, 204, 204},
+func agentCell(t *testing.T, p *people, rt agentRoute, actor string) {
+	f := p.fixture(t, rt, actor)
+	c := p.clients[actor]
+	id, missingID := rt.subject(f)
+	res := c.do(rt.method, rt.url(f, id), rt.body)
+	want := rt.expect(actor)
+	if res.status != want {
+		t.Fatalf("%s as %s = %d %s, want %d", rt, actor, res.status, res.body, want)
 	}
-	other := p.clients["other"].user.ID
-	for _, tt := range tests {
-		path := strings.ReplaceAll(tt.path, "{other}", other)
-		for _, actor := range append(actors, "admin") {
-			t.Run(tt.method+" "+tt.path+" as "+actor, func(t *testing.T) {
-				c := p.clients[actor]
-				want := tt.user
-				switch actor {
-				case "anonymous":
-					want = tt.anon
-				case "admin":
-					want = tt.admin
-					c = p.admin
-				}
-				if tt.path == "/api/auth/logout" && c.cookie != "" {
-					// Log out a second session, not the shared one.
-					c = &client{e: e, cookie: loginCookie(t, e, c.user.Email)}
-				}
-				c.do(tt.method, path, tt.body).want(want)
-			})
+	if want == http.StatusNotFound {
+		missing := c.do(rt.method, rt.url(f, missingID), rt.body)
+		if missing.status != res.status || !bytes.Equal(missing.body, res.body) {
+			t.Errorf("hidden %s answered %d %q, missing one %d %q: must be identical", id, res.status, res.body, missing.status, missing.body)
 		}
 	}
-	e.assertNoSecrets(t)
+}
+
+func accountCell(t *testing.T, p *people, rt accountRoute, actor string) {
+	c := p.clients[actor]
+	want := rt.user
+	switch actor {
+	case "anonymous":
+		want = rt.anon
+	case "admin":
+		want = rt.admin
+		c = p.admin
+	}
+	if rt.path == "/api/auth/logout" && c.cookie != "" {
+		// Log out a second session, not the shared one.
+		c = &client{e: p.e, cookie: loginCookie(t, p.e, c.user.Email)}
+	}
+	body := rt.body
+	if f, ok := body.(func() any); ok {
+		body = f()
+	}
+	if res := c.do(rt.method, rt.url(p), body); res.status != want {
+		t.Fatalf("%s %s as %s = %d %s, want %d", rt.method, rt.path, actor, res.status, res.body, want)
+	}
 }
 
 func loginCookie(t *testing.T, e *env, email string) string {

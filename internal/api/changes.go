@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"unicode/utf8"
 
 	"corral"
@@ -12,16 +13,22 @@ import (
 )
 
 type changeEntryView struct {
-	Path      string   `json:"path"`
-	Op        string   `json:"op"`
-	OldSHA256 string   `json:"old_sha256"`
-	NewSHA256 string   `json:"new_sha256"`
-	Size      int64    `json:"size"`
-	Mode      string   `json:"mode"`
-	Class     string   `json:"class"`
-	Flags     []string `json:"flags"`
-	State     string   `json:"state"`
-	Diff      *string  `json:"diff,omitempty"`
+	Path string `json:"path"`
+	// PathEscaped is the name exactly as it is on disk, with every byte
+	// that is not a safe printable character escaped: JSON cannot carry a
+	// name that is not UTF-8, and a reviewer must not be shown a name that
+	// looks like another.
+	PathEscaped string   `json:"path_escaped"`
+	Op          string   `json:"op"`
+	OldSHA256   string   `json:"old_sha256"`
+	NewSHA256   string   `json:"new_sha256"`
+	Size        int64    `json:"size"`
+	Mode        string   `json:"mode"`
+	Class       string   `json:"class"`
+	Flags       []string `json:"flags"`
+	Note        string   `json:"note"`
+	State       string   `json:"state"`
+	Diff        *string  `json:"diff,omitempty"`
 }
 
 type changeSetView struct {
@@ -39,7 +46,7 @@ type changeSetView struct {
 
 // viewChangeSet builds the answer field by field: the staged tree's
 // location stays on the server.
-func viewChangeSet(cs corral.ChangeSet, diffs map[string]string) changeSetView {
+func viewChangeSet(cs corral.ChangeSet) changeSetView {
 	v := changeSetView{
 		ID: cs.ID, AgentID: cs.AgentID, Status: cs.Status, Mode: cs.Mode,
 		Entries:   make([]changeEntryView, len(cs.Entries)),
@@ -55,13 +62,20 @@ func viewChangeSet(cs corral.ChangeSet, diffs map[string]string) changeSetView {
 	}
 	for i, e := range cs.Entries {
 		ev := changeEntryView{
-			Path: e.Path, Op: e.Op, OldSHA256: e.OldSHA256, NewSHA256: e.NewSHA256, Size: e.Size,
-			Mode: os.FileMode(e.Mode).String(), Class: e.Class, Flags: e.Flags, State: e.State,
+			Path: e.Path, PathEscaped: service.EscapePath(e.Path), Op: e.Op, OldSHA256: e.OldSHA256,
+			NewSHA256: e.NewSHA256, Size: e.Size, Mode: os.FileMode(e.Mode).String(), Class: e.Class,
+			Flags: e.Flags, Note: e.Note, State: e.State,
 		}
 		if ev.Flags == nil {
 			ev.Flags = []string{}
 		}
-		if d, ok := diffs[e.Path]; ok {
+		if slices.Contains(e.Flags, "name") {
+			// A name that breaks the rules is never decided by its path,
+			// and shown nowhere raw: not even a naive client can render it.
+			ev.Path = ev.PathEscaped
+		}
+		if e.Diff != "" {
+			d := e.Diff
 			ev.Diff = &d
 		}
 		v.Entries[i] = ev
@@ -74,34 +88,62 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, actor corra
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewAll(sets, func(cs corral.ChangeSet) changeSetView { return viewChangeSet(cs, nil) }))
+	writeJSON(w, http.StatusOK, viewAll(sets, func(cs corral.ChangeSet) changeSetView { return viewChangeSet(cs) }))
 	return nil
 }
 
 func (s *Server) getChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	cs, diffs, err := s.changes.Get(r.Context(), actor, r.PathValue("id"))
+	cs, err := s.changes.Get(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewChangeSet(cs, diffs))
+	writeJSON(w, http.StatusOK, viewChangeSet(cs))
 	return nil
 }
 
+// decisionRequest is the optional body of approve and reject: the entries
+// to decide, by path; without it (or without paths) every pending one.
+type decisionRequest struct {
+	Paths *[]string `json:"paths"`
+}
+
+func decodeDecision(w http.ResponseWriter, r *http.Request) ([]string, error) {
+	if r.ContentLength == 0 && r.Header.Get("Transfer-Encoding") == "" {
+		return nil, nil
+	}
+	var req decisionRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	if req.Paths == nil {
+		return nil, nil
+	}
+	return append([]string{}, *req.Paths...), nil
+}
+
 func (s *Server) approveChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	cs, err := s.changes.Approve(r.Context(), actor, r.PathValue("id"))
+	paths, err := decodeDecision(w, r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewChangeSet(cs, nil))
+	cs, err := s.changes.Approve(r.Context(), actor, r.PathValue("id"), paths)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewChangeSet(cs))
 	return nil
 }
 
 func (s *Server) rejectChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	cs, err := s.changes.Reject(r.Context(), actor, r.PathValue("id"))
+	paths, err := decodeDecision(w, r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewChangeSet(cs, nil))
+	cs, err := s.changes.Reject(r.Context(), actor, r.PathValue("id"), paths)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewChangeSet(cs))
 	return nil
 }
 

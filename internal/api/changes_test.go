@@ -164,7 +164,7 @@ func TestChangeSetConflictRejectExpiry(t *testing.T) {
 
 	cs = e.propose(t, id, func(tree string) { write(t, filepath.Join(tree, "g.txt"), "g\n") })
 	owner.do("POST", "/api/changes/"+cs.ID+"/reject", nil).want(http.StatusOK).decode(&got)
-	if got.Status != "rejected" || got.Entries[0].State != "dropped" {
+	if got.Status != "rejected" || got.Entries[0].State != "rejected" {
 		t.Fatalf("rejected = %+v", got)
 	}
 	if _, err := os.Stat(filepath.Join(e.dataDir, "workspaces", id, "g.txt")); !os.IsNotExist(err) {
@@ -228,7 +228,7 @@ func TestFilesRefuseHostilePaths(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("f")
-	for _, p := range []string{"../x", "a/../../x", "/etc/passwd", "a//b", ".git/config", "CON", "a/nul.txt", "x%00y", ".env"} {
+	for _, p := range []string{"../x", "a/../../x", "/etc/passwd", "a//b", ".git/config", "CON", "a/nul.txt", "x%00y", "a./b", "%E2%80%AEevil", "GIT~1/config", "a/", "%FF"} {
 		res := owner.do("PUT", "/api/agents/"+id+"/files?path="+p, "x")
 		if res.status != http.StatusBadRequest {
 			t.Errorf("PUT files?path=%s = %d %s, want 400", p, res.status, res.body)

@@ -2,13 +2,16 @@ package api
 
 import (
 	"path/filepath"
-	"syscall"
+
+	"corral/internal/workspace"
 )
 
-// unmountStages detaches the overlay mounts of staged trees under dataDir.
+// unmountStages removes the staged trees under dataDir, with every mount
+// they hold (the overlay, the run's disk): change sets a test left waiting
+// keep theirs.
 func unmountStages(dataDir string) {
-	trees, _ := filepath.Glob(filepath.Join(dataDir, "stages", "*", "tree"))
-	for _, tree := range trees {
-		syscall.Unmount(tree, syscall.MNT_DETACH)
+	stages, _ := filepath.Glob(filepath.Join(dataDir, "stages", "*"))
+	for _, st := range stages {
+		workspace.RemoveStage(st)
 	}
 }

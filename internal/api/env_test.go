@@ -48,6 +48,8 @@ type envOptions struct {
 	params auth.Params
 	// noModel leaves the model provider unconfigured.
 	noModel bool
+	// api is the API's own configuration (stream caps, trusted proxies).
+	api Config
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -132,7 +134,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		}
 		return sandbox.Available()
 	}
-	e.api = New(Config{}, accounts, agents, e.changes, service.NewRuns(db, e.runner, ready, cfg))
+	e.api = New(opt.api, accounts, agents, e.changes, service.NewRuns(db, e.runner, ready, cfg))
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	return e

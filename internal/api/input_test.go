@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"corral"
 	"corral/internal/sanitize"
 )
 
@@ -77,7 +79,9 @@ func TestMessageContent(t *testing.T) {
 		{"NUL escaped in JSON", `{"content":"a\u0000b"}`, 400, "invalid_content", ""},
 		{"empty", `{"content":""}`, 400, "invalid_content", ""},
 		{"whitespace only", `{"content":"  \n\t"}`, 400, "invalid_content", ""},
-		{"lone surrogate", `{"content":"\ud800"}`, 202, "", "\ufffd"}, // JSON decoding replaces it
+		{"surrogate pair", `{"content":"\ud83d\ude00"}`, 202, "", "😀"},
+		{"lone surrogate", `{"content":"\ud800"}`, 400, "invalid_content", ""}, // encoding/json would make it U+FFFD
+		{"invalid UTF-8", "{\"content\":\"a\xffb\"}", 400, "invalid_content", ""},
 		{"over the limit", fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", sanitize.MaxContent+1)), 413, "too_large", ""},
 		{"at the limit", fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", sanitize.MaxContent)), 202, "", strings.Repeat("x", sanitize.MaxContent)},
 		{"unknown field", `{"content":"x","role":"assistant"}`, 400, "invalid_input", ""},
@@ -187,5 +191,99 @@ func TestUnknownRoutesAnswerInTheErrorShape(t *testing.T) {
 		if res.status != tt.status || res.code() != tt.code {
 			t.Errorf("%s %s = %d %s, want %d %s", tt.method, tt.path, res.status, res.body, tt.status, tt.code)
 		}
+	}
+}
+
+// TestDecode runs every rule of decode on a small request type.
+func TestDecode(t *testing.T) {
+	type req struct {
+		Content string `json:"content"`
+	}
+	tests := []struct {
+		name string
+		body string
+		code string // "" when accepted
+		want string
+	}{
+		{"plain", `{"content":"hi"}`, "", "hi"},
+		{"escapes", `{"content":"a\n\"\\\/\u00e9"}`, "", "a\n\"\\/é"},
+		{"surrogate pair", `{"content":"\ud83d\ude00"}`, "", "😀"},
+		{"upper-case hex pair", `{"content":"\uD83D\uDE00"}`, "", "😀"},
+		{"escaped backslash, then u", `{"content":"\\ud800"}`, "", `\ud800`},
+		{"escaped backslash, then a pair", `{"content":"\\\ud83d\ude00"}`, "", `\😀`},
+		{"non-surrogate escape before a pair", `{"content":"\u0041\ud83d\ude00"}`, "", "A😀"},
+		{"raw UTF-8", `{"content":"héllo 世界"}`, "", "héllo 世界"},
+		{"lone high surrogate", `{"content":"\ud800"}`, "invalid_content", ""},
+		{"lone high surrogate at the end", `{"content":"x\udbff"}`, "invalid_content", ""},
+		{"lone low surrogate", `{"content":"\udc00"}`, "invalid_content", ""},
+		{"reversed pair", `{"content":"\ude00\ud83d"}`, "invalid_content", ""},
+		{"high surrogate, then a non-surrogate escape", `{"content":"\ud800\u0041"}`, "invalid_content", ""},
+		{"two high surrogates", `{"content":"\ud800\ud800"}`, "invalid_content", ""},
+		{"lone surrogate in a field name", `{"\ud800":"x"}`, "invalid_content", ""},
+		{"high surrogate cut short", `{"content":"\ud800\u"}`, "invalid_content", ""},
+		{"invalid UTF-8 in a string", "{\"content\":\"a\xffb\"}", "invalid_content", ""},
+		{"invalid UTF-8 outside strings", "{\"content\":\"a\"}\xc3", "invalid_content", ""},
+		{"UTF-8 encoded surrogate", "{\"content\":\"\xed\xa0\x80\"}", "invalid_content", ""},
+		{"overlong encoding", "{\"content\":\"\xc0\xaf\"}", "invalid_content", ""},
+		{"empty", ``, "invalid_input", ""},
+		{"not JSON", `content=hi`, "invalid_input", ""},
+		{"malformed escape", `{"content":"\uzzzz"}`, "invalid_input", ""},
+		{"unknown field", `{"content":"x","role":"admin"}`, "invalid_input", ""},
+		{"trailing object", `{"content":"x"}{}`, "invalid_input", ""},
+		{"trailing garbage", `{"content":"x"} x`, "invalid_input", ""},
+		{"wrong type", `{"content":1}`, "invalid_input", ""},
+		{"too large", `{"content":"` + strings.Repeat("a", MaxBody) + `"}`, "too_large", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
+			var got req
+			err := decode(httptest.NewRecorder(), r, &got)
+			if code := corral.ErrorCode(err); code != tt.code {
+				t.Fatalf("decode(%+q) = %v (code %q), want code %q", truncate([]byte(tt.body)), err, code, tt.code)
+			}
+			if err == nil && got.Content != tt.want {
+				t.Fatalf("decode(%+q) content = %+q, want %+q", tt.body, got.Content, tt.want)
+			}
+		})
+	}
+}
+
+// TestMessageValidatedBeforeReadiness: with no model provider, a message is
+// still checked first: a bad one is a 400 (or 413), one the caller may not
+// send is refused as such, and only a good one hears that runs are not
+// possible (503).
+func TestMessageValidatedBeforeReadiness(t *testing.T) {
+	e := newEnv(t, envOptions{noModel: true})
+	owner := e.signup("owner@example.com", "Owner")
+	viewer := e.signup("viewer@example.com", "Viewer")
+	stranger := e.signup("stranger@example.com", "Stranger")
+	id := owner.createAgent("idle")
+	owner.grant(id, viewer.user.ID, "viewer")
+	tests := []struct {
+		name   string
+		who    *client
+		body   string
+		status int
+		code   string
+	}{
+		{"empty", owner, `{"content":""}`, 400, "invalid_content"},
+		{"whitespace", owner, `{"content":" \n"}`, 400, "invalid_content"},
+		{"NUL", owner, `{"content":"a\u0000b"}`, 400, "invalid_content"},
+		{"invalid UTF-8", owner, "{\"content\":\"\xff\"}", 400, "invalid_content"},
+		{"lone surrogate", owner, `{"content":"\udfff"}`, 400, "invalid_content"},
+		{"too large", owner, fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", sanitize.MaxContent+1)), 413, "too_large"},
+		{"not JSON", owner, `hi`, 400, "invalid_input"},
+		{"a viewer may not send", viewer, `{"content":"hi"}`, 403, "forbidden"},
+		{"a stranger cannot see the agent", stranger, `{"content":"hi"}`, 404, "not_found"},
+		{"valid", owner, `{"content":"hi"}`, 503, "unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := tt.who.do("POST", "/api/agents/"+id+"/messages", []byte(tt.body))
+			if res.status != tt.status || res.code() != tt.code {
+				t.Fatalf("POST messages %s = %d %s, want %d %s", tt.name, res.status, truncate(res.body), tt.status, tt.code)
+			}
+		})
 	}
 }

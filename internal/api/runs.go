@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"corral"
-	"corral/internal/runner"
-	"corral/internal/trace"
+	"corral/internal/service"
 )
 
 type runView struct {
@@ -72,7 +72,7 @@ type traceView struct {
 
 // viewTrace shows an event exactly as hashed (At to the nanosecond), so a
 // client can check the chain with trace.HashOf.
-func viewTrace(e trace.Event) traceView {
+func viewTrace(e service.TraceEvent) traceView {
 	return traceView{Seq: e.Seq, At: e.At.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"),
 		Type: e.Type, Data: e.Data, Hash: e.Hash, PrevHash: e.PrevHash}
 }
@@ -127,16 +127,33 @@ func (s *Server) killRun(w http.ResponseWriter, r *http.Request, actor corral.Us
 // the model's text as it streams, "output" events a piece of a running
 // tool's output. The stream ends with the run. A watcher
 // who loses access gets a last "error" event and is cut off.
+//
+// A stream holds a connection and a watcher for as long as its run lasts, so
+// a session may hold only Config.MaxStreamsPerSession of them and the server
+// Config.MaxStreams in all, and a client that stops reading is dropped once a
+// write has waited Config.StreamWriteTimeout, rather than holding its slot, a
+// goroutine and the buffered events forever.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	// Errors before the first byte are answered as usual.
 	if _, err := s.runs.Get(r.Context(), actor, r.PathValue("id")); err != nil {
 		return err
 	}
+	release, err := s.streams.acquire(credentialKey(r))
+	if err != nil {
+		return err
+	}
+	defer release() // however the stream ends: run over, client gone, shutdown, write timeout, panic
 	rc := http.NewResponseController(w)
+	// Every write gets a fresh deadline first. The last one is still set
+	// when the handler returns, so the connection is not kept for another
+	// request, whose answer it would cut short.
+	deadline := func() { rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout)) }
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	h.Set("Connection", "close")
+	deadline()
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
 		return nil
@@ -152,8 +169,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 			}
 		}()
 	}
-	err := s.runs.Watch(ctx, actor, r.PathValue("id"), func(e runner.Event) error {
+	writeFailed := false // the client is gone or stopped reading: nothing more to tell it
+	err = s.runs.Watch(ctx, actor, r.PathValue("id"), func(e service.RunEvent) error {
 		var err error
+		deadline()
 		switch {
 		case e.Trace != nil:
 			b, _ := json.Marshal(viewTrace(*e.Trace))
@@ -168,14 +187,16 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 		if err == nil {
 			err = rc.Flush()
 		}
+		writeFailed = err != nil
 		return err
 	})
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !writeFailed {
 		code := corral.ErrorCode(err)
 		if code == corral.EINTERNAL {
 			s.logError(r, err)
 		}
 		b, _ := json.Marshal(errorBody{errorView{Code: code, Message: corral.ErrorMessage(err)}})
+		deadline()
 		fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
 		rc.Flush()
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
 	"corral/internal/trace"
@@ -23,13 +25,26 @@ import (
 func needSandbox(t *testing.T) {
 	t.Helper()
 	if err := sandbox.Available(); err != nil {
-		t.Skipf("runs need the sandbox: %v", err)
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}
 }
 
 // patience bounds how long a test waits for a run to reach a state. It is
 // a liveness bound, not a timing assertion: runs take milliseconds here.
 const patience = 2 * time.Minute
+
+// waitFor polls cond until it holds, and fails the test once patience has
+// passed without it.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", patience, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // send posts a message and returns the admitted run.
 func (c *client) send(agentID, content string) runView {
@@ -388,9 +403,7 @@ func TestAdmissionRefusals(t *testing.T) {
 			e.answer(modeltest.Sequence(modeltest.Reply{Content: "slow", Block: hold}))
 			owner.waitRun(owner.send(id, "take your time").ID, "running")
 			// Held in its model call, so the count below is settled.
-			for len(e.model.Requests()) == 0 {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitFor(e.t, "the held run's model call", func() bool { return len(e.model.Requests()) > 0 })
 		}, "are you done"},
 	}
 	for _, tt := range tests {
@@ -498,9 +511,7 @@ func TestStopEndsAtTheNextSafePoint(t *testing.T) {
 		e.answer(modeltest.Sequence(modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.ShellCall("c1", "touch ran.txt")}, Block: hold}))
 		run := owner.send(id, "work")
 		owner.waitRun(run.ID, "running")
-		for len(e.model.Requests()) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, "the run's model call", func() bool { return len(e.model.Requests()) > 0 })
 		owner.do("POST", "/api/runs/"+run.ID+"/stop", nil).want(http.StatusAccepted)
 		close(hold) // the call finishes; its tool call never runs
 		done := owner.waitRun(run.ID, "cancelled", "completed", "errored")
@@ -517,9 +528,7 @@ func TestStopEndsAtTheNextSafePoint(t *testing.T) {
 	t.Run("during a tool", func(t *testing.T) {
 		e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "echo started > s.txt; sleep 4243"))))
 		run := owner.send(id, "work long")
-		for len(processesWith("sleep 4243")) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, `the run's "sleep 4243"`, func() bool { return len(processesWith("sleep 4243")) > 0 })
 		owner.do("POST", "/api/runs/"+run.ID+"/stop", nil).want(http.StatusAccepted)
 		done := owner.waitRun(run.ID, "cancelled", "completed", "errored")
 		if done.Status != "cancelled" || done.ChangeSetID == nil {
@@ -567,9 +576,7 @@ func TestKillEndsEveryProcessAtOnce(t *testing.T) {
 	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "trap '' TERM; ("+marker+" &); "+marker))))
 	run := runner.send(id, "hang")
 	owner.waitTrace(run.ID, "tool_call")
-	for len(processesWith(marker)) < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "both of the run's "+marker+" processes", func() bool { return len(processesWith(marker)) >= 2 })
 	runner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusForbidden)
 	owner.do("DELETE", "/api/agents/"+id, nil).want(http.StatusConflict) // not under a running run
 	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
@@ -660,13 +667,19 @@ func TestViewerReadsRunsButCannotSend(t *testing.T) {
 
 // sse reads server-sent events from a stream.
 type sse struct {
+	t    testing.TB
+	ctx  context.Context
 	res  *http.Response
 	scan *bufio.Scanner
 }
 
+// events opens a run's event stream. The stream may stay open for patience
+// at most: a run that never ends fails the test instead of hanging it.
 func (c *client) events(runID string) *sse {
 	c.e.t.Helper()
-	req, _ := http.NewRequest("GET", c.e.srv.URL+"/api/runs/"+runID+"/events", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	c.e.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.e.srv.URL+"/api/runs/"+runID+"/events", nil)
 	req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
 	res, err := c.e.srv.Client().Do(req)
 	if err != nil {
@@ -676,7 +689,7 @@ func (c *client) events(runID string) *sse {
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
 		c.e.t.Fatalf("events = %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	return &sse{res: res, scan: bufio.NewScanner(res.Body)}
+	return &sse{t: c.e.t, ctx: ctx, res: res, scan: bufio.NewScanner(res.Body)}
 }
 
 // next returns the next event's type and data; ok false at the end.
@@ -693,6 +706,9 @@ func (s *sse) next() (typ, data string, ok bool) {
 		case strings.HasPrefix(line, "data: "):
 			data = strings.TrimPrefix(line, "data: ")
 		}
+	}
+	if s.ctx.Err() != nil {
+		s.t.Fatalf("the run's event stream was still open after %v", patience)
 	}
 	return "", "", false
 }

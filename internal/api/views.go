@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/service"
 )
 
 // The views are what leaves the server. Each is built field by field from a
@@ -21,6 +22,17 @@ type userView struct {
 
 func viewUser(u corral.User) userView {
 	return userView{ID: u.ID, Email: u.Email, Name: u.Name, Admin: u.Admin, Disabled: u.Disabled, CreatedAt: rfc3339(u.CreatedAt)}
+}
+
+// listedUserView is an account in the administrators' list: email_ascii
+// shows a non-ASCII domain in punycode, so a look-alike stands out.
+type listedUserView struct {
+	userView
+	EmailASCII string `json:"email_ascii,omitempty"`
+}
+
+func viewListedUser(u service.ListedUser) listedUserView {
+	return listedUserView{userView: viewUser(u.User), EmailASCII: u.EmailASCII}
 }
 
 type userRefView struct {
@@ -51,13 +63,16 @@ func nonNil(s []string) []string {
 }
 
 type limitsView struct {
-	MaxPromptBytes int64 `json:"max_prompt_bytes"`
-	MaxRuns        int64 `json:"max_runs"`
-	RunTimeoutS    int64 `json:"run_timeout_s"`
-	CPUMillis      int64 `json:"cpu_millis"`
-	MemoryBytes    int64 `json:"memory_bytes"`
-	Pids           int64 `json:"pids"`
-	OutputBytes    int64 `json:"output_bytes"`
+	MaxPromptBytes   int64 `json:"max_prompt_bytes"`
+	MaxRuns          int64 `json:"max_runs"`
+	RunTimeoutS      int64 `json:"run_timeout_s"`
+	CPUMillis        int64 `json:"cpu_millis"`
+	MemoryBytes      int64 `json:"memory_bytes"`
+	Pids             int64 `json:"pids"`
+	OutputBytes      int64 `json:"output_bytes"`
+	DiskBytes        int64 `json:"disk_bytes"`
+	DiskInodes       int64 `json:"disk_inodes"`
+	PendingDiskBytes int64 `json:"pending_disk_bytes"`
 }
 
 type budgetView struct {
@@ -93,6 +108,7 @@ func viewAgent(a corral.Agent) agentView {
 		Limits: limitsView{
 			MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
 			CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,
+			DiskBytes: l.DiskBytes, DiskInodes: l.DiskInodes, PendingDiskBytes: l.PendingDiskBytes,
 		},
 		Budget:    budgetView{Tokens: a.Budget.Tokens, Used: a.Budget.Used},
 		State:     a.State,

@@ -19,8 +19,11 @@ type ThrottleConfig struct {
 }
 
 // Throttle slows down password guessing. It tracks failed logins per key;
-// keys are opaque strings (the server uses "acct:"+normalised email, also
-// for emails without an account, and "addr:"+client IP).
+// keys are opaque strings. The server's login uses one Throttle for
+// "acct:"+normalised email (also for emails without an account) and for
+// the pair "addr:"+client address+" acct:"+email, and another, more
+// lenient one for "addr:"+client address alone, whose lock only slows an
+// address down and never refuses it (see service.Accounts.Login).
 //
 // Two independent limits lock a key:
 //

@@ -307,7 +307,7 @@ func TestThrottleAttacker(t *testing.T) {
 func TestThrottleKeysIndependent(t *testing.T) {
 	clock := newFakeClock()
 	th := NewThrottle(ThrottleConfig{Now: clock.Now})
-	const a, b = "acct:a@example.com", "addr:192.0.2.7"
+	const a, b = "acct:a@example.com", "addr:192.0.2.7 acct:a@example.com"
 	th.Fail(a, a, a, a, a) // locks a for 1s
 	wantAllow(t, th, time.Second, a)
 	wantAllow(t, th, 0, b)

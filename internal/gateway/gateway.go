@@ -9,6 +9,11 @@
 // Events, with the usage asked for in a final chunk) and hands over the
 // assistant's text as it arrives; both kinds go through the same budget check,
 // the same metering and the same error rules.
+//
+// A call the provider answered 429 or 5xx, or whose connection failed
+// before any answer came, is tried again (see retry.go): a bounded number
+// of times, waiting what the provider asks, checking the budget before each
+// try, and never once a streamed call handed text to its caller.
 package gateway
 
 import (
@@ -19,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -36,6 +42,10 @@ type Config struct {
 	APIKey     string       // may be empty for local providers such as Ollama
 	Model      string       // the default model; a Request may name another
 	HTTPClient *http.Client // optional
+
+	// Sleep waits between tries; it must return ctx's error as soon as ctx
+	// ends. nil is a real timer. Tests set one that does not wait.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Message is one turn of a conversation.
@@ -73,6 +83,10 @@ type Request struct {
 	// can still fail after some pieces were handed over (no usage at the end,
 	// a broken stream): the pieces were provisional, the error is the answer.
 	OnDelta func(Delta)
+
+	// OnRetry, when set, is told of each failed try before the gateway
+	// waits to make it again, on the goroutine that called Complete.
+	OnRetry func(Retry)
 }
 
 // Delta is a piece of the assistant's reply as a streamed call receives it.
@@ -109,6 +123,7 @@ type Gateway struct {
 	configured bool
 	model      string
 	chat       openai.ChatCompletionService
+	sleep      func(ctx context.Context, d time.Duration) error
 	// redact removes the key from text that came from outside. The key is
 	// held only inside closures so that printing a Gateway cannot show it.
 	redact func(string) string
@@ -120,12 +135,16 @@ func New(cfg Config) (*Gateway, error) {
 	key := cfg.APIKey
 	g := &Gateway{
 		model: cfg.Model,
+		sleep: cfg.Sleep,
 		redact: func(s string) string {
 			if key == "" {
 				return s
 			}
 			return strings.ReplaceAll(s, key, "[redacted]")
 		},
+	}
+	if g.sleep == nil {
+		g.sleep = sleep
 	}
 	if cfg.BaseURL == "" {
 		return g, nil
@@ -136,9 +155,10 @@ func New(cfg Config) (*Gateway, error) {
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(key),
-		// Retries belong to the caller, at the model-call boundary, where
-		// the budget is checked again.
+		// Retries belong to Complete, where the budget is checked again
+		// before each try (see retry.go).
 		option.WithMaxRetries(0),
+		option.WithMiddleware(observe),
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
@@ -182,6 +202,14 @@ func (g *Gateway) Configured() error {
 // provider. After the call it hands m.Record the provider's usage; a Record
 // error is returned unchanged along with the Response. A provider that
 // reports no usage makes the call fail: an unmetered call cannot be allowed.
+//
+// A try that the provider answered 429 or 5xx, or whose connection was
+// refused or broken before it answered, is made again, up to maxTries in
+// all, after the wait the provider asks for (Retry-After, retry-after-ms)
+// or else a short backoff, each retry told to req.OnRetry and preceded by
+// m.Check. A wait that would take the call past maxWaiting in all is not
+// waited: the call fails at once. A streamed try that handed over a delta
+// is never made again.
 func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response, error) {
 	if err := g.Configured(); err != nil {
 		return Response{}, err
@@ -201,13 +229,40 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 	if err := m.Check(ctx); err != nil {
 		return Response{}, err
 	}
-	var r result
-	if req.OnDelta != nil {
-		r = g.stream(ctx, params, req.OnDelta)
-	} else {
-		r = g.call(ctx, params)
+	var waited time.Duration
+	for try := 1; ; try++ {
+		var r result
+		if req.OnDelta != nil {
+			r = g.stream(ctx, params, req.OnDelta)
+		} else {
+			r = g.call(ctx, params)
+		}
+		r.tries = try
+		retry, ok := g.transient(ctx, r)
+		if !ok || try == maxTries {
+			return g.settle(ctx, model, r, m)
+		}
+		retry.Attempt = try + 1
+		retry.Wait = backoff[try-1]
+		if d, ok := retryAfter(r.exchange.header, time.Now()); ok {
+			retry.Wait = d
+		}
+		if waited+retry.Wait > maxWaiting {
+			r.refused = retry.Wait
+			return g.settle(ctx, model, r, m)
+		}
+		if req.OnRetry != nil {
+			req.OnRetry(retry)
+		}
+		if err := g.sleep(ctx, retry.Wait); err != nil {
+			return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
+		}
+		waited += retry.Wait
+		if err := m.Check(ctx); err != nil {
+			return Response{}, err
+		}
 	}
-	return g.settle(ctx, model, r, m)
 }
 
 // result is what one call brought back, whole or streamed, before it is
@@ -219,14 +274,20 @@ type result struct {
 	message   *openai.ChatCompletionMessage // the first choice's; nil if none came
 	model     string
 	malformed bool // a streamed chunk could not be added to the reply
+
+	exchange  *exchange     // what the try saw of the HTTP answer
+	delivered bool          // a delta was handed to OnDelta
+	tries     int           // how many tries the call took, this one included
+	refused   time.Duration // the wait the provider asked for and the gateway would not make
 }
 
 func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParams) result {
-	cc, err := g.chat.New(ctx, params)
+	x := &exchange{}
+	cc, err := g.chat.New(context.WithValue(ctx, exchangeKey{}, x), params)
 	if err != nil {
-		return result{err: err}
+		return result{err: err, exchange: x}
 	}
-	r := result{model: cc.Model}
+	r := result{model: cc.Model, exchange: x}
 	r.usage, r.metered = usageOf(cc.JSON.Usage.Valid(), cc.Usage)
 	if len(cc.Choices) > 0 {
 		r.message = &cc.Choices[0].Message
@@ -236,11 +297,12 @@ func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParam
 
 func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) result {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	s := g.chat.NewStreaming(ctx, params)
+	x := &exchange{}
+	s := g.chat.NewStreaming(context.WithValue(ctx, exchangeKey{}, x), params)
 	defer s.Close()
 	var (
 		acc openai.ChatCompletionAccumulator
-		r   result
+		r   = result{exchange: x}
 	)
 	for s.Next() {
 		chunk := s.Current()
@@ -261,6 +323,7 @@ func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewPar
 		}
 		for _, c := range chunk.Choices {
 			if c.Index == 0 && c.Delta.Content != "" {
+				r.delivered = true
 				onDelta(Delta{Content: c.Delta.Content})
 			}
 		}
@@ -298,7 +361,7 @@ func (g *Gateway) settle(ctx context.Context, model string, r result, m Meter) (
 	}
 	switch {
 	case r.err != nil:
-		return fail(g.providerError(ctx, r.err))
+		return fail(g.providerError(ctx, r))
 	case !r.metered:
 		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "the provider reported no token usage: Corral cannot meter it"}
@@ -318,40 +381,59 @@ func (g *Gateway) settle(ctx context.Context, model string, r result, m Meter) (
 
 // providerError turns a failed call into EUNAVAIL. The SDK's error holds the
 // request, headers included, so it is never wrapped: Err gets a fresh error
-// made of safe facts, with the key scrubbed besides.
-func (g *Gateway) providerError(ctx context.Context, err error) error {
+// made of safe facts, with the key scrubbed besides. The status is the one
+// the HTTP answer carried (see observe): a provider whose error body the SDK
+// cannot decode is still reported by its status and its own message.
+func (g *Gateway) providerError(ctx context.Context, r result) error {
 	e := &corral.Error{Code: corral.EUNAVAIL, Op: "gateway"}
-	var (
-		apiErr    *openai.Error
-		streamErr *ssestream.StreamError
-	)
+	var streamErr *ssestream.StreamError
+	tries := ""
+	if r.tries > 1 {
+		tries = fmt.Sprintf(" after %d tries", r.tries)
+	}
+	x := r.exchange
 	switch {
 	case ctx.Err() != nil:
 		e.Message = "the model call was cancelled"
 		e.Err = fmt.Errorf("chat completion: %w", ctx.Err())
-	case errors.As(err, &apiErr):
-		status := apiErr.StatusCode
+	case x != nil && x.responded && x.status >= 400:
+		status := x.status
 		switch status {
 		case http.StatusUnauthorized, http.StatusForbidden:
+			// Not the provider's message: it may echo part of the key.
 			e.Message = fmt.Sprintf("the model provider refused the credentials (%d): check CORRAL_MODEL_API_KEY", status)
 		default:
-			e.Message = fmt.Sprintf("the model provider answered %d %s", status, http.StatusText(status))
+			e.Message = "the model provider answered " + statusLine(status) + tries
+			if r.refused > 0 {
+				e.Message += fmt.Sprintf(" and asked to wait %s, longer than Corral waits for a model call (%s in all)",
+					r.refused.Round(time.Second), maxWaiting)
+			}
+			if msg := g.providerMessage(x.body); msg != "" {
+				e.Message += ": " + msg
+			}
 		}
 		text := fmt.Sprintf("chat completion: status %d", status)
-		if apiErr.Code != "" {
+		var apiErr *openai.Error
+		if errors.As(r.err, &apiErr) && apiErr.Code != "" {
 			text += ", code " + apiErr.Code
 		}
-		e.Err = errors.New(g.redact(text))
-	case errors.As(err, &streamErr):
+		e.Err = errors.New(g.redact(fmt.Sprintf("%s (try %d)", text, r.tries)))
+	case errors.As(r.err, &streamErr):
 		// The event's message may quote the request, as an error body may:
 		// only its type and code are kept.
 		e.Message = "the model provider reported an error in the middle of its reply"
 		e.Err = errors.New(g.redact("chat completion stream: error event" + streamErrorKind(streamErr.Event.Data)))
 	default:
-		e.Message = "the model provider could not be reached"
-		e.Err = errors.New(g.redact("chat completion: " + err.Error()))
+		e.Message = "the model provider could not be reached" + tries
+		e.Err = errors.New(g.redact(fmt.Sprintf("chat completion (try %d): %s", r.tries, r.err)))
 	}
 	return e
+}
+
+// statusLine is "429 Too Many Requests", or just "529" for a status
+// net/http has no text for.
+func statusLine(status int) string {
+	return strings.TrimSpace(fmt.Sprintf("%d %s", status, http.StatusText(status)))
 }
 
 // streamErrorKind gives the type and code of an SSE error event, such as

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,17 @@ import (
 const testKey = "sk-secret-CANARY"
 
 // newProvider starts a fake provider answering script and a Gateway pointed
-// at it, and checks at the end that every request carried the key.
+// at it, and checks at the end that every request carried the key. The
+// gateway does not really wait between tries.
 func newProvider(t *testing.T, script modeltest.Script) (*modeltest.Provider, *Gateway) {
+	t.Helper()
+	p, g, _ := newWaiting(t, script)
+	return p, g
+}
+
+// newWaiting is newProvider that also returns the waits the gateway asked
+// for between tries.
+func newWaiting(t *testing.T, script modeltest.Script) (*modeltest.Provider, *Gateway, *waits) {
 	t.Helper()
 	p := modeltest.New(script)
 	t.Cleanup(func() {
@@ -31,11 +41,32 @@ func newProvider(t *testing.T, script modeltest.Script) (*modeltest.Provider, *G
 			}
 		}
 	})
-	g, err := New(Config{BaseURL: p.URL(), APIKey: testKey, Model: "default-model"})
+	w := &waits{}
+	g, err := New(Config{BaseURL: p.URL(), APIKey: testKey, Model: "default-model", Sleep: w.sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, g
+	return p, g, w
+}
+
+// waits is a Config.Sleep that records each wait and returns at once (with
+// ctx's error when it has ended), so that tests do not wait.
+type waits struct {
+	mu  sync.Mutex
+	got []time.Duration
+}
+
+func (w *waits) sleep(ctx context.Context, d time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, d)
+	return ctx.Err()
+}
+
+func (w *waits) all() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.got...)
 }
 
 // sent returns the fields of the i-th request the provider received, each
@@ -100,12 +131,19 @@ func completion(message, usage string) modeltest.Reply {
 // meter is an in-memory Meter that records what it was told.
 type meter struct {
 	checkErr  error
+	refuseAt  int // when > 0, checkErr answers only this check (from 1) and those after it
 	recordErr error
 	checks    int
 	recorded  []Usage
 }
 
-func (m *meter) Check(context.Context) error { m.checks++; return m.checkErr }
+func (m *meter) Check(context.Context) error {
+	m.checks++
+	if m.checks < m.refuseAt {
+		return nil
+	}
+	return m.checkErr
+}
 func (m *meter) Record(_ context.Context, u Usage) error {
 	m.recorded = append(m.recorded, u)
 	return m.recordErr
@@ -538,18 +576,26 @@ func checkHidden(t *testing.T, err error, secrets ...string) {
 func TestProviderErrorsHideTheKey(t *testing.T) {
 	// Real providers echo (parts of) a bad key back; the fake echoes all of it.
 	echo := `{"error":{"message":"Incorrect API key provided: ` + testKey + `","type":"invalid_request_error","code":"invalid_api_key"}}`
+	// The provider's own message is shown, the key taken out, except on a
+	// refusal of the credentials, whose message may echo part of the key.
 	tests := []struct {
-		name    string
-		reply   modeltest.Reply
-		message string
+		name     string
+		reply    modeltest.Reply
+		message  string
+		requests int // 429 and 5xx are tried again
 	}{
 		{"500", modeltest.Reply{Status: 500, Body: `{"error":{"message":"boom ` + testKey + `","type":"server_error"}}`},
-			"the model provider answered 500 Internal Server Error"},
+			"the model provider answered 500 Internal Server Error after 3 tries: boom [redacted]", 3},
 		{"401", modeltest.Reply{Status: 401, Body: echo},
-			"the model provider refused the credentials (401): check CORRAL_MODEL_API_KEY"},
-		{"429", modeltest.Reply{Status: 429, Body: echo}, "the model provider answered 429 Too Many Requests"},
+			"the model provider refused the credentials (401): check CORRAL_MODEL_API_KEY", 1},
+		{"403", modeltest.Reply{Status: 403, Body: echo},
+			"the model provider refused the credentials (403): check CORRAL_MODEL_API_KEY", 1},
+		{"400", modeltest.Reply{Status: 400, Body: echo},
+			"the model provider answered 400 Bad Request: Incorrect API key provided: [redacted]", 1},
+		{"429", modeltest.Reply{Status: 429, Body: echo},
+			"the model provider answered 429 Too Many Requests after 3 tries: Incorrect API key provided: [redacted]", 3},
 		{"not JSON", modeltest.Reply{Status: 502, Body: "<html>bad gateway " + testKey + "</html>"},
-			"the model provider answered 502 Bad Gateway"},
+			"the model provider answered 502 Bad Gateway after 3 tries", 3},
 	}
 	for _, tt := range tests {
 		for _, mode := range modes {
@@ -573,8 +619,8 @@ func TestProviderErrorsHideTheKey(t *testing.T) {
 				if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
 					t.Errorf("got %+v and recorded %v, want neither", resp, m.recorded)
 				}
-				if n := len(p.Requests()); n != 1 {
-					t.Errorf("fake provider got %d requests, want 1 (no retries)", n)
+				if n := len(p.Requests()); n != tt.requests {
+					t.Errorf("fake provider got %d requests, want %d", n, tt.requests)
 				}
 			})
 		}
@@ -618,7 +664,8 @@ func TestUnreachableProviderHidesTheKey(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	g, err := New(Config{BaseURL: url + "/v1", APIKey: testKey, Model: "m"})
+	w := &waits{}
+	g, err := New(Config{BaseURL: url + "/v1", APIKey: testKey, Model: "m", Sleep: w.sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +674,8 @@ func TestUnreachableProviderHidesTheKey(t *testing.T) {
 		if code := errorCode(t, err); code != corral.EUNAVAIL {
 			t.Errorf("%s: code = %q, want %q", mode.name, code, corral.EUNAVAIL)
 		}
-		if want := "the model provider could not be reached"; corral.ErrorMessage(err) != want {
+		// A refused connection is tried again, as a 5xx is.
+		if want := "the model provider could not be reached after 3 tries"; corral.ErrorMessage(err) != want {
 			t.Errorf("%s: message = %q, want %q", mode.name, corral.ErrorMessage(err), want)
 		}
 		checkHidden(t, err, testKey)

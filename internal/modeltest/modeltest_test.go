@@ -320,6 +320,40 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+func TestRateLimited(t *testing.T) {
+	tests := []struct {
+		name       string
+		reply      Reply
+		retryAfter string // the header the answer must carry; "" for none
+	}{
+		{"seconds", RateLimited("7"), "7"},
+		{"HTTP date", RateLimited("Wed, 21 Oct 2015 07:28:00 GMT"), "Wed, 21 Oct 2015 07:28:00 GMT"},
+		{"no header", RateLimited(""), ""},
+		{"header on a completion", Reply{Content: "hi", Header: http.Header{"Retry-After": {"3"}}}, "3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := start(t, Sequence(tt.reply))
+			resp := post(t, context.Background(), p, userHi)
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			wantStatus := tt.reply.Status
+			if wantStatus == 0 {
+				wantStatus = http.StatusOK
+			}
+			if resp.StatusCode != wantStatus {
+				t.Errorf("answered %d %s, want %d", resp.StatusCode, b, wantStatus)
+			}
+			if got := resp.Header.Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("Retry-After = %q, want %q", got, tt.retryAfter)
+			}
+			if wantStatus == http.StatusTooManyRequests && !strings.Contains(string(b), `"code":"rate_limit_exceeded"`) {
+				t.Errorf("429 body %s does not say rate_limit_exceeded", b)
+			}
+		})
+	}
+}
+
 func TestBlock(t *testing.T) {
 	release := make(chan struct{})
 	p := start(t, Sequence(Reply{Content: "at last", Block: release}))
@@ -414,8 +448,11 @@ func TestBlockEnds(t *testing.T) {
 			}
 			done <- err
 		}()
-		for len(p.Requests()) == 0 {
-			time.Sleep(time.Millisecond)
+		// A liveness bound, not a timing assertion: the request is local.
+		for deadline := time.Now().Add(time.Minute); len(p.Requests()) == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the held request never reached the provider")
+			}
 		}
 		closed := make(chan struct{})
 		go func() { p.Close(); close(closed) }()

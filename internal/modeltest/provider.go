@@ -140,6 +140,11 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		return false
 	}
 
+	for k, vs := range rep.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
 	switch {
 	case rep.Status != 0:
 		if hold() {

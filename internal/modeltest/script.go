@@ -32,6 +32,8 @@ type Reply struct {
 	// reply no script field can describe.
 	Status int
 	Body   string
+	// Header is added to the answer's headers, e.g. Retry-After.
+	Header http.Header
 
 	// StreamError makes a streamed reply end, after its text and tool calls,
 	// with an SSE error event carrying this message instead of finishing. A
@@ -70,6 +72,18 @@ func Text(content string) Reply { return Reply{Content: content} }
 
 // Calls is a reply that asks for calls.
 func Calls(calls ...ToolCall) Reply { return Reply{ToolCalls: calls} }
+
+// RateLimited is a 429 answer with an OpenAI-style rate-limit error and,
+// unless retryAfter is "", that Retry-After header (seconds or an HTTP
+// date), as providers answer when a key's rate is spent.
+func RateLimited(retryAfter string) Reply {
+	r := Reply{Status: http.StatusTooManyRequests,
+		Body: `{"error":{"message":"modeltest: rate limit reached, try again later","type":"requests","code":"rate_limit_exceeded"}}`}
+	if retryAfter != "" {
+		r.Header = http.Header{"Retry-After": {retryAfter}}
+	}
+	return r
+}
 
 // Sequence answers the n-th request with the n-th reply, and every request
 // after the last with the last. With no replies, every request fails with

@@ -231,6 +231,8 @@ func (r *Runner) Start(run corral.Run, msg corral.Message, ev corral.Admission) 
 			"active_runs":   ev.ActiveRuns,
 			"tokens_used":   ev.TokensUsed,
 			"tokens_budget": ev.TokensBudget,
+			// What the agent's pending change sets held on disk.
+			"pending_disk_bytes": ev.PendingDiskBytes,
 		})
 		r.execute(a, &msg)
 	}()
@@ -409,6 +411,11 @@ func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *w
 			OnDelta: func(d gateway.Delta) {
 				r.hub.publish(run.ID, Event{Delta: d.Content})
 			},
+			OnRetry: func(rt gateway.Retry) {
+				r.record(ctx, run.ID, trace.Retry, map[string]any{
+					"attempt": rt.Attempt, "status": rt.Status, "wait_ms": rt.Wait.Milliseconds(), "message": rt.Message,
+				})
+			},
 		}
 		resp, err := r.model.Complete(runCtx, req, m)
 		if errors.Is(err, errBudget) {
@@ -567,6 +574,18 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 	a.setSandbox(nil)
 	if err != nil {
 		return toolResult{}, err
+	}
+	if res.Violation == "" {
+		// The kernel refused the command's writes past the disk limits
+		// (ENOSPC); a run that used its disk up ends, as for the
+		// sandbox's own limits.
+		full, err := st.DiskFull()
+		if err != nil {
+			return toolResult{}, err
+		}
+		if full {
+			res.Violation = corral.ViolationDisk
+		}
 	}
 	text, _ := capText(out.String(), maxToolOutput)
 	tr := toolResult{ExitCode: res.ExitCode, Output: text, Violation: res.Violation}
@@ -852,6 +871,12 @@ func (r *Runner) Reconcile(ctx context.Context) (int, error) {
 	}
 	seen := map[string]bool{}
 	for _, run := range paused {
+		// Open the paused run's stage now, before anything is served: from
+		// here on, an edit to the workspace is recorded in it (KeepBases),
+		// whether or not the run resumes at once.
+		if _, err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
+			r.cfg.Log.Warn("paused run's stage not reopened", "run", run.ID, "err", err)
+		}
 		if !seen[run.AgentID] {
 			seen[run.AgentID] = true
 			if err := r.Resume(ctx, run.AgentID); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
+	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
@@ -42,7 +43,7 @@ type harness struct {
 func newHarness(t testing.TB, script modeltest.Script) *harness {
 	t.Helper()
 	if err := sandbox.Available(); err != nil {
-		t.Skipf("runs need the sandbox: %v", err)
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))

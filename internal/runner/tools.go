@@ -13,6 +13,7 @@ import (
 	"corral"
 	"corral/internal/gateway"
 	"corral/internal/sandbox"
+	"corral/internal/sanitize"
 )
 
 // The tools the model is offered. Each runs inside the agent's sandbox on
@@ -179,6 +180,16 @@ func workspacePath(p string, dirOK bool) (string, error) {
 	}
 	if clean == "." && !dirOK {
 		return "", fmt.Errorf("path %q is the workspace itself, not a file", p)
+	}
+	if clean != "." {
+		// The one path validator, as for a person's upload: a name the
+		// files API refuses is refused here too (and the manifest
+		// protects one a shell command makes anyway).
+		n, err := sanitize.Path(clean)
+		if err != nil {
+			return "", fmt.Errorf("%s", corral.ErrorMessage(err))
+		}
+		clean = n
 	}
 	if strings.HasPrefix(clean, "-") {
 		clean = "./" + clean

@@ -12,16 +12,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"corral/internal/kerneltest"
 )
 
 // requireCgroups skips a test that needs to create cgroups where it cannot.
 func requireCgroups(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, "creating cgroups needs root")
 	}
 	if err := probeCgroups(); err != nil {
-		t.Skipf("cgroups unavailable: %v", err)
+		kerneltest.Skip(t, "cgroups unavailable: %v", err)
 	}
 }
 
@@ -395,7 +397,7 @@ func TestCgroupCleansUpOnError(t *testing.T) {
 
 func TestProbeCgroups(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, "creating cgroups needs root")
 	}
 	if err := probeCgroups(); err != nil {
 		t.Errorf("probeCgroups() = %v", err)
@@ -408,14 +410,14 @@ func TestProbeCgroups(t *testing.T) {
 // controllers, as the unified hierarchy of a v1 host does.
 func TestCgroupV2Mechanics(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, "creating cgroups needs root")
 	}
 	host, err := findCgroups()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if host.v2 == nil {
-		t.Skip("no cgroup2 mount holds this process's cgroup")
+		kerneltest.Skip(t, "no cgroup2 mount holds this process's cgroup")
 	}
 	for _, kill := range []string{"cgroup.kill", "signals"} {
 		t.Run(kill, func(t *testing.T) {

@@ -20,6 +20,8 @@ import (
 	seccomparch "github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"corral/internal/kerneltest"
 )
 
 // The confinement tests run in re-executed children (see main_test.go):
@@ -133,7 +135,7 @@ func runConfineChild(t *testing.T, name string) string {
 func skipUnlessSeccomp(t *testing.T) {
 	t.Helper()
 	if err := seccompAvailable(); err != nil {
-		t.Skipf("kernel lacks seccomp filters: %v", err)
+		kerneltest.Skip(t, "kernel lacks seccomp filters: %v", err)
 	}
 }
 
@@ -142,7 +144,7 @@ func skipUnlessLandlock(t *testing.T) int {
 	t.Helper()
 	abi, err := landlockABI()
 	if err != nil || abi < 1 {
-		t.Skipf("kernel lacks Landlock: ABI %d, %v", abi, err)
+		kerneltest.Skip(t, "kernel lacks Landlock: ABI %d, %v", abi, err)
 	}
 	return abi
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/kerneltest"
 )
 
 // needSandbox skips when this machine cannot run sandboxes, saying why. CI
@@ -18,10 +19,10 @@ import (
 func needSandbox(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("sandbox tests need root (cgroups)")
+		kerneltest.Skip(t, "sandbox tests need root (cgroups)")
 	}
 	if err := Available(); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, "%v", err)
 	}
 }
 

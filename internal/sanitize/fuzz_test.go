@@ -203,6 +203,8 @@ func FuzzText(f *testing.F) {
 func FuzzEmail(f *testing.F) {
 	f.Add("Ada@Example.com")
 	f.Add("a@b@c.d")
+	f.Add("H\u0331@x.se")
+	f.Add("A\u030aSA@B\u00dcCHER.de")
 	f.Fuzz(func(t *testing.T, s string) {
 		out, err := sanitize.Email(s)
 		if err != nil {
@@ -218,6 +220,8 @@ func FuzzEmail(f *testing.F) {
 			t.Fatalf("Email(%q) = %q, not valid UTF-8", s, out)
 		case out != strings.ToLower(out):
 			t.Fatalf("Email(%q) = %q, not lowercase", s, out)
+		case !norm.NFC.IsNormalString(out):
+			t.Fatalf("Email(%q) = %q, not NFC", s, out)
 		case len(out) > 254:
 			t.Fatalf("Email(%q) = %q, %d bytes", s, out, len(out))
 		case strings.Count(out, "@") != 1, local == "", !strings.Contains(domain, "."):
@@ -301,6 +305,56 @@ func FuzzModelName(f *testing.F) {
 		}
 		if !valid || out != s {
 			t.Fatalf("ModelName(%q) = %q, want rejected or unchanged", s, out)
+		}
+	})
+}
+
+// FuzzPath checks what Path promises: an accepted path is relative, has no
+// empty, "." or ".." element, no hidden character, no element that is .git
+// in any case, is in NFC, and is accepted again unchanged (StoredPath
+// agrees); Escape of any input never holds a control or invisible
+// character and tells different inputs apart.
+func FuzzPath(f *testing.F) {
+	for _, s := range []string{"a/b", ".gitignore", ".github/workflows/ci.yml", "a/../b", "/abs", "a\nb",
+		".git/config", "GIT~1", "CON", "cafe\u0301", "a\xffb", "evil\u202etxt", ".", "a/", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		esc := sanitize.Escape(in)
+		for _, r := range esc {
+			if hidden(r) || r == 0x2028 || r == 0x2029 {
+				t.Fatalf("Escape(%q) = %q holds %U", in, esc, r)
+			}
+		}
+		if sanitize.Escape(in+"\n") == sanitize.Escape(in+`\n`) {
+			t.Fatalf("Escape cannot tell a newline from a backslash-n after %q", in)
+		}
+		p, err := sanitize.Path(in)
+		if err != nil {
+			mustCode(t, "Path("+esc+")", err, corral.ENAME)
+			if rule, _ := sanitize.StoredPath(in); rule == "" {
+				t.Fatalf("StoredPath(%q) accepts what Path refuses: %v", in, err)
+			}
+			return
+		}
+		if strings.HasPrefix(p, "/") || !utf8.ValidString(p) || !norm.NFC.IsNormalString(p) {
+			t.Fatalf("Path(%q) = %q: absolute, not UTF-8 or not NFC", in, p)
+		}
+		for _, el := range strings.Split(p, "/") {
+			if el == "" || el == "." || el == ".." || strings.EqualFold(strings.TrimRight(el, ". "), ".git") {
+				t.Fatalf("Path(%q) = %q has element %q", in, p, el)
+			}
+			for _, r := range el {
+				if hidden(r) {
+					t.Fatalf("Path(%q) = %q holds %U", in, p, r)
+				}
+			}
+		}
+		if again, err := sanitize.Path(p); err != nil || again != p {
+			t.Fatalf("Path(Path(%q)) = %q, %v; want %q", in, again, err, p)
+		}
+		if rule, why := sanitize.StoredPath(p); rule != "" {
+			t.Fatalf("StoredPath(%q) = %s (%s) for an accepted path", p, rule, why)
 		}
 	})
 }

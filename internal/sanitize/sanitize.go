@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/net/idna"
 	"golang.org/x/text/unicode/norm"
 
 	"corral"
@@ -71,21 +72,26 @@ func Text(field, s string, limit int) (string, error) {
 	return s, nil
 }
 
-// Email checks an email address and returns it trimmed and lowercased, the
-// form accounts are stored and looked up by, so "Ada@Example.com " and
-// "ada@example.com" are one account. It is not a full RFC 5322 parser: it
-// asks for exactly one "@" with something before it, a domain of at least
-// two non-empty labels, no whitespace or control characters (they would
-// split a header or a log line), none of the characters that delimit an
-// address in a mail header (< > ( ) [ ] \ , ; : "), and at most 254 bytes.
-// Quoted local parts and IP-literal domains, legal but unseen in practice,
-// are refused with them. The error, code EINVALID, does not say which part
-// is wrong.
+// Email checks an email address and returns it in the one form accounts
+// are stored and looked up by: trimmed, in Unicode NFC, lower-cased, and in
+// NFC again (lower-casing can leave a letter and its mark apart where a
+// precomposed lower-case letter exists, as "H̱" → "ẖ"). So "Ada@Example.com "
+// and "ada@example.com" are one account, and so are "ÅSA@x.se" typed with a
+// combining ring and with the precomposed letter. Case is folded with
+// strings.ToLower, not full case folding: "ß" and "ss" stay two addresses.
+//
+// It is not a full RFC 5322 parser: it asks for exactly one "@" with
+// something before it, a domain of at least two non-empty labels, no
+// whitespace or control characters (they would split a header or a log
+// line), none of the characters that delimit an address in a mail header
+// (< > ( ) [ ] \ , ; : "), and at most 254 bytes. Quoted local parts and
+// IP-literal domains, legal but unseen in practice, are refused with them.
+// The error, code EINVALID, does not say which part is wrong.
 func Email(s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", invalidEmail()
 	}
-	s = strings.ToLower(strings.TrimSpace(s))
+	s = norm.NFC.String(strings.ToLower(norm.NFC.String(strings.TrimSpace(s))))
 	local, domain, ok := strings.Cut(s, "@")
 	if !ok || local == "" || len(s) > maxEmail || strings.ContainsAny(s, `<>()[]\,;:"`) {
 		return "", invalidEmail()
@@ -105,6 +111,36 @@ func Email(s string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// EmailASCII returns an address from Email with its domain in ASCII
+// (punycode, "bücher.de" → "xn--bcher-kva.de"), or "" when the domain
+// already is ASCII. It is for an administrator's eyes: a domain that only
+// looks like a familiar one ("exаmple.com" with a Cyrillic а, "ｅxample.com"
+// with a full-width ｅ) shows its difference in this form. The conversion
+// is raw punycode of each label, without the IDNA lookup mapping, which
+// would turn "ｅxample.com" into "example.com" and hide exactly what the
+// administrator needs to see. The local part has no ASCII form and is
+// left as it is.
+func EmailASCII(email string) string {
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || isASCII(domain) {
+		return ""
+	}
+	ascii, err := idna.Punycode.ToASCII(domain)
+	if err != nil || !isASCII(ascii) {
+		return ""
+	}
+	return local + "@" + ascii
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func invalidEmail() *corral.Error {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/unicode/norm"
+
 	"corral"
 	"corral/internal/sanitize"
 )
@@ -108,6 +110,13 @@ func TestEmail(t *testing.T) {
 		{"trimmed and lowercased", "  Ada.Lovelace@Example.COM \n", "ada.lovelace@example.com"},
 		{"plus", "ada+corral@mail.example.org", "ada+corral@mail.example.org"},
 		{"unicode lowercased", "ÜBER@Bücher.DE", "über@bücher.de"},
+		{"precomposed, lowercased", "\u00c5SA@x.se", "\u00e5sa@x.se"},
+		{"combining ring composed", "A\u030aSA@x.se", "\u00e5sa@x.se"},
+		{"angstrom sign composed", "\u212bsa@x.se", "\u00e5sa@x.se"},
+		{"combining mark in the domain", "ada@bu\u0308cher.de", "ada@b\u00fccher.de"},
+		{"composed again after lowercasing", "H\u0331@x.se", "\u1e96@x.se"},
+		{"dotted capital I", "\u0130@x.se", "i@x.se"}, // Go lower-cases it to a plain i
+		{"sharp s is not ss", "Stra\u00dfe@x.de", "stra\u00dfe@x.de"},
 		{"254 bytes", strings.Repeat("a", 249) + "@b.co", strings.Repeat("a", 249) + "@b.co"},
 		{"empty", "", ""},
 		{"spaces", "   ", ""},
@@ -146,6 +155,61 @@ func TestEmail(t *testing.T) {
 			msg := checkErr(t, "Email("+strconv.Quote(tt.in)+")", err, corral.EINVALID)
 			if msg != "invalid email address" {
 				t.Errorf("Email(%q) message = %q, want %q", tt.in, msg, "invalid email address")
+			}
+		})
+	}
+}
+
+// TestEmailOneAccount: every spelling in a group is one account, and
+// different groups are different accounts.
+func TestEmailOneAccount(t *testing.T) {
+	groups := [][]string{
+		{"ÅSA@x.se", "\u00c5sa@x.se", "A\u030asa@x.se", "a\u030aSA@X.SE", "\u212bSA@x.se", " åsa@x.se\t"},
+		{"ada@bücher.de", "ADA@BÜCHER.DE", "ada@bu\u0308cher.de", "Ada@BU\u0308CHER.de"},
+		{"asa@x.se"},
+		{"strasse@x.de", "STRASSE@x.de"},
+		{"straße@x.de"},
+	}
+	seen := map[string]int{}
+	for g, group := range groups {
+		for _, in := range group {
+			got, err := sanitize.Email(in)
+			if err != nil {
+				t.Fatalf("Email(%q) = %v", in, err)
+			}
+			if !norm.NFC.IsNormalString(got) || strings.ToLower(got) != got {
+				t.Errorf("Email(%q) = %q, not NFC and lower-case", in, got)
+			}
+			if again, _ := sanitize.Email(got); again != got {
+				t.Errorf("Email(%q) = %q, not idempotent", got, again)
+			}
+			if prev, ok := seen[got]; ok && prev != g {
+				t.Errorf("Email(%q) = %q, the account of group %d", in, got, prev)
+			}
+			seen[got] = g
+		}
+	}
+	if len(seen) != len(groups) {
+		t.Errorf("%d accounts from %d groups: %v", len(seen), len(groups), seen)
+	}
+}
+
+func TestEmailASCII(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"ASCII", "ada@example.com", ""},
+		{"ASCII domain, unicode local part", "über@example.com", ""},
+		{"unicode domain", "ada@bücher.de", "ada@xn--bcher-kva.de"},
+		{"unicode local part and domain", "über@bücher.de", "über@xn--bcher-kva.de"},
+		{"Cyrillic look-alike", "ada@ex\u0430mple.com", "ada@xn--exmple-4nf.com"},
+		{"full-width look-alike is not mapped away", "ada@\uff45xample.com", "ada@xn--xample-hy68a.com"},
+		{"each label", "ada@例え.テスト", "ada@xn--r8jz45g.xn--zckzah"},
+		{"only the non-ASCII label changes", "ada@mail.bücher.de", "ada@mail.xn--bcher-kva.de"},
+		{"not an address", "no-at-sign", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sanitize.EmailASCII(tt.in); got != tt.want {
+				t.Errorf("EmailASCII(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}

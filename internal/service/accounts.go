@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"corral"
 	"corral/internal/auth"
@@ -28,14 +29,31 @@ type AccountStore interface {
 // Accounts is signup, login, sessions, API tokens and account
 // administration.
 type Accounts struct {
-	store    AccountStore
+	store AccountStore
+	// throttle refuses logins per account (from every address) and per
+	// address and account; spray slows, and never refuses, an address's
+	// failures across accounts. See Login.
 	throttle *auth.Throttle
+	spray    *auth.Throttle
 	params   auth.Params
 	signups  *auth.Throttle // per client address: every attempt counts
 	slots    chan struct{}
-	logins   keyLock
-	cfg      Config
+	logins   keyLock // per account: one login checked at a time
+	hot      gates   // per address, only while spray holds it
+	// sleep waits for d or until ctx ends; tests replace it.
+	sleep func(ctx context.Context, d time.Duration)
+	cfg   Config
 }
+
+// The address-wide bound (see Login). sprayFree failures in a row from an
+// address, with no success between, or sprayHourly in an hour, make it
+// hot for a while; each failure from a hot address then holds the
+// address's turn for sprayHold.
+const (
+	sprayFree   = 20
+	sprayHourly = 300
+	sprayHold   = time.Second
+)
 
 // NewAccounts returns the accounts use cases. throttle decides login
 // attempts; params are the password hashing parameters.
@@ -48,12 +66,39 @@ func NewAccounts(store AccountStore, throttle *auth.Throttle, params auth.Params
 	}
 	return &Accounts{
 		store: store, throttle: throttle, params: params,
+		// A hot address stays hot from a minute up to an hour, doubling
+		// with each failure past the streak, or until its hourly count
+		// falls back under the cap.
+		spray: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: sprayFree,
+			BaseDelay: time.Minute, MaxDelay: time.Hour, HourlyCap: sprayHourly}),
 		// Signups are counted like failures: a burst from one address is
 		// free, a flood slows down and stops at the hourly cap.
 		signups: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: 20, HourlyCap: 100}),
 		slots:   make(chan struct{}, cfg.HashSlots),
+		sleep:   sleep,
 		cfg:     cfg,
 	}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// addrKey is the unit of client the throttles count: an IPv4 address, or
+// an IPv6 /64, the block one subscriber usually holds (counting single
+// IPv6 addresses would give each attacker 2^64 fresh keys).
+func addrKey(client netip.Addr) string {
+	client = client.Unmap()
+	if client.Is6() {
+		p, _ := client.Prefix(64) // cannot fail for a valid IPv6 address
+		return "addr:" + p.String()
+	}
+	return "addr:" + client.String()
 }
 
 // SignupInput is what a person gives to create an account.
@@ -72,7 +117,7 @@ func (s *Accounts) Signup(ctx context.Context, in SignupInput, client netip.Addr
 	if s.cfg.Signup == SignupInvite && !auth.WellFormed(prefixInvite, in.Invite) {
 		return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
 	}
-	key := "addr:" + client.Unmap().String()
+	key := addrKey(client)
 	if wait, ok := s.signups.Allow(key); !ok {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many signups from your address: try again later", RetryAfter: wait}
 	}
@@ -139,7 +184,34 @@ func errBadLogin() error {
 }
 
 // Login checks a password and starts a session. client is the caller's
-// address, throttled alongside the account.
+// address.
+//
+// Three records decide, all of failures only:
+//
+//   - per account, from every address: its failures lock the account for
+//     everyone, the right password included, with a backoff and an
+//     hourly cap (see auth.Throttle). This is the bound on guessing one
+//     account's password, however many addresses the guesser has; its
+//     cost is that an attacker can keep the owner out for as long as the
+//     attack lasts.
+//   - per address and account: an address's failures on an account lock
+//     that address out of that account, with the same rules, and the
+//     owner's successful login elsewhere does not lift it. Failures on
+//     other accounts never count here, so many people behind one address
+//     (a proxy, a NAT) do not lock each other out.
+//   - per address, across accounts (spray): an address that fails
+//     sprayFree times in a row, or sprayHourly times in an hour, is hot.
+//     A hot address is never refused; its logins are checked one at a
+//     time, and each of its failures holds its turn for sprayHold, so it
+//     tries at most about one password a second and cannot fill every
+//     hashing slot. A correct password from a hot address still gets in,
+//     after the logins queued ahead of it; a client that leaves the queue
+//     gives up unchecked.
+//
+// An address is an IPv4 address or an IPv6 /64 (see addrKey). Logins on
+// one account are checked one at a time, so attempts sent at
+// once are counted in order and the hourly caps hold. Unknown and
+// malformed emails are counted exactly like known ones.
 func (s *Accounts) Login(ctx context.Context, email, password string, client netip.Addr) (corral.User, string, error) {
 	norm, err := sanitize.Email(email)
 	if err != nil {
@@ -147,7 +219,28 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 		// under one shared key so junk cannot grow the throttle's memory.
 		norm = "(malformed)"
 	}
-	keys := []string{"acct:" + norm, "addr:" + client.Unmap().String()}
+	addr := addrKey(client)
+	if _, calm := s.spray.Allow(addr); calm {
+		return s.login(ctx, norm, password, addr)
+	}
+	leave, err := s.hot.enter(ctx, addr)
+	if err != nil {
+		return corral.User{}, "", &corral.Error{Code: corral.EUNAVAIL, Message: "the server is busy: try again", Err: err}
+	}
+	defer leave() // after the hold below
+	u, token, err := s.login(ctx, norm, password, addr)
+	if corral.ErrorCode(err) == corral.EUNAUTH {
+		// The hold outlasts the request: a client that hangs up once it
+		// has waited long enough to know the answer (a success comes at
+		// once) must not cut the address's turn short.
+		s.sleep(context.WithoutCancel(ctx), sprayHold)
+	}
+	return u, token, err
+}
+
+// login is Login under the account's lock.
+func (s *Accounts) login(ctx context.Context, norm, password, addr string) (corral.User, string, error) {
+	keys := []string{"acct:" + norm, addr + " acct:" + norm}
 	defer s.logins.lock(keys[0])()
 	if wait, ok := s.throttle.Allow(keys...); !ok {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many failed logins: try again later", RetryAfter: wait}
@@ -173,9 +266,11 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 	}
 	if !ok || tooLong || cred.Disabled {
 		s.throttle.Fail(keys...)
+		s.spray.Fail(addr)
 		return corral.User{}, "", errBadLogin()
 	}
-	s.throttle.Succeed(keys[0])
+	s.throttle.Succeed(keys...)
+	s.spray.Succeed(addr)
 	u, err := s.store.UserByID(ctx, cred.UserID)
 	if err != nil {
 		return corral.User{}, "", err
@@ -287,12 +382,29 @@ func (s *Accounts) CreateInvite(ctx context.Context, actor corral.User) (corral.
 	return inv, token, nil
 }
 
+// ListedUser is an account as the administrators' list shows it.
+type ListedUser struct {
+	corral.User
+	// EmailASCII is the email with its domain in ASCII (punycode) when the
+	// domain is not ASCII, else "": a domain that only looks like a
+	// familiar one ("exаmple.com" with a Cyrillic а) stands out in it.
+	EmailASCII string
+}
+
 // Users lists every account (admins only).
-func (s *Accounts) Users(ctx context.Context, actor corral.User) ([]corral.User, error) {
+func (s *Accounts) Users(ctx context.Context, actor corral.User) ([]ListedUser, error) {
 	if err := requireAdmin(actor); err != nil {
 		return nil, err
 	}
-	return s.store.Users(ctx)
+	us, err := s.store.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ListedUser, len(us))
+	for i, u := range us {
+		out[i] = ListedUser{User: u, EmailASCII: sanitize.EmailASCII(u.Email)}
+	}
+	return out, nil
 }
 
 // SetDisabled disables or re-enables an account (admins only). Disabling

@@ -52,6 +52,11 @@ var limitMax = corral.Limits{
 	MemoryBytes:    1 << 40,
 	Pids:           1 << 16,
 	OutputBytes:    1 << 30,
+	// A run's disk is a sparse file: the bound is what a typo would ask
+	// for, not what a host has. 1<<24 inodes make a 4 GiB inode table.
+	DiskBytes:        1 << 40,
+	DiskInodes:       1 << 24,
+	PendingDiskBytes: 1 << 50,
 }
 
 // load reads the agent with the actor's level, fresh, and applies the
@@ -107,6 +112,7 @@ type AgentInput struct {
 // LimitsInput sets individual limits; nil leaves one as it is.
 type LimitsInput struct {
 	MaxPromptBytes, MaxRuns, RunTimeoutS, CPUMillis, MemoryBytes, Pids, OutputBytes *int64
+	DiskBytes, DiskInodes, PendingDiskBytes                                         *int64
 }
 
 func (l LimitsInput) empty() bool { return l == LimitsInput{} }
@@ -233,6 +239,9 @@ func apply(a *corral.Agent, in AgentInput) error {
 		{"memory_bytes", &l.MemoryBytes, in.Limits.MemoryBytes, limitMax.MemoryBytes},
 		{"pids", &l.Pids, in.Limits.Pids, limitMax.Pids},
 		{"output_bytes", &l.OutputBytes, in.Limits.OutputBytes, limitMax.OutputBytes},
+		{"disk_bytes", &l.DiskBytes, in.Limits.DiskBytes, limitMax.DiskBytes},
+		{"disk_inodes", &l.DiskInodes, in.Limits.DiskInodes, limitMax.DiskInodes},
+		{"pending_disk_bytes", &l.PendingDiskBytes, in.Limits.PendingDiskBytes, limitMax.PendingDiskBytes},
 	} {
 		if err := setBounded(f.dst, f.in, "limits."+f.name, f.max); err != nil {
 			return err

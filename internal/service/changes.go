@@ -1,21 +1,20 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"time"
-	"unicode/utf8"
-
-	"github.com/pmezard/go-difflib/difflib"
 
 	"corral"
 	"corral/internal/access"
+	"corral/internal/sanitize"
 	"corral/internal/workspace"
 )
 
@@ -42,9 +41,16 @@ type Changes struct {
 	ws    WorkspaceConfig
 	cfg   Config
 	// writers serialises everything that writes one agent's persistent
-	// workspace (applies and uploads): an apply's journal assumes nobody
-	// else changes the tree under it.
+	// workspace (applies, uploads) or fixes a stage's view of it (staging,
+	// manifests): an apply's journal assumes nobody else changes the tree
+	// under it, and an open stage must hear of every change (KeepBases).
 	writers keyLock
+
+	// open are the stages whose manifest is not taken yet, by agent and
+	// stage id: the runs working on a workspace now. Guarded by mu; only
+	// changed while the agent's writers lock is held.
+	mu   sync.Mutex
+	open map[string]map[string]*workspace.Stage
 }
 
 // NewChanges returns the change-set use cases.
@@ -99,26 +105,94 @@ func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) (*wo
 	}
 	opt := c.stageOptions()
 	opt.Secrets = append(append([]string(nil), opt.Secrets...), agent.Policy.Secrets...)
-	return workspace.NewStage(dir, c.stageDir(id), opt)
+	opt.DiskBytes, opt.DiskInodes = agent.Limits.DiskBytes, agent.Limits.DiskInodes
+	// Under the writers lock: from the moment the tree is staged, every
+	// change to the workspace is told to it.
+	defer c.writers.lock(agent.ID)()
+	st, err := workspace.NewStage(dir, c.stageDir(id), opt)
+	if err != nil {
+		return nil, err
+	}
+	c.track(agent.ID, id, st)
+	return st, nil
 }
 
 // Reopen opens the staged tree id of an agent left by an earlier process
 // or by a paused run. ENOTFOUND when there is none.
 func (c *Changes) Reopen(ctx context.Context, agentID, id string) (*workspace.Stage, error) {
-	return workspace.OpenStage(c.workspaceDir(agentID), c.stageDir(id), c.stageOptions())
+	defer c.writers.lock(agentID)()
+	st, err := workspace.OpenStage(c.workspaceDir(agentID), c.stageDir(id), c.stageOptions())
+	if err != nil {
+		return nil, err
+	}
+	c.track(agentID, id, st)
+	return st, nil
 }
 
 // Discard removes a staged tree that will not become a change set.
-func (c *Changes) Discard(id string) error { return workspace.RemoveStage(c.stageDir(id)) }
+func (c *Changes) Discard(id string) error {
+	c.mu.Lock()
+	for _, stages := range c.open {
+		delete(stages, id)
+	}
+	c.mu.Unlock()
+	return workspace.RemoveStage(c.stageDir(id))
+}
+
+func (c *Changes) track(agentID, id string, st *workspace.Stage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == nil {
+		c.open = map[string]map[string]*workspace.Stage{}
+	}
+	if c.open[agentID] == nil {
+		c.open[agentID] = map[string]*workspace.Stage{}
+	}
+	c.open[agentID][id] = st
+}
+
+func (c *Changes) forget(agentID, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.open[agentID], id)
+	if len(c.open[agentID]) == 0 {
+		delete(c.open, agentID)
+	}
+}
+
+// keepBases tells every open stage of the agent what paths hold before the
+// caller changes them (see workspace.Stage.KeepBases), so that approving a
+// run's change set can never overwrite an edit made while it worked. The
+// caller holds the agent's writers lock. A stage that cannot record it
+// makes the write fail: the change would otherwise go undetected.
+func (c *Changes) keepBases(agentID string, paths []string) error {
+	c.mu.Lock()
+	stages := make([]*workspace.Stage, 0, len(c.open[agentID]))
+	for _, st := range c.open[agentID] {
+		stages = append(stages, st)
+	}
+	c.mu.Unlock()
+	for _, st := range stages {
+		if err := st.KeepBases(paths); err != nil {
+			return corral.Internal("keep bases", err)
+		}
+	}
+	return nil
+}
 
 // Finish records what a staged run changed, as Corral measures it, as the
 // change set id. When auto is true and the agent's policy is auto, ordinary
 // entries are applied at once; otherwise (review policy, or a run that did
 // not complete) every entry waits for a person. Protected entries are
-// always denied. It returns a change set with an empty ID when the run
-// changed nothing. The stage is closed unless the change set waits.
+// always denied. Each text entry's diff is made now and kept with the
+// change set, so it stays readable after the decision. It returns a change
+// set with an empty ID when the run changed nothing. The stage is closed
+// unless the change set waits.
 func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id string, st *workspace.Stage, auto bool) (corral.ChangeSet, error) {
+	unlock := c.writers.lock(agent.ID)
+	defer unlock()
 	m, err := st.Manifest()
+	c.forget(agent.ID, id)
 	if err != nil {
 		st.Close()
 		return corral.ChangeSet{}, err
@@ -139,17 +213,30 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id stri
 	for _, e := range m {
 		ce := corral.ChangeEntry{
 			Path: e.Path, Op: e.Op, OldSHA256: e.OldSHA256, NewSHA256: e.NewSHA256, Size: e.Size,
-			Mode: uint32(e.Mode), OldMode: uint32(e.OldMode), Class: e.Class, Flags: e.Flags, State: corral.EntryPending,
+			Mode: uint32(e.Mode), OldMode: uint32(e.OldMode), Class: e.Class, Flags: e.Flags, Note: e.Note,
+			State: corral.EntryPending,
 		}
 		if ce.Class == workspace.ClassProtected {
 			ce.State = corral.EntryDenied
 		}
 		cs.Entries = append(cs.Entries, ce)
 	}
+	addDiffs(cs.Entries, workspace.DirSource(c.workspaceDir(agent.ID)), st.Source())
 	if mode == corral.ChangesAuto {
-		c.applyEntries(&cs, func(e corral.ChangeEntry) bool { return e.Class == workspace.ClassOrdinary }, st)
+		var picked []int
+		for i, e := range cs.Entries {
+			if e.State == corral.EntryPending && e.Class == workspace.ClassOrdinary {
+				picked = append(picked, i)
+			}
+		}
+		// What could not be applied (a conflict, a failure) waits for a
+		// person: nothing is lost and nothing is applied half.
+		if err := c.applyLocked(&cs, picked, st); err != nil && corral.ErrorCode(err) != corral.ECONFLICT {
+			c.cfg.Log.Warn("auto-apply failed; the change set waits for review", "change_set", cs.ID, "err", err)
+		}
 	}
 	cs.Status = settle(cs)
+	cs.DiskBytes, _ = st.DiskUsage()
 	if err := c.store.CreateChangeSet(ctx, cs); err != nil {
 		st.Close()
 		return corral.ChangeSet{}, err
@@ -160,64 +247,78 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id stri
 	return cs, nil
 }
 
-// settle derives a change set's status from its entries, unless a failure
-// already decided it.
+// settle derives a decided change set's status from its entries: pending
+// while any entry is; then applied if anything was; conflicted, rejected
+// or denied (only protected entries) if nothing was.
 func settle(cs corral.ChangeSet) string {
-	if cs.Status == corral.ChangeConflicted || cs.Status == corral.ChangeFailed {
-		return cs.Status
-	}
-	applied, pending := false, false
+	seen := map[string]bool{}
 	for _, e := range cs.Entries {
-		switch e.State {
-		case corral.EntryPending:
-			pending = true
-		case corral.EntryApplied:
-			applied = true
-		}
+		seen[e.State] = true
 	}
 	switch {
-	case pending:
+	case seen[corral.EntryPending]:
 		return corral.ChangePending
-	case applied:
+	case seen[corral.EntryApplied]:
 		return corral.ChangeApplied
+	case seen[corral.EntryConflicted]:
+		return corral.ChangeConflicted
+	case seen[corral.EntryRejected]:
+		return corral.ChangeRejected
 	default:
 		return corral.ChangeDenied
 	}
 }
 
-// applyEntries applies the pending entries that pick selects, all or
-// nothing. A conflict or a failure drops every pending entry and marks the
-// change set conflicted or failed.
-func (c *Changes) applyEntries(cs *corral.ChangeSet, pick func(corral.ChangeEntry) bool, st *workspace.Stage) error {
-	var entries []workspace.Entry
-	var idx []int
-	for i, e := range cs.Entries {
-		if e.State != corral.EntryPending || e.Class == workspace.ClassProtected || !pick(e) {
-			continue
-		}
-		entries = append(entries, workspace.Entry{
-			Path: e.Path, Op: e.Op, OldSHA256: e.OldSHA256, NewSHA256: e.NewSHA256, Size: e.Size,
-			Mode: fs.FileMode(e.Mode), OldMode: fs.FileMode(e.OldMode), Flags: e.Flags, Class: e.Class,
-		})
-		idx = append(idx, i)
-	}
-	if len(entries) == 0 {
+// applyLocked applies the entries of cs at idx, all or nothing; the caller
+// holds the agent's writers lock. First every base is checked: entries whose
+// file changed in the workspace since the run saw it become conflicted, and
+// then nothing is applied (ECONFLICT naming them). A failure rolls back and
+// leaves the entries pending. The other open stages of the agent hear of
+// the change before it is made.
+func (c *Changes) applyLocked(cs *corral.ChangeSet, idx []int, st *workspace.Stage) error {
+	if len(idx) == 0 {
 		return nil
 	}
-	unlock := c.writers.lock(cs.AgentID)
-	err := workspace.Apply(c.workspaceDir(cs.AgentID), c.journalDir(cs.AgentID), cs.ID, entries, st.Source(), nil)
-	unlock()
-	if err != nil {
-		cs.Status = corral.ChangeFailed
-		if corral.ErrorCode(err) == corral.ECONFLICT {
-			cs.Status = corral.ChangeConflicted
+	entries := make([]workspace.Entry, len(idx))
+	paths := make([]string, len(idx))
+	for k, i := range idx {
+		e := cs.Entries[i]
+		entries[k] = workspace.Entry{
+			Path: e.Path, Op: e.Op, OldSHA256: e.OldSHA256, NewSHA256: e.NewSHA256, Size: e.Size,
+			Mode: fs.FileMode(e.Mode), OldMode: fs.FileMode(e.OldMode), Flags: e.Flags, Class: e.Class,
 		}
-		c.cfg.Log.Warn("change set not applied", "change_set", cs.ID, "status", cs.Status, "err", err)
-		for i := range cs.Entries {
-			if cs.Entries[i].State == corral.EntryPending {
-				cs.Entries[i].State = corral.EntryDropped
+		paths[k] = e.Path
+	}
+	dir := c.workspaceDir(cs.AgentID)
+	conflicts, err := workspace.Conflicts(dir, entries)
+	if err != nil {
+		return err
+	}
+	if len(conflicts) == 0 {
+		if err = c.keepBases(cs.AgentID, paths); err != nil {
+			return err
+		}
+		err = workspace.Apply(dir, c.journalDir(cs.AgentID), cs.ID, entries, st.Source(), nil)
+		if corral.ErrorCode(err) == corral.ECONFLICT {
+			for _, p := range paths {
+				conflicts[p] = err
 			}
 		}
+	}
+	if len(conflicts) > 0 {
+		var why []string
+		for _, i := range idx {
+			if cerr, ok := conflicts[cs.Entries[i].Path]; ok {
+				cs.Entries[i].State = corral.EntryConflicted
+				why = append(why, corral.ErrorMessage(cerr))
+			}
+		}
+		sort.Strings(why)
+		c.cfg.Log.Info("change set conflicts with the workspace", "change_set", cs.ID, "entries", len(why))
+		return corral.Errorf(corral.ECONFLICT, "nothing was applied: the workspace changed since the run saw it (%s)", strings.Join(why, "; "))
+	}
+	if err != nil {
+		c.cfg.Log.Warn("change set not applied", "change_set", cs.ID, "err", err)
 		return err
 	}
 	for _, i := range idx {
@@ -246,7 +347,7 @@ func (c *Changes) load(ctx context.Context, actor corral.User, id string, action
 	return cs, a, nil
 }
 
-// List returns an agent's change sets, newest first.
+// List returns an agent's change sets, newest first, without diffs.
 func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) ([]corral.ChangeSet, error) {
 	a, err := c.store.Agent(ctx, agentID, actor.ID)
 	if err != nil {
@@ -258,92 +359,36 @@ func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) (
 	return c.store.ChangeSets(ctx, agentID)
 }
 
-// maxDiff bounds the files Get renders as a diff.
-const maxDiff = 1 << 20
-
-// Get returns a change set and a unified diff for each text entry whose
-// content is still at hand (by path).
-func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, map[string]string, error) {
+// Get returns a change set with each text entry's diff, as made when the
+// run ended: it stays readable after the set is decided.
+func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
 	cs, _, err := c.load(ctx, actor, id, access.ViewChanges)
-	if err != nil {
-		return corral.ChangeSet{}, nil, err
-	}
-	diffs := map[string]string{}
-	if cs.Status != corral.ChangePending {
-		return cs, diffs, nil // the staged tree is gone; the hashes remain
-	}
-	st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions())
-	if err != nil {
-		return cs, diffs, nil
-	}
-	src := st.Source()
-	old := workspace.DirSource(c.workspaceDir(cs.AgentID))
-	for _, e := range cs.Entries {
-		if e.Class == workspace.ClassProtected || e.Size > maxDiff {
-			continue
-		}
-		a, okA := readText(old, e.Path, e.Op != workspace.OpCreate)
-		b, okB := readText(src, e.Path, e.Op != workspace.OpDelete)
-		if !okA || !okB {
-			continue
-		}
-		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: splitLines(a), B: splitLines(b),
-			FromFile: "a/" + e.Path, ToFile: "b/" + e.Path, Context: 3,
-		})
-		if err == nil {
-			diffs[e.Path] = d
-		}
-	}
-	return cs, diffs, nil
+	return cs, err
 }
 
-// splitLines cuts text into lines that keep their "\n". Unlike
-// difflib.SplitLines it adds no empty line after a final newline; a last
-// line without one gets one, so the diff stays line-based.
-func splitLines(s string) []string {
-	lines := strings.SplitAfter(s, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	} else {
-		lines[len(lines)-1] += "\n"
-	}
-	return lines
+// Approve applies the pending entries named by paths (nil: every pending
+// entry that is not protected), all or nothing among them; the others stay
+// pending. Entries whose file changed in the workspace since the run saw it
+// become conflicted and nothing is applied: ECONFLICT, saying which.
+func (c *Changes) Approve(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
+	return c.decide(ctx, actor, id, true, paths)
 }
 
-// readText reads a small text file from src; want false means the file is
-// not expected to exist and reads as empty.
-func readText(src workspace.Source, path string, want bool) (string, bool) {
-	if !want {
-		return "", true
-	}
-	r, err := src.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer r.Close()
-	b, err := io.ReadAll(io.LimitReader(r, maxDiff+1))
-	if err != nil || len(b) > maxDiff || bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
-		return "", false
-	}
-	return string(b), true
+// Reject rejects the pending entries named by paths (nil: every pending
+// entry); the others stay pending.
+func (c *Changes) Reject(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
+	return c.decide(ctx, actor, id, false, paths)
 }
 
-// Approve applies every pending entry that is not protected, all or
-// nothing. A workspace that changed since the run answers conflict and
-// nothing is applied.
-func (c *Changes) Approve(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
-	return c.decide(ctx, actor, id, true)
-}
-
-// Reject drops every pending entry.
-func (c *Changes) Reject(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
-	return c.decide(ctx, actor, id, false)
-}
-
-func (c *Changes) decide(ctx context.Context, actor corral.User, id string, approve bool) (corral.ChangeSet, error) {
+func (c *Changes) decide(ctx context.Context, actor corral.User, id string, approve bool, paths []string) (corral.ChangeSet, error) {
 	cs, _, err := c.load(ctx, actor, id, access.DecideChanges)
 	if err != nil {
+		return corral.ChangeSet{}, err
+	}
+	// Decisions on one agent's change sets, like every write of its
+	// workspace, happen one at a time, each from a fresh read.
+	defer c.writers.lock(cs.AgentID)()
+	if cs, err = c.store.ChangeSet(ctx, id); err != nil {
 		return corral.ChangeSet{}, err
 	}
 	if cs.Status != corral.ChangePending {
@@ -354,40 +399,83 @@ func (c *Changes) decide(ctx context.Context, actor corral.User, id string, appr
 		c.expire(ctx, cs)
 		return cs, corral.Errorf(corral.ECONFLICT, "the change set expired at %s and will never be applied", cs.ExpiresAt.Format(time.RFC3339))
 	}
+	idx, err := chosen(cs, paths, approve)
+	if err != nil {
+		return cs, err
+	}
 	decided := cs
+	decided.Entries = slices.Clone(cs.Entries)
 	decided.DecidedBy, decided.DecidedAt = &corral.UserRef{ID: actor.ID, Name: actor.Name}, now
-	var applyErr error
+	var decideErr error
 	if approve {
 		st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions())
 		if err != nil {
 			return cs, err
 		}
-		applyErr = c.applyEntries(&decided, func(corral.ChangeEntry) bool { return true }, st)
-		decided.Status = settle(decided)
+		decideErr = c.applyLocked(&decided, idx, st)
+		if decideErr != nil && corral.ErrorCode(decideErr) != corral.ECONFLICT {
+			return cs, decideErr // rolled back: every entry is as it was
+		}
 	} else {
-		drop(&decided)
-		decided.Status = corral.ChangeRejected
+		for _, i := range idx {
+			decided.Entries[i].State = corral.EntryRejected
+		}
 	}
+	decided.Status = settle(decided)
 	if err := c.store.UpdateChangeSet(ctx, decided, corral.ChangePending); err != nil {
 		return cs, err
 	}
-	c.closeStage(decided)
-	c.cfg.Log.Info("change set decided", "change_set", id, "status", decided.Status, "by", actor.ID)
-	if corral.ErrorCode(applyErr) == corral.ECONFLICT {
-		return decided, corral.Errorf(corral.ECONFLICT, "the workspace changed since the run: %s; nothing was applied", corral.ErrorMessage(applyErr))
+	if decided.Status != corral.ChangePending {
+		c.closeStage(decided)
 	}
-	if applyErr != nil {
-		return decided, applyErr
-	}
-	return decided, nil
+	c.cfg.Log.Info("change set decided", "change_set", id, "status", decided.Status, "entries", len(idx), "by", actor.ID)
+	return decided, decideErr
 }
 
-func drop(cs *corral.ChangeSet) {
-	for i := range cs.Entries {
-		if cs.Entries[i].State == corral.EntryPending {
-			cs.Entries[i].State = corral.EntryDropped
+// chosen returns the indexes of the entries a decision is about: those
+// named by paths, each of which must be a pending entry (and, to approve,
+// not protected), or with paths nil every pending entry that may be.
+func chosen(cs corral.ChangeSet, paths []string, approve bool) ([]int, error) {
+	decidable := func(e corral.ChangeEntry) bool {
+		return e.State == corral.EntryPending && (!approve || e.Class != workspace.ClassProtected)
+	}
+	var idx []int
+	if paths == nil {
+		for i, e := range cs.Entries {
+			if decidable(e) {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return nil, corral.Errorf(corral.ECONFLICT, "no entry of the change set can be decided")
+		}
+		return idx, nil
+	}
+	if len(paths) == 0 {
+		return nil, corral.Errorf(corral.EINVALID, "paths is empty: name the entries to decide, or leave it out to decide them all")
+	}
+	byPath := make(map[string]int, len(cs.Entries))
+	for i, e := range cs.Entries {
+		byPath[e.Path] = i
+	}
+	seen := map[int]bool{}
+	for _, p := range paths {
+		i, ok := byPath[p]
+		switch {
+		case !ok:
+			return nil, corral.Errorf(corral.EINVALID, "the change set has no entry %q", sanitize.Escape(p))
+		case cs.Entries[i].State != corral.EntryPending:
+			return nil, corral.Errorf(corral.EINVALID, "entry %q is %s, not pending", sanitize.Escape(p), cs.Entries[i].State)
+		case !decidable(cs.Entries[i]):
+			return nil, corral.Errorf(corral.EINVALID, "entry %q is protected and is never applied", sanitize.Escape(p))
+		}
+		if !seen[i] {
+			seen[i] = true
+			idx = append(idx, i)
 		}
 	}
+	sort.Ints(idx)
+	return idx, nil
 }
 
 // closeStage removes a decided change set's staged tree, mounted or not.
@@ -399,7 +487,12 @@ func (c *Changes) closeStage(cs corral.ChangeSet) {
 
 func (c *Changes) expire(ctx context.Context, cs corral.ChangeSet) {
 	expired := cs
-	drop(&expired)
+	expired.Entries = slices.Clone(cs.Entries)
+	for i := range expired.Entries {
+		if expired.Entries[i].State == corral.EntryPending {
+			expired.Entries[i].State = corral.EntryDropped
+		}
+	}
 	expired.Status = corral.ChangeExpired
 	if err := c.store.UpdateChangeSet(ctx, expired, corral.ChangePending); err == nil {
 		c.closeStage(expired)

@@ -7,12 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
-	"strings"
 
 	"corral"
 	"corral/internal/access"
 	"corral/internal/sanitize"
+	"corral/internal/workspace"
 )
 
 // MaxFile bounds a file read or written through the API.
@@ -25,33 +26,36 @@ type FileInfo struct {
 	Size int64
 }
 
-// cleanPath checks a workspace path given by a person: relative,
-// slash-separated, clean, every element a valid name. "" is the root.
+// cleanPath checks a workspace path given by a person with the one path
+// validator (sanitize.Path): relative, slash-separated, clean, every
+// element a valid name (dotfiles included). "" is the root.
 func cleanPath(p string) (string, error) {
 	if p == "" || p == "." || p == "/" {
 		return ".", nil
 	}
-	if path.IsAbs(p) || path.Clean(p) != p {
-		return "", corral.Errorf(corral.EINVALID, "path %q is not clean", p)
-	}
-	for _, el := range strings.Split(p, "/") {
-		if _, err := sanitize.Name(el); err != nil {
-			return "", err
-		}
-	}
-	return p, nil
+	return sanitize.Path(p)
 }
 
 // ReadFile returns the listing of a directory or the content of a file of
 // the agent's persistent workspace. Symbolic links are never followed out
 // of it.
 func (c *Changes) ReadFile(ctx context.Context, actor corral.User, agentID, p string) ([]FileInfo, []byte, error) {
-	if _, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles); err != nil {
-		return nil, nil, err
-	}
-	p, err := cleanPath(p)
+	a, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles)
 	if err != nil {
 		return nil, nil, err
+	}
+	p, err = cleanPath(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Secret files are the editors': to a viewer or runner they do not
+	// exist, in a listing or by name.
+	globs := append(slices.Clone(c.ws.Secrets), a.Policy.Secrets...)
+	hidden := func(p string) bool {
+		return access.Check(a.Access, access.ReadSecrets) != access.Allow && workspace.Secret(p, globs)
+	}
+	if p != "." && hidden(p) {
+		return nil, nil, corral.NotFound("file")
 	}
 	dir, err := c.Workspace(agentID)
 	if err != nil {
@@ -81,6 +85,9 @@ func (c *Changes) ReadFile(ctx context.Context, actor corral.User, agentID, p st
 		}
 		list := make([]FileInfo, 0, len(ents))
 		for _, e := range ents {
+			if hidden(path.Join(p, e.Name())) {
+				continue
+			}
 			info, err := e.Info()
 			if err != nil {
 				continue
@@ -123,6 +130,11 @@ func (c *Changes) WriteFile(ctx context.Context, actor corral.User, agentID, p s
 	defer c.writers.lock(agentID)()
 	dir, err := c.Workspace(agentID)
 	if err != nil {
+		return err
+	}
+	// A run working on this workspace now must not later overwrite this
+	// edit: its stage records what the run saw first.
+	if err := c.keepBases(agentID, []string{p}); err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(dir)

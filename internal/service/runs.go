@@ -11,6 +11,15 @@ import (
 	"corral/internal/trace"
 )
 
+// RunEvent is one live event of a run as Watch hands it on, and TraceEvent
+// one event of a run's trace: the service names them so that the HTTP layer
+// depends on the use cases alone, not on the runner or the trace behind
+// them.
+type (
+	RunEvent   = runner.Event
+	TraceEvent = trace.Event
+)
+
 // RunStore is what the run use cases need from storage.
 type RunStore interface {
 	corral.RunStore
@@ -60,6 +69,9 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
+	// Readiness last: a request that is wrong in itself hears so (400,
+	// 403, 404) whatever the server's state, and a 503 means only that
+	// this good message cannot run now.
 	if err := s.ready(); err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
@@ -91,6 +103,13 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 	return msg, run, nil
 }
 
+// DefaultPendingDiskBytes is what an agent's pending change sets may hold
+// on the host's disk, for an agent that sets no limits.pending_disk_bytes:
+// four runs' worth of the default disk limit (1 GiB). A change set
+// usually holds kilobytes; only an agent whose runs fill their disks and
+// whose proposals nobody decides reaches it.
+const DefaultPendingDiskBytes = 4 << 30
+
 // Admit is the admission policy: "" to admit, or the first reason to
 // refuse, checked in the order of the Reason* constants. It is pure, so
 // the store can call it inside its transaction.
@@ -99,6 +118,10 @@ func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string 
 	maxPrompt := a.Limits.MaxPromptBytes
 	if maxPrompt == 0 {
 		maxPrompt = defaultMaxPrompt
+	}
+	maxPending := a.Limits.PendingDiskBytes
+	if maxPending == 0 {
+		maxPending = DefaultPendingDiskBytes
 	}
 	switch {
 	case a.State == corral.StateQuarantined:
@@ -109,6 +132,8 @@ func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string 
 		return corral.ReasonPromptTooLarge
 	case a.Budget.Spent():
 		return corral.ReasonBudgetExhausted
+	case f.PendingDiskBytes >= maxPending:
+		return corral.ReasonDiskQuota
 	case a.Limits.MaxRuns > 0 && f.RunsAdmitted >= a.Limits.MaxRuns:
 		return corral.ReasonRunLimit
 	case f.ActiveRuns > 0:
@@ -128,6 +153,8 @@ func refusal(ev corral.Admission) string {
 		return "the message is larger than the agent's prompt limit"
 	case corral.ReasonBudgetExhausted:
 		return "the agent has used its whole token budget"
+	case corral.ReasonDiskQuota:
+		return "the agent's change sets waiting for review hold as much disk as its limit allows; approve or reject some first"
 	case corral.ReasonRunLimit:
 		return "the agent has had as many runs as its limit allows"
 	case corral.ReasonBusy:

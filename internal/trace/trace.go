@@ -25,6 +25,7 @@ const (
 	ToolCall    = "tool_call"
 	ToolResult  = "tool_result"
 	Usage       = "usage"
+	Retry       = "retry" // a model call the provider refused for now is tried again
 	Violation   = "violation"
 	Paused      = "paused"
 	Resumed     = "resumed"

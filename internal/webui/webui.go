@@ -5,8 +5,12 @@
 // need no Node.
 //
 // Every path that is not a file of the app answers the app's index.html,
-// so its client-side routes survive a reload. Answers carry a strict
-// Content Security Policy: the app loads nothing from anywhere else.
+// so its client-side routes survive a reload, except the paths of the
+// machine interfaces, /api/ and /v1/ (the model gateway's, which only
+// sandboxes reach): there a client expects JSON, and an unknown path
+// answers the API's JSON 404 for any method, never the page. Answers carry
+// a strict Content Security Policy: the app loads nothing from anywhere
+// else.
 package webui
 
 import (
@@ -38,12 +42,20 @@ func Handler() http.Handler {
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
+		clean := path.Clean("/" + r.URL.Path)
+		if machinePath(clean) {
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(notFound)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
+		name := strings.TrimPrefix(clean, "/")
 		if name != "" && name != "index.html" {
 			if st, err := fs.Stat(dist, name); err == nil && !st.IsDir() {
 				// Vite names assets by content hash: they never change.
@@ -57,4 +69,19 @@ func Handler() http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(index))
 	})
+}
+
+// notFound is the API's error shape (internal/api's writeError) for an
+// unknown endpoint.
+var notFound = []byte(`{"error":{"code":"not_found","message":"no such endpoint"}}` + "\n")
+
+// machinePath reports whether a cleaned path belongs to a machine
+// interface rather than to the app.
+func machinePath(p string) bool {
+	for _, prefix := range []string{"/api", "/v1"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return false
 }

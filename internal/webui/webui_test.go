@@ -19,6 +19,18 @@ func TestHandler(t *testing.T) {
 		{"HEAD", "/login", 200, ""},
 		{"POST", "/", 405, ""},
 		{"GET", "/../../etc/passwd", 200, "<html"}, // cleaned, not found: the app
+		// The machine interfaces' paths never get the page, whatever the
+		// method: the API's JSON 404.
+		{"GET", "/api/nothing-here", 404, `{"error":{"code":"not_found"`},
+		{"GET", "/api", 404, `"not_found"`},
+		{"GET", "/v1/models", 404, `"not_found"`},
+		{"POST", "/v1/chat/completions", 404, `"not_found"`},
+		{"DELETE", "/v1/messages", 404, `"not_found"`},
+		{"GET", "/v1", 404, `"not_found"`},
+		{"GET", "/agents/../v1/models", 404, `"not_found"`},
+		{"GET", "/v1/../agents/agt_1", 200, "<html"},
+		{"GET", "/v10/x", 200, "<html"},
+		{"GET", "/apiary", 200, "<html"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -34,6 +46,9 @@ func TestHandler(t *testing.T) {
 			}
 			if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
 				t.Fatal("no nosniff")
+			}
+			if ct := rec.Header().Get("Content-Type"); tt.status == 404 && ct != "application/json" {
+				t.Fatalf("%s %s: Content-Type %q, want application/json", tt.method, tt.path, ct)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // Source gives the new content of a staged path (the run's staged tree).
@@ -155,6 +156,40 @@ func Apply(dir, journalDir string, id string, entries []Entry, src Source, hook 
 	return nil
 }
 
+// Conflicts checks, without changing anything, each entry's base against
+// the persistent workspace dir as Apply would, and returns the entries whose
+// base no longer holds, each with the reason in words (a *corral.Error with
+// ECONFLICT). An error is a failure to check, not a conflict. The caller
+// serialises it with the workspace's writers, as for Apply.
+func Conflicts(dir string, entries []Entry) (map[string]error, error) {
+	for _, e := range entries {
+		if err := validPath(e.Path); err != nil {
+			return nil, err
+		}
+	}
+	t, err := openTree(dir)
+	if err != nil {
+		return nil, applyError("conflicts", err)
+	}
+	defer t.close()
+	a := &applier{t: t}
+	out := map[string]error{}
+	for _, e := range entries {
+		if e.Op == OpCreate {
+			_, err = a.checkAbsent(e.Path)
+		} else {
+			_, err = a.checkBase(e.Path, strings.ToLower(e.OldSHA256))
+		}
+		switch {
+		case corral.ErrorCode(err) == corral.ECONFLICT:
+			out[e.Path] = err
+		case err != nil:
+			return nil, applyError("conflicts", err)
+		}
+	}
+	return out, nil
+}
+
 // applier carries one apply through its steps.
 type applier struct {
 	t          *dirTree
@@ -225,7 +260,7 @@ func validateApply(dir, journalDir, id string, entries []Entry, src Source) (str
 			return "", "", invalid("path %q appears twice in the change set", e.Path)
 		}
 		seen[e.Path] = true
-		if e.Class == ClassProtected || len(e.Flags) > 0 {
+		if e.Class == ClassProtected || hasProtectingFlag(e.Flags) {
 			return "", "", invalid("%q is protected and is never applied", e.Path)
 		}
 		if e.Class != ClassOrdinary && e.Class != ClassRisky {
@@ -284,8 +319,22 @@ func separateDirs(absDir, absJournal string) error {
 }
 
 // validPath accepts only a clean, relative, slash-separated path that stays
-// beneath the workspace root.
+// beneath the workspace root and passes the path rules (sanitize.Path).
 func validPath(p string) error {
+	if err := structuralPath(p); err != nil {
+		return err
+	}
+	if rule, why := sanitize.StoredPath(p); rule != "" {
+		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
+			Message: fmt.Sprintf("%q: %s", sanitize.Escape(p), why)}
+	}
+	return nil
+}
+
+// structuralPath accepts a clean, relative, slash-separated path that stays
+// beneath the workspace root, whatever its names: what a journal may hold,
+// so that recovery can still roll back an apply an older version made.
+func structuralPath(p string) error {
 	bad := p == "" || p == "." || strings.ContainsRune(p, 0) || path.IsAbs(p) ||
 		path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../")
 	if !bad {
@@ -386,7 +435,7 @@ func (a *applier) checkAbsent(p string) ([]string, error) {
 		return missing, nil
 	}
 	if err := a.t.lstat(p); err == nil {
-		return nil, conflictError(p, "it was created in the workspace after the change set was made", nil)
+		return nil, conflictError(p, "it was created in the workspace since the run saw it", nil)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, pathError(p, err)
 	}
@@ -407,7 +456,7 @@ func (a *applier) checkBase(p, oldSHA string) (*fileState, error) {
 		return nil, pathError(p, err)
 	}
 	if st.SHA256 != oldSHA {
-		return nil, conflictError(p, "it changed in the workspace after the change set was made", nil)
+		return nil, conflictError(p, "it changed in the workspace since the run saw it", nil)
 	}
 	return st, nil
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/kerneltest"
 )
 
 // A fixture is a persistent workspace (the before-image) and a change set
@@ -720,7 +721,7 @@ func TestApplyCreateRace(t *testing.T) {
 
 func TestApplyOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files to another user")
+		kerneltest.Skip(t, "needs root to give files to another user")
 	}
 	e := newEnv(t, fixture3())
 	const uid, gid = 4321, 8765

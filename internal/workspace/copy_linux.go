@@ -47,11 +47,22 @@ func (s *Stage) stageCopy(root fs.FileInfo, opt StageOptions) error {
 	if err := os.Mkdir(tree, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	secrets := newSecretMatcher(s.state.Secrets)
+	if s.state.Disk {
+		// The copy is made onto the stage's filesystem, which holds it
+		// and, on top, what the run may write.
+		bytes, inodes, err := copySize(s.persistent, secrets)
+		if err != nil {
+			return err
+		}
+		if err := makeDisk(s.diskImage(), tree, opt.diskBytes()+bytes, opt.diskInodes()+inodes); err != nil {
+			return err
+		}
+	}
 	if err := copyDirAttrs(tree, root, opt.UID, opt.GID); err != nil {
 		return err
 	}
 	base := &copyBaseline{Files: map[string]baseFile{}}
-	secrets := newSecretMatcher(s.state.Secrets)
 	type dirTimes struct {
 		name string
 		fi   fs.FileInfo

@@ -172,7 +172,7 @@ func decodeJournal(data []byte, id string) (*journal, error) {
 		return nil, bad("the workspace is not an absolute path")
 	}
 	for _, e := range j.Entries {
-		if validPath(e.Path) != nil {
+		if structuralPath(e.Path) != nil {
 			return nil, bad("invalid path " + strconv.Quote(e.Path))
 		}
 		if !strings.HasPrefix(e.Temp, tempPrefix) || strings.ContainsAny(e.Temp, "/\x00") {
@@ -192,7 +192,7 @@ func decodeJournal(data []byte, id string) (*journal, error) {
 		}
 	}
 	for _, d := range j.Dirs {
-		if validPath(d) != nil {
+		if structuralPath(d) != nil {
 			return nil, bad("invalid directory " + strconv.Quote(d))
 		}
 	}

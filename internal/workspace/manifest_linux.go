@@ -55,6 +55,12 @@ func (s *Stage) Manifest() (Manifest, error) {
 		return nil, corral.Internal(op, err)
 	}
 	sortManifest(m)
+	if m, err = s.withBases(m); err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	if err := flagNames(m, s.persistentNames); err != nil {
+		return nil, corral.Internal(op, err)
+	}
 	if err := s.sync(m); err != nil {
 		return nil, corral.Internal(op, err)
 	}

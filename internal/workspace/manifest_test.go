@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"corral/internal/kerneltest"
 )
 
 // want is one expected manifest entry; the hashes, sizes and modes are
@@ -304,7 +306,7 @@ func TestManifest(t *testing.T) {
 			for _, c := range manifestCases {
 				t.Run(c.name, func(t *testing.T) {
 					if c.root && os.Geteuid() != 0 {
-						t.Skip("needs root")
+						kerneltest.Skip(t, "needs root")
 					}
 					ws := t.TempDir()
 					writeFiles(t, ws, c.files)

@@ -42,8 +42,32 @@ const overlayMagic = 0x794c7630
 
 func (s *Stage) stageOverlay(root fs.FileInfo, opt StageOptions) error {
 	s.state.Overlay = true
+	var secrets []string
+	err := walkSecrets(s.persistent, newSecretMatcher(s.state.Secrets), func(rel string) error {
+		secrets = append(secrets, rel)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	layers := filepath.Join(s.dir, stageLayersDir)
+	if err := os.Mkdir(layers, 0o700); err != nil {
+		return err
+	}
+	if s.state.Disk {
+		// Besides the run's writes, the filesystem holds the stage's own:
+		// the upper and work directories (and what the kernel makes in
+		// the latter), each whiteout and a directory above it at most.
+		own := int64(8 + 2*len(secrets))
+		if err := makeDisk(s.diskImage(), layers, opt.diskBytes()+own*diskBlock, opt.diskInodes()+own); err != nil {
+			return err
+		}
+		if err := os.Chmod(layers, 0o700); err != nil { // the filesystem's root
+			return err
+		}
+	}
 	upper := filepath.Join(s.dir, stageUpperDir)
-	for _, d := range []string{filepath.Join(s.dir, stageLayersDir), filepath.Join(s.dir, stageWorkDir), upper, s.Tree()} {
+	for _, d := range []string{filepath.Join(s.dir, stageWorkDir), upper, s.Tree()} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
@@ -54,7 +78,7 @@ func (s *Stage) stageOverlay(root fs.FileInfo, opt StageOptions) error {
 		return err
 	}
 	made := map[string]bool{}
-	err := walkSecrets(s.persistent, newSecretMatcher(s.state.Secrets), func(rel string) error {
+	for _, rel := range secrets {
 		if err := s.upperParents(rel, made); err != nil {
 			return err
 		}
@@ -65,10 +89,6 @@ func (s *Stage) stageOverlay(root fs.FileInfo, opt StageOptions) error {
 			return fmt.Errorf("whiteout %s: %w", rel, err)
 		}
 		s.state.Whiteouts = append(s.state.Whiteouts, rel)
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	return s.mount(true)
 }
@@ -237,25 +257,28 @@ func unmountOverlay(tree string) error {
 	return fmt.Errorf("unmount %s: still mounted", tree)
 }
 
-// overlayMounted reports whether an overlay is mounted at tree: an overlay
-// filesystem on another device than tree's parent (the stage may itself
-// live on an overlay, as in a container).
-func overlayMounted(tree string) (bool, error) {
+// overlayMounted reports whether an overlay is mounted at tree.
+func overlayMounted(tree string) (bool, error) { return mountedAt(tree, overlayMagic) }
+
+// mountedAt reports whether a filesystem of type magic is mounted at dir:
+// one of that type on another device than dir's parent (the stage may
+// itself live on an overlay, as in a container, or on ext4).
+func mountedAt(dir string, magic int64) (bool, error) {
 	var fs unix.Statfs_t
-	if err := unix.Statfs(tree, &fs); err != nil {
+	if err := unix.Statfs(dir, &fs); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return false, nil
 		}
 		return false, err
 	}
-	if fs.Type != overlayMagic {
+	if int64(fs.Type) != magic {
 		return false, nil
 	}
 	var t, p unix.Stat_t
-	if err := unix.Lstat(tree, &t); err != nil {
+	if err := unix.Lstat(dir, &t); err != nil {
 		return false, err
 	}
-	if err := unix.Lstat(filepath.Dir(tree), &p); err != nil {
+	if err := unix.Lstat(filepath.Dir(dir), &p); err != nil {
 		return false, err
 	}
 	return t.Dev != p.Dev, nil

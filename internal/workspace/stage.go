@@ -21,14 +21,46 @@ type StageOptions struct {
 	// NoOverlay forces the copy fallback (tests, machines without
 	// overlayfs).
 	NoOverlay bool
+	// DiskBytes and DiskInodes bound what the run may write into its
+	// staged tree: the bytes and the files (directories, symlinks and
+	// whiteouts included) past which a write fails with ENOSPC. 0 means
+	// DefaultDiskBytes, DefaultDiskInodes. See disk_linux.go.
+	DiskBytes, DiskInodes int64
+
+	// noDisk stages without a filesystem of the stage's own: only for the
+	// benchmark that measures what that filesystem costs. Nothing outside
+	// this package can set it, so no run is ever unlimited.
+	noDisk bool
+}
+
+// The disk limits of a stage that sets none.
+const (
+	DefaultDiskBytes  = 1 << 30
+	DefaultDiskInodes = 100_000
+)
+
+func (o StageOptions) diskBytes() int64 {
+	if o.DiskBytes > 0 {
+		return o.DiskBytes
+	}
+	return DefaultDiskBytes
+}
+
+func (o StageOptions) diskInodes() int64 {
+	if o.DiskInodes > 0 {
+		return o.DiskInodes
+	}
+	return DefaultDiskInodes
 }
 
 // The layout of a stage's directory. The directory itself is root's, mode
 // 0711: the sandbox user may pass through it to the tree and see nothing
 // else. layers/ is 0700: only Corral touches the overlay's upper layer
-// directly.
+// directly. The stage's own filesystem (disk.img) is mounted at layers/
+// for an overlay, at tree/ for a copy.
 const (
 	stageStateFile = "stage.json"     // stageState: what OpenStage needs
+	stageDiskFile  = "disk.img"       // the image of the stage's filesystem (see disk_linux.go)
 	stageTreeDir   = "tree"           // the tree the run sees: overlay mount point, or the copy
 	stageLayersDir = "layers"         // overlay only
 	stageUpperDir  = "layers/upper"   // the overlay's upper layer: everything the run changed
@@ -48,6 +80,9 @@ type stageState struct {
 	Secrets    []string `json:"secrets"`   // the globs the stage hid, for the manifest's deletes
 	Whiteouts  []string `json:"whiteouts"` // overlay: the secrets whited out at staging
 	BootID     string   `json:"boot_id"`   // the boot of the machine that made the stage
+	// Disk: the stage has its own filesystem in disk.img. Stages made
+	// before disk limits have none, and are re-opened as they were.
+	Disk bool `json:"disk,omitempty"`
 }
 
 const stageStateVersion = 1
@@ -103,6 +138,11 @@ func (m secretMatcher) secretEntry(p, name string) bool {
 }
 
 var secretGlobs = []string{".env", ".env.*", "/.corral"}
+
+// Secret reports whether the workspace path p is a secret that runs never
+// see: .env or .env.* at any depth (any case), .corral at the root, a path
+// matching one of globs, or anything under such a directory.
+func Secret(p string, globs []string) bool { return newSecretMatcher(globs).secret(p) }
 
 // internalPath reports whether p is Corral's own (FlagInternal).
 func internalPath(p string) bool {

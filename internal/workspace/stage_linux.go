@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,11 @@ import (
 // copied so the manifest compares against what the run was given (see
 // copy_linux.go).
 //
+// Either way the run writes onto a filesystem of the stage's own, sized
+// to StageOptions.DiskBytes and DiskInodes (plus, for a copy, what the
+// copy takes), so the kernel stops a run that writes too much (see
+// disk_linux.go).
+//
 // Durability: a stage is cheap to make because nothing is synced while
 // the run works (the overlay is mounted volatile: no fsync on copy-up, no
 // sync of the whole filesystem on unmount). Manifest makes the run's new
@@ -46,13 +52,17 @@ type Stage struct {
 // NewStage stages the persistent workspace `persistent` under the directory
 // `dir`, which it creates (it may exist if empty) and which must lie
 // outside the workspace. Secrets are absent from the staged tree: whited
-// out in the overlay's upper layer, or not copied.
+// out in the overlay's upper layer, or not copied. EUNAVAIL where the
+// machine cannot give the stage its own filesystem (see DiskAvailable).
 func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	const op = "stage"
 	for _, g := range opt.Secrets {
 		if err := ValidGlob(g); err != nil {
 			return nil, corral.Errorf(corral.EINVALID, "secret glob: %v", err)
 		}
+	}
+	if opt.DiskBytes < 0 || opt.DiskInodes < 0 {
+		return nil, corral.Errorf(corral.EINVALID, "disk limits must not be negative")
 	}
 	p, d, err := stagePaths(persistent, dir)
 	if err != nil {
@@ -61,6 +71,11 @@ func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	root, err := os.Lstat(p)
 	if err != nil || !root.IsDir() {
 		return nil, corral.Errorf(corral.EINVALID, "workspace %s is not a directory", persistent)
+	}
+	if !opt.noDisk {
+		if err := DiskAvailable(); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(d), 0o711); err != nil {
 		return nil, corral.Internal(op, err)
@@ -85,6 +100,7 @@ func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 		Persistent: p,
 		Secrets:    slices.Clone(opt.Secrets),
 		BootID:     boot,
+		Disk:       !opt.noDisk,
 	}}
 	fail := func(err error) (*Stage, error) {
 		RemoveStage(d)
@@ -102,7 +118,13 @@ func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 			if err := s.unmount(); err != nil {
 				return fail(err)
 			}
+			if err := unmountDisk(filepath.Join(d, stageLayersDir)); err != nil {
+				return fail(err)
+			}
 			if err := os.RemoveAll(filepath.Join(d, stageLayersDir)); err != nil {
+				return fail(err)
+			}
+			if err := os.Remove(s.diskImage()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fail(err)
 			}
 			s.state.Whiteouts = nil
@@ -122,8 +144,9 @@ func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 }
 
 // OpenStage re-opens a stage left on disk by an earlier process (a change
-// set waits for review across restarts), re-mounting its overlay when it is
-// no longer mounted. After a restart of the machine, only a stage whose
+// set waits for review across restarts), re-mounting its filesystem and
+// its overlay when they are no longer mounted (the filesystem checked with
+// e2fsck first). After a restart of the machine, only a stage whose
 // Manifest was taken can be re-opened (EUNAVAIL otherwise: RemoveStage
 // it). opt is not used: a stage keeps what it was made with, its secrets
 // included.
@@ -154,6 +177,27 @@ func OpenStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	if boot != st.BootID && !s.taken() {
 		return nil, corral.Errorf(corral.EUNAVAIL, "the staged run did not survive a restart of the machine")
 	}
+	// One re-mount at a time: two at once would both find the stage
+	// unmounted, and one could check the filesystem while the other has
+	// it mounted.
+	remountMu.Lock()
+	defer remountMu.Unlock()
+	if st.Disk {
+		mounted, err := diskMounted(s.diskMount())
+		if err != nil {
+			return nil, corral.Internal(op, err)
+		}
+		if !mounted {
+			// An overlay still mounted over the old filesystem would
+			// write one image through two mounts.
+			if over, err := overlayMounted(s.Tree()); err != nil || over {
+				return nil, corral.Internal(op, fmt.Errorf("stage %s: overlay mounted without its filesystem (%v)", d, err))
+			}
+			if err := s.remountDisk(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if st.Overlay {
 		mounted, err := overlayMounted(s.Tree())
 		if err != nil {
@@ -168,6 +212,9 @@ func OpenStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	return s, nil
 }
 
+// remountMu serialises OpenStage's checks and re-mounts.
+var remountMu sync.Mutex
+
 // Tree is the directory to bind at /workspace.
 func (s *Stage) Tree() string { return filepath.Join(s.dir, stageTreeDir) }
 
@@ -181,20 +228,34 @@ func (s *Stage) Dir() string { return s.dir }
 // allowed; nil for an overlay, a forced copy, or a re-opened stage.
 func (s *Stage) OverlayError() error { return s.noOverlay }
 
-// Close unmounts the overlay and removes everything under the stage's
-// directory, the directory included. It is safe to call twice.
+// Close unmounts the overlay and the stage's filesystem, and removes
+// everything under the stage's directory, the directory and the image
+// included. It is safe to call twice.
 func (s *Stage) Close() error { return RemoveStage(s.dir) }
 
-// RemoveStage removes the stage in dir, unmounting its overlay first: for
-// a stage that cannot be opened any more, or that nobody holds.
+// RemoveStage removes the stage in dir, unmounting its overlay, then its
+// filesystem (whose loop device then detaches itself): for a stage that
+// cannot be opened any more, or that nobody holds.
 func RemoveStage(dir string) error {
 	tree := filepath.Join(dir, stageTreeDir)
+	layers := filepath.Join(dir, stageLayersDir)
 	if err := unmountOverlay(tree); err != nil {
 		return corral.Internal("remove stage", err)
 	}
+	// The filesystem is at layers/ under an overlay, at tree/ for a copy.
+	for _, m := range []string{layers, tree} {
+		if err := unmountDisk(m); err != nil {
+			return corral.Internal("remove stage", err)
+		}
+	}
+	// Never remove through a mount.
 	if mounted, err := overlayMounted(tree); err != nil || mounted {
-		// Never remove through a mounted overlay.
 		return corral.Internal("remove stage", fmt.Errorf("%s still mounted (%v)", tree, err))
+	}
+	for _, m := range []string{layers, tree} {
+		if mounted, err := diskMounted(m); err != nil || mounted {
+			return corral.Internal("remove stage", fmt.Errorf("%s still mounted (%v)", m, err))
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return corral.Internal("remove stage", err)

@@ -31,3 +31,11 @@ func (s *Stage) Close() error                { return nil }
 
 // RemoveStage refuses: staging needs Linux.
 func RemoveStage(dir string) error { return errStageUnsupported() }
+
+// DiskAvailable refuses: disk limits need Linux (loop devices, ext4).
+func DiskAvailable() error {
+	return corral.Errorf(corral.EUNAVAIL, "disk limits need Linux: loop devices and ext4")
+}
+
+func (s *Stage) DiskFull() (bool, error)   { return false, errStageUnsupported() }
+func (s *Stage) DiskUsage() (int64, error) { return 0, errStageUnsupported() }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral"
+	"corral/internal/kerneltest"
 )
 
 // Every stage test runs twice: on an overlay, and on the copy fallback.
@@ -33,6 +34,7 @@ var stageModes = []struct {
 // available (it needs root and the overlay filesystem).
 func newTestStage(t *testing.T, persistent string, noOverlay bool, opt StageOptions) *Stage {
 	t.Helper()
+	needDisk(t)
 	opt.NoOverlay = noOverlay
 	s, err := NewStage(persistent, filepath.Join(t.TempDir(), "stage"), opt)
 	if err != nil {
@@ -44,7 +46,7 @@ func newTestStage(t *testing.T, persistent string, noOverlay bool, opt StageOpti
 		}
 	})
 	if !noOverlay && !s.Overlay() {
-		t.Skipf("overlayfs unavailable, the copy fallback was used: %v", s.OverlayError())
+		kerneltest.Skip(t, "overlayfs unavailable, the copy fallback was used: %v", s.OverlayError())
 	}
 	if noOverlay && s.Overlay() {
 		t.Fatalf("NoOverlay stage is an overlay")
@@ -195,7 +197,7 @@ func entryOps(m Manifest) []string {
 
 func TestStageLayout(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to give the tree to another user")
+		kerneltest.Skip(t, "needs root to give the tree to another user")
 	}
 	for _, m := range stageModes {
 		t.Run(m.name, func(t *testing.T) {
@@ -228,6 +230,7 @@ func TestStageLayout(t *testing.T) {
 }
 
 func TestNewStageRefuses(t *testing.T) {
+	needDisk(t)
 	ws := t.TempDir()
 	writeFiles(t, ws, map[string]string{"a": "a", "dir/b": "b"})
 	full := t.TempDir()

@@ -31,6 +31,16 @@ const (
 	FlagSetuid   = "setuid"   // setuid, setgid or sticky bits
 	FlagEscape   = "escape"   // the path would leave the workspace
 	FlagInternal = "internal" // Corral's own files
+	// FlagName: an element of the path breaks the path rules (see
+	// sanitize.Path): a name a person could not upload is never applied.
+	FlagName = "name"
+	// FlagStale: the run deleted a file that appeared in the workspace
+	// while it ran; it never saw it as it is, so the delete is not applied.
+	FlagStale = "stale"
+	// FlagCollision: the path is one file with another entry's, or with a
+	// file in the workspace, where names ignore case or Unicode
+	// normalisation. It makes the entry risky, not protected.
+	FlagCollision = "collision"
 )
 
 // Entry is one change of a run to one path.
@@ -42,7 +52,8 @@ type Entry struct {
 	Size      int64       // bytes of the staged file; 0 for delete
 	Mode      fs.FileMode // mode of the staged file (type and permission bits); 0 for delete
 	OldMode   fs.FileMode // mode of the persistent file; 0 for create
-	Flags     []string    // Flag* facts; any flag makes the entry protected
+	Flags     []string    // Flag* facts; any flag but FlagCollision makes the entry protected
+	Note      string      // what the flags mean for this entry, in words for a reviewer
 	Class     string      // Class*; set by Classify
 }
 

@@ -1,6 +1,7 @@
 // Browser test of the whole product: the real corral server (built with
 // the UI embedded) against a scripted fake model, driven through Debian's
-// Chromium by two people in two browser contexts.
+// Chromium by two people in two browser contexts. Alice's first run writes
+// two files; she approves one and rejects the other, one at a time.
 //
 //   CORRAL_BIN=/tmp/corral-ui FAKEMODEL_BIN=/tmp/fakemodel npm run e2e
 //
@@ -8,7 +9,7 @@
 // generous timeout), never a timing assertion. Exits non-zero on any failure.
 
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, chmodSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, chmodSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -104,14 +105,33 @@ async function stopChildren() {
   }
 }
 
+/** The mounts under dir ({device, point}), deepest first, from /proc/self/mounts. */
+function mountsUnder(dir) {
+  let table = ''
+  try {
+    table = readFileSync('/proc/self/mounts', 'utf8')
+  } catch {
+    return []
+  }
+  // Fields are space-separated with spaces in paths written as \040 (octal).
+  const unescape = (f) => f.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
+  return table
+    .split('\n')
+    .map((line) => line.split(' '))
+    .map(([device = '', point = '']) => ({ device, point: unescape(point) }))
+    .filter((m) => m.point.startsWith(`${dir}/`))
+    .sort((a, b) => b.point.length - a.point.length)
+}
+
 function cleanDir() {
   if (!workDir) return
-  // Runs stage the workspace on overlay mounts; a leftover one would stop rm.
-  const stages = join(workDir, 'data', 'stages')
-  if (existsSync(stages)) {
-    for (const s of readdirSync(stages)) {
-      spawnSync('umount', ['-l', join(stages, s, 'tree')], { stdio: 'ignore' })
-    }
+  // Runs stage the workspace on mounts (an overlay, a size-capped loop file
+  // system for its layers); a change set left pending keeps its stage
+  // mounted, and a leftover mount would stop rm (a loop device would outlive
+  // it).
+  for (const m of mountsUnder(workDir)) {
+    spawnSync('umount', ['-l', m.point], { stdio: 'ignore' })
+    if (m.device.startsWith('/dev/loop')) spawnSync('losetup', ['-d', m.device], { stdio: 'ignore' })
   }
   try {
     rmSync(workDir, { recursive: true, force: true })
@@ -232,6 +252,10 @@ async function main() {
 
   const agentName = 'hello-agent'
   let agentURL = ''
+  // The scripted model writes both files named in the message, so the run's
+  // change set has two entries to decide one at a time.
+  const asked = 'please write hello.txt and notes.txt'
+  const answered = 'I wrote hello.txt and notes.txt.'
 
   await step('a signed-out visitor is sent to the login page', async () => {
     await alice.goto(`${base}/`)
@@ -267,8 +291,8 @@ async function main() {
     await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Conversation' }).click()
   })
 
-  await step('Alice asks for hello.txt and watches the run', async () => {
-    await alice.getByLabel('Message', { exact: true }).fill('please write hello.txt')
+  await step('Alice asks for hello.txt and notes.txt and watches the run', async () => {
+    await alice.getByLabel('Message', { exact: true }).fill(asked)
     await alice.getByRole('button', { name: 'Send', exact: true }).click()
     const live = alice.getByRole('region', { name: /Run in progress|Latest run/ })
     await visible(live, 'the live run panel')
@@ -276,25 +300,59 @@ async function main() {
     await visible(toolOutput, 'the shell tool’s output in the live timeline')
     await hasText(toolOutput, 'looked', 'the shell tool’s output')
     await hasText(live.getByRole('status'), 'completed', 'the run status')
-    const answer = alice.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: 'I wrote hello.txt.' })
-    await visible(answer, 'the assistant’s answer in the conversation')
+    const answer = alice.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: answered })
+    await visible(answer, `the assistant’s answer “${answered}” (the fake model writes notes.txt only when asked for it: internal/modeltest/fakemodel)`)
     await hasText(answer, agentName, 'the assistant message’s author')
     await count(live.getByRole('button', { name: 'Stop', exact: true }), 0, 'Stop buttons after the run ended')
     await shot(alice, 'agent-conversation')
   })
 
-  await step('Alice reviews the change set and approves it', async () => {
+  await step('Alice reviews the change set and decides it file by file', async () => {
     await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Changes' }).click()
     await alice.getByRole('link', { name: /^change set / }).first().click()
     await visible(alice.getByRole('heading', { name: /^Change set /, level: 1 }), 'the change set page')
-    const entry = alice.getByRole('region', { name: 'hello.txt', exact: true })
-    await visible(entry, 'the hello.txt entry')
-    await hasText(entry, 'ordinary', 'the entry’s class badge')
-    await visible(entry.getByText('+Hello from the agent', { exact: true }), 'the added line in the diff')
+    const hello = alice.getByRole('region', { name: 'hello.txt', exact: true })
+    const notes = alice.getByRole('region', { name: 'notes.txt', exact: true })
+    await visible(hello, 'the hello.txt entry')
+    await visible(notes, 'the notes.txt entry (the scripted model writes it when the message names it)')
+    await count(alice.getByRole('checkbox'), 2, 'entry checkboxes (one per pending file)')
+    await hasText(hello, 'ordinary', 'the entry’s class badge')
+    await visible(hello.getByText('+Hello from the agent', { exact: true }), 'the added line in the diff')
+    await visible(notes.getByRole('group', { name: 'Diff of notes.txt', exact: true }), 'the diff of notes.txt')
+    const status = alice.locator('.page-head').getByTitle(/^Status: /)
+    const stateOf = (entry) => entry.getByTitle(/^State: /)
+    for (const name of ['Approve selected (0)', 'Reject selected (0)']) {
+      if (!(await alice.getByRole('button', { name, exact: true }).isDisabled())) fail(`${name} is enabled with nothing ticked`)
+    }
     await shot(alice, 'change-set')
-    await alice.getByRole('button', { name: 'Approve', exact: true }).click()
-    await hasText(alice.locator('.page-head'), 'applied', 'the change set status')
+
+    await alice.getByRole('checkbox', { name: 'hello.txt', exact: true }).check()
+    await alice.getByRole('button', { name: 'Approve selected (1)', exact: true }).click()
+    await hasText(stateOf(hello), 'applied', 'the state of hello.txt after approving it')
+    await hasText(stateOf(notes), 'pending', 'the state of notes.txt, not ticked')
+    await hasText(status, 'pending', 'the change set status with notes.txt still pending')
+    await count(alice.getByRole('checkbox', { name: 'hello.txt', exact: true }), 0, 'checkboxes of the applied entry')
+    await count(alice.getByRole('checkbox', { name: 'notes.txt', exact: true }), 1, 'checkboxes of the pending entry')
+    await visible(hello.getByText('+Hello from the agent', { exact: true }), 'the diff of the applied entry')
+    await shot(alice, 'change-set-partial')
+
+    await alice.getByRole('checkbox', { name: 'notes.txt', exact: true }).check()
+    await alice.getByRole('button', { name: 'Reject selected (1)', exact: true }).click()
+    await hasText(stateOf(notes), 'rejected', 'the state of notes.txt after rejecting it')
+    await hasText(stateOf(hello), 'applied', 'the state of hello.txt after the second decision')
+    // What a set with one entry applied and one rejected is called is the
+    // server's to say; it must be one of the two, and no longer pending.
+    let final = ''
+    await until('the change set to be decided', async () => {
+      final = ((await status.textContent()) ?? '').trim()
+      return final !== '' && final !== 'pending'
+    })
+    if (final !== 'applied' && final !== 'rejected') fail(`the decided change set is “${final}”, neither applied nor rejected`)
+    log(`  the server calls the decided set ${final}`)
+    await count(alice.getByRole('checkbox'), 0, 'checkboxes on a decided change set')
     await count(alice.getByRole('button', { name: 'Approve', exact: true }), 0, 'Approve buttons on a decided change set')
+    await visible(hello.getByText('+Hello from the agent', { exact: true }), 'the diff of hello.txt on the decided set')
+    await visible(notes.getByRole('group', { name: 'Diff of notes.txt', exact: true }), 'the diff of notes.txt on the decided set')
   })
 
   await step('Alice reads the run’s trace', async () => {
@@ -306,8 +364,10 @@ async function main() {
     await shot(alice, 'run-trace')
   })
 
-  await step('Alice sees hello.txt in the workspace', async () => {
+  await step('Alice sees hello.txt in the workspace, and not notes.txt', async () => {
     await alice.goto(`${agentURL}?tab=files`)
+    await visible(alice.getByRole('link', { name: 'hello.txt', exact: true }), 'hello.txt in the workspace files')
+    await count(alice.getByRole('link', { name: 'notes.txt', exact: true }), 0, 'links to the rejected notes.txt in the workspace files')
     await alice.getByRole('link', { name: 'hello.txt', exact: true }).click()
     await hasText(alice.getByLabel('Content of hello.txt'), 'Hello from the agent', 'the file view')
     await shot(alice, 'files')
@@ -348,7 +408,7 @@ async function main() {
     await bob.goto(agentURL)
     await visible(bob.getByRole('heading', { name: agentName, level: 1 }), 'the shared agent for Bob')
     await visible(
-      bob.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: 'I wrote hello.txt.' }),
+      bob.getByRole('list', { name: 'Thread' }).getByRole('listitem').filter({ hasText: answered }),
       'the conversation for Bob',
     )
     await hasText(bob.locator('.agent-head'), 'viewer', 'Bob’s access badge')

@@ -68,4 +68,48 @@ describe('api', () => {
     expect(err.code).toBe('network')
     expect(errorMessage(err)).toBe('Could not reach the server. Check your connection and try again.')
   })
+
+  describe('change set decisions', () => {
+    const cases: { name: string; call: () => Promise<unknown>; url: string; body: string | undefined }[] = [
+      { name: 'approve all', call: () => api.approve('chg/1'), url: '/api/changes/chg%2F1/approve', body: undefined },
+      { name: 'reject all', call: () => api.reject('chg_1'), url: '/api/changes/chg_1/reject', body: undefined },
+      {
+        name: 'approve some',
+        call: () => api.approve('chg_1', ['a.txt', 'dir/b\nc']),
+        url: '/api/changes/chg_1/approve',
+        body: '{"paths":["a.txt","dir/b\\nc"]}',
+      },
+      { name: 'reject some', call: () => api.reject('chg_1', ['a.txt']), url: '/api/changes/chg_1/reject', body: '{"paths":["a.txt"]}' },
+    ]
+    for (const c of cases) {
+      it(`${c.name} posts ${c.body ?? 'no body'}`, async () => {
+        const fetch = answer(200, { id: 'chg_1', entries: [] })
+        vi.stubGlobal('fetch', fetch)
+        await c.call()
+        const [url, init] = fetch.mock.calls[0]
+        expect(url).toBe(c.url)
+        expect(init?.method).toBe('POST')
+        expect(init?.body).toBe(c.body)
+      })
+    }
+
+    it('refuses an empty list instead of deciding everything', async () => {
+      const fetch = answer(200, {})
+      vi.stubGlobal('fetch', fetch)
+      for (const call of [() => api.approve('chg_1', []), () => api.reject('chg_1', [])]) {
+        const err = await call().catch((e) => e)
+        expect(err).toBeInstanceOf(ApiError)
+        expect(err.code).toBe('invalid_input')
+      }
+      expect(fetch).not.toHaveBeenCalled()
+    })
+
+    it('keeps a conflict’s words', async () => {
+      const message = 'notes.txt changed in the workspace since the run; nothing was applied.'
+      vi.stubGlobal('fetch', answer(409, { error: { code: 'conflict', message } }))
+      const err = await api.approve('chg_1', ['notes.txt']).catch((e) => e)
+      expect(err.code).toBe('conflict')
+      expect(errorMessage(err)).toBe(message)
+    })
+  })
 })

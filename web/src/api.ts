@@ -58,6 +58,19 @@ async function request<T>(method: string, path: string, body?: unknown, opts: { 
 
 const enc = encodeURIComponent
 
+/**
+ * Approves or rejects some entries of a change set, or all pending ones when
+ * paths is undefined. An empty list is refused here rather than sent: the
+ * server reads a body without paths as "every pending entry", and ticking
+ * nothing must never decide everything.
+ */
+function decide(changeId: string, verb: 'approve' | 'reject', paths?: string[]): Promise<ChangeSet> {
+  if (paths !== undefined && paths.length === 0) {
+    return Promise.reject(new ApiError(0, 'invalid_input', 'Tick at least one entry first.'))
+  }
+  return request<ChangeSet>('POST', `/api/changes/${enc(changeId)}/${verb}`, paths === undefined ? undefined : { paths })
+}
+
 export const api = {
   me: () => request<{ user: User }>('GET', '/api/me', undefined, { quiet401: true }).then((a) => a.user),
   signup: (email: string, name: string, password: string) =>
@@ -97,8 +110,10 @@ export const api = {
 
   changes: (id: string) => request<Items<ChangeSet>>('GET', `/api/agents/${enc(id)}/changes`).then((a) => a.items),
   change: (changeId: string) => request<ChangeSet>('GET', `/api/changes/${enc(changeId)}`),
-  approve: (changeId: string) => request<ChangeSet>('POST', `/api/changes/${enc(changeId)}/approve`),
-  reject: (changeId: string) => request<ChangeSet>('POST', `/api/changes/${enc(changeId)}/reject`),
+  /** Applies the entries named by paths (their `path`), all or nothing; without paths, every pending entry. */
+  approve: (changeId: string, paths?: string[]) => decide(changeId, 'approve', paths),
+  /** Rejects the entries named by paths; without paths, every pending entry. */
+  reject: (changeId: string, paths?: string[]) => decide(changeId, 'reject', paths),
 
   files: (id: string, path: string) =>
     request<WorkspaceFile>('GET', `/api/agents/${enc(id)}/files?path=${enc(path)}`),

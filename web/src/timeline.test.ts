@@ -69,6 +69,14 @@ describe('toTimelineItem', () => {
       tone: 'warn',
     },
     {
+      name: 'retry',
+      event: ev(9, 'retry', { attempt: 2, status: 429, wait_ms: 1000, message: 'rate limit reached' }),
+      title: 'Model call retried (try 2)',
+      detail: 'rate limit reached',
+      facts: ['provider answered 429', 'waiting 1 s'],
+      tone: 'warn',
+    },
+    {
       name: 'quarantined',
       event: ev(10, 'quarantined', { violations: 3, window_s: 3600 }),
       title: 'Agent quarantined',

@@ -117,6 +117,14 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
     }
     case 'violation':
       return { ...base, title: `Limit reached: ${str(d.limit) ?? 'unknown'}`, facts, tone: 'bad' }
+    case 'retry': {
+      const status = num(d.status)
+      const wait = num(d.wait_ms)
+      facts.push(status ? `provider answered ${status}` : 'no answer from the provider')
+      if (wait !== undefined) facts.push(`waiting ${(wait / 1000).toFixed(wait % 1000 === 0 ? 0 : 1)} s`)
+      const attempt = num(d.attempt)
+      return { ...base, title: `Model call retried${attempt !== undefined ? ` (try ${attempt})` : ''}`, detail: str(d.message), facts, tone: 'warn' }
+    }
     case 'paused': {
       const b = budgetFact(d)
       if (b) facts.push(b)

@@ -150,18 +150,37 @@ export interface TraceEvent {
 }
 
 export type ChangeClass = 'ordinary' | 'risky' | 'protected'
+/** A set stays `pending` while any of its entries is pending, also after a partial decision. */
 export type ChangeStatus = 'pending' | 'applied' | 'rejected' | 'denied' | 'conflicted' | 'expired' | 'failed'
 
+/**
+ * Why an entry is not ordinary: `symlink`, `hardlink`, `device`, `setuid`,
+ * `escape`, `internal`, `name` (the path breaks a name rule: protected) and
+ * `collision` (it collides with another entry or an existing file after
+ * Unicode normalisation or case folding: risky). A newer server may send
+ * others, so any string is kept.
+ */
+export type ChangeFlag = 'symlink' | 'hardlink' | 'device' | 'setuid' | 'escape' | 'internal' | 'name' | 'collision' | (string & {})
+
+/** Where one entry stands: it is decided on its own since partial decisions. */
+export type ChangeEntryState = 'pending' | 'applied' | 'rejected' | 'denied' | 'dropped' | 'conflicted'
+
 export interface ChangeEntry {
+  /** The name as the API takes it back in `paths`; never shown when it differs from path_escaped. */
   path: string
+  /** The name exactly as on disk, every unsafe byte escaped Go-style (`\n`, `\x1b`, `\u202e`, `\xff`). */
+  path_escaped: string
   op: 'create' | 'modify' | 'delete'
   old_sha256: string
   new_sha256: string
   size: number
   mode: string
   class: ChangeClass
-  flags: string[]
-  state: 'pending' | 'applied' | 'denied' | 'dropped'
+  flags: ChangeFlag[]
+  /** Why the entry is classed or flagged as it is, in words; may be "". */
+  note: string
+  state: ChangeEntryState
+  /** A unified diff for a text entry, kept after the set is decided. */
   diff?: string
 }
 

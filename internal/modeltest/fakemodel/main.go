@@ -4,7 +4,8 @@
 // serves until it is signalled.
 //
 // The script: a message that mentions hello.txt makes the model run a short
-// shell command, then write hello.txt, then say so; one that says "slowly"
+// shell command, then write hello.txt (and notes.txt too when the message
+// names it), then say so; one that says "slowly"
 // makes it run a command that takes 60 seconds (to be stopped or killed);
 // anything else gets a one-line answer.
 package main
@@ -55,7 +56,14 @@ func script(r modeltest.Request) modeltest.Reply {
 		return modeltest.Reply{Content: "Let me look at the workspace first.",
 			ToolCalls: []modeltest.ToolCall{modeltest.ShellCall("look", "ls -la; sleep 1; echo looked")}}
 	case !done["write"]:
-		return modeltest.Calls(modeltest.WriteCall("write", "hello.txt", "Hello from the agent\n"))
+		calls := []modeltest.ToolCall{modeltest.WriteCall("write", "hello.txt", "Hello from the agent\n")}
+		if strings.Contains(asked, "notes.txt") {
+			calls = append(calls, modeltest.WriteCall("notes", "notes.txt", "Notes from the agent\n"))
+		}
+		return modeltest.Calls(calls...)
+	}
+	if strings.Contains(asked, "notes.txt") {
+		return modeltest.Text("I wrote hello.txt and notes.txt.")
 	}
 	return modeltest.Text("I wrote hello.txt.")
 }

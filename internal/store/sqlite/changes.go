@@ -23,9 +23,9 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 	}
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO change_sets (id, agent_id, run_id, status, mode, stage_dir, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		cs.ID, cs.AgentID, cs.RunID, cs.Status, cs.Mode, cs.StageDir, millis(cs.CreatedAt), millis(cs.ExpiresAt))
+		INSERT INTO change_sets (id, agent_id, run_id, status, mode, stage_dir, created_at, expires_at, disk_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		cs.ID, cs.AgentID, cs.RunID, cs.Status, cs.Mode, cs.StageDir, millis(cs.CreatedAt), millis(cs.ExpiresAt), cs.DiskBytes)
 	switch {
 	case isForeignKey(err):
 		return corral.NotFound("agent")
@@ -36,10 +36,10 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 	}
 	for _, e := range cs.Entries {
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO change_entries (change_set_id, path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			INSERT INTO change_entries (change_set_id, path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state, note, diff)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			cs.ID, e.Path, e.Op, e.OldSHA256, e.NewSHA256, e.Size, int64(e.Mode), int64(e.OldMode), e.Class,
-			strings.Join(e.Flags, ","), e.State); err != nil {
+			strings.Join(e.Flags, ","), e.State, e.Note, e.Diff); err != nil {
 			return corral.Internal(op, err)
 		}
 	}
@@ -50,7 +50,7 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 }
 
 const changeSetColumns = `c.id, c.agent_id, c.run_id, c.status, c.mode, c.stage_dir, c.created_at, c.expires_at,
-	c.decided_at, u.id, u.name`
+	c.decided_at, u.id, u.name, c.disk_bytes`
 
 func scanChangeSet(s scanner) (corral.ChangeSet, error) {
 	var cs corral.ChangeSet
@@ -58,7 +58,7 @@ func scanChangeSet(s scanner) (corral.ChangeSet, error) {
 	var decidedAt sql.NullInt64
 	var byID, byName sql.NullString
 	if err := s.Scan(&cs.ID, &cs.AgentID, &cs.RunID, &cs.Status, &cs.Mode, &cs.StageDir, &created, &expires,
-		&decidedAt, &byID, &byName); err != nil {
+		&decidedAt, &byID, &byName, &cs.DiskBytes); err != nil {
 		return corral.ChangeSet{}, err
 	}
 	cs.CreatedAt, cs.ExpiresAt, cs.DecidedAt = fromMillis(created), fromMillis(expires), fromNullMillis(decidedAt)
@@ -79,7 +79,7 @@ func (db *DB) ChangeSet(ctx context.Context, id string) (corral.ChangeSet, error
 	if err != nil {
 		return corral.ChangeSet{}, corral.Internal(op, err)
 	}
-	sets, err := db.withEntries(ctx, []corral.ChangeSet{cs})
+	sets, err := db.withEntries(ctx, []corral.ChangeSet{cs}, true)
 	if err != nil {
 		return corral.ChangeSet{}, corral.Internal(op, err)
 	}
@@ -107,7 +107,7 @@ func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]
 	}
 	sets, err := collect(rows, scanChangeSet)
 	if err == nil {
-		sets, err = db.withEntries(ctx, sets)
+		sets, err = db.withEntries(ctx, sets, false)
 	}
 	if err != nil {
 		return nil, corral.Internal(op, err)
@@ -115,11 +115,16 @@ func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]
 	return sets, nil
 }
 
-// withEntries fills the entries of each change set, sorted by path.
-func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet) ([]corral.ChangeSet, error) {
+// withEntries fills the entries of each change set, sorted by path; their
+// diffs only when diffs is true (one change set, not a list).
+func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet, diffs bool) ([]corral.ChangeSet, error) {
+	diffCol := "''"
+	if diffs {
+		diffCol = "diff"
+	}
 	for i := range sets {
 		rows, err := db.query(ctx, `
-			SELECT path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state
+			SELECT path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state, note, `+diffCol+`
 			FROM change_entries WHERE change_set_id = ? ORDER BY path`, sets[i].ID)
 		if err != nil {
 			return nil, err
@@ -128,7 +133,7 @@ func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet) ([]corra
 			var e corral.ChangeEntry
 			var mode, oldMode int64
 			var flags string
-			err := s.Scan(&e.Path, &e.Op, &e.OldSHA256, &e.NewSHA256, &e.Size, &mode, &oldMode, &e.Class, &flags, &e.State)
+			err := s.Scan(&e.Path, &e.Op, &e.OldSHA256, &e.NewSHA256, &e.Size, &mode, &oldMode, &e.Class, &flags, &e.State, &e.Note, &e.Diff)
 			e.Mode, e.OldMode = uint32(mode), uint32(oldMode)
 			if flags != "" {
 				e.Flags = strings.Split(flags, ",")
@@ -143,7 +148,8 @@ func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet) ([]corra
 }
 
 // UpdateChangeSet records a decision: status, who and when, and each
-// entry's state, only if the stored status is still from.
+// entry's state, only if the stored status is still from and every entry
+// it changes is still pending.
 func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from string) error {
 	const op = "sqlite.UpdateChangeSet"
 	tx, err := db.w.BeginTx(ctx, nil)
@@ -167,10 +173,19 @@ func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from str
 	} else if n == 0 {
 		return conflict("the change set was decided meanwhile")
 	}
+	// An entry leaves pending once: a writer that read an older state can
+	// decide what is still pending, never undo what was decided.
 	for _, e := range cs.Entries {
-		if _, err := tx.ExecContext(ctx, `UPDATE change_entries SET state = ? WHERE change_set_id = ? AND path = ?`,
-			e.State, cs.ID, e.Path); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE change_entries SET state = ?
+			WHERE change_set_id = ? AND path = ? AND (state = 'pending' OR state = ?)`,
+			e.State, cs.ID, e.Path, e.State)
+		if err != nil {
 			return corral.Internal(op, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return corral.Internal(op, err)
+		} else if n == 0 {
+			return conflict("the change set was decided meanwhile")
 		}
 	}
 	if err := tx.Commit(); err != nil {

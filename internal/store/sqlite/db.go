@@ -169,7 +169,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithGoMigrations(goMigrations...))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}

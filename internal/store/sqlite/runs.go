@@ -48,15 +48,19 @@ const activeStatuses = `'` + corral.RunAdmitted + `', '` + corral.RunRunning + `
 const admitCountsQuery = `SELECT count(*), coalesce(sum(status IN (` + activeStatuses + `)), 0)
 	FROM runs WHERE agent_id = ?`
 
+// pendingDiskQuery sums what an agent's pending change sets hold on disk.
+const pendingDiskQuery = `SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
+	WHERE agent_id = ? AND status = '` + corral.ChangePending + `'`
+
 // Admit decides and records in one write transaction. The writer pool
 // begins every transaction IMMEDIATE, so the facts are read under the
 // write lock: no other Admit, in this process or another, can start a run
 // between the count and the insert. decide runs while the lock is held and
 // must therefore be quick and do no I/O.
 //
-// The evidence's RunsAdmitted, ActiveRuns, TokensUsed, TokensBudget,
-// AgentState, Reason and RunID are the store's, whatever ev held; At is
-// ev.At, or now when zero. m and r must belong to ev.AgentID. An admitted
+// The evidence's RunsAdmitted, ActiveRuns, PendingDiskBytes, TokensUsed,
+// TokensBudget, AgentState, Reason and RunID are the store's, whatever ev
+// held; At is ev.At, or now when zero. m and r must belong to ev.AgentID. An admitted
 // run is stored as RunAdmitted with no tokens, times, violation, reason or
 // change set: those only come from UpdateRun and AddUsage. ENOTFOUND
 // "agent" when the agent does not exist, "user" when ev.UserID, m.Author
@@ -85,9 +89,13 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	if err := tx.QueryRowContext(ctx, admitCountsQuery, a.ID).Scan(&facts.RunsAdmitted, &facts.ActiveRuns); err != nil {
 		return corral.Admission{}, corral.Internal(op, err)
 	}
+	if err := tx.QueryRowContext(ctx, pendingDiskQuery, a.ID).Scan(&facts.PendingDiskBytes); err != nil {
+		return corral.Admission{}, corral.Internal(op, err)
+	}
 
 	ev.Reason = decide(facts)
 	ev.RunsAdmitted, ev.ActiveRuns = facts.RunsAdmitted, facts.ActiveRuns
+	ev.PendingDiskBytes = facts.PendingDiskBytes
 	ev.TokensUsed, ev.TokensBudget = a.Budget.Used, a.Budget.Tokens
 	ev.AgentState = a.State
 	ev.At = fromMillis(millis(db.orNow(ev.At))) // as stored
@@ -105,10 +113,10 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO admissions (id, agent_id, user_id, run_id, reason, prompt_bytes,
-			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ev.ID, ev.AgentID, user, ev.RunID, ev.Reason, ev.PromptBytes,
-		ev.RunsAdmitted, ev.ActiveRuns, ev.TokensUsed, ev.TokensBudget, ev.AgentState, millis(ev.At))
+		ev.RunsAdmitted, ev.ActiveRuns, ev.TokensUsed, ev.TokensBudget, ev.AgentState, millis(ev.At), ev.PendingDiskBytes)
 	switch {
 	case isForeignKey(err):
 		return corral.Admission{}, corral.NotFound("user") // the agent was read in this transaction
@@ -183,7 +191,7 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 	const op = "sqlite.Admissions"
 	rows, err := db.query(ctx, `
 		SELECT id, agent_id, user_id, run_id, reason, prompt_bytes,
-			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at
+			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes
 		FROM admissions WHERE agent_id = ?
 		ORDER BY seq DESC LIMIT ?`, agentID, pageSize(limit))
 	if err != nil {
@@ -194,7 +202,7 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 		var user sql.NullString
 		var at int64
 		err := s.Scan(&ev.ID, &ev.AgentID, &user, &ev.RunID, &ev.Reason, &ev.PromptBytes,
-			&ev.RunsAdmitted, &ev.ActiveRuns, &ev.TokensUsed, &ev.TokensBudget, &ev.AgentState, &at)
+			&ev.RunsAdmitted, &ev.ActiveRuns, &ev.TokensUsed, &ev.TokensBudget, &ev.AgentState, &at, &ev.PendingDiskBytes)
 		ev.UserID, ev.At = user.String, fromMillis(at)
 		return ev, err
 	})

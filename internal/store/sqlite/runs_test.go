@@ -53,7 +53,7 @@ func TestUpdateRun(t *testing.T) {
 			return r
 		}, []string{corral.RunRunning}, corral.EINTERNAL, ""},
 		{"unknown violation", func(r corral.Run) corral.Run {
-			r.Status, r.Violation = corral.RunErrored, "disk"
+			r.Status, r.Violation = corral.RunErrored, "network"
 			return r
 		}, []string{corral.RunRunning}, corral.EINTERNAL, ""},
 		{"end with a violation, tokens ignored", func(r corral.Run) corral.Run {
@@ -517,6 +517,7 @@ func TestRunQueriesUseIndexes(t *testing.T) {
 		{"runs of an agent", agentRunsQuery, []any{"agt", 10}, "runs_agent_seq"},
 		{"runs in statuses", runsInQuery(2), []any{"running", "paused"}, "runs_status_seq"},
 		{"violations", violationsQuery, []any{"agt", 0}, "runs_agent_violations"},
+		{"pending disk", pendingDiskQuery, []any{"agt"}, "change_sets_agent_pending"},
 	}
 	for _, c := range cases {
 		rows, err := db.r.QueryContext(ctx, `EXPLAIN QUERY PLAN `+c.query, c.args...)

@@ -11,6 +11,7 @@ import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
 import { formatBytes, formatTime, shortId } from '../format'
+import { shownName } from '../names'
 import { can, isActive } from '../permissions'
 import { Link, useLocation } from '../router'
 import { RunView } from '../RunView'
@@ -302,7 +303,7 @@ function ChangesList({ changes, error }: { changes?: ChangeSet[]; error?: unknow
                   <td>
                     <StatusBadge status={c.status} />
                   </td>
-                  <td>{c.entries.map((e) => e.path).join(', ')}</td>
+                  <td>{c.entries.map((e) => shownName(e).text).join(', ')}</td>
                   <td>
                     {classes.map((cl) => (
                       <ClassBadge key={cl} cls={cl} />

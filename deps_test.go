@@ -1,0 +1,268 @@
+package corral_test
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The import rules keep the layers apart: the sandbox, workspace and runner
+// never reach accounts, storage or HTTP, so a bug there cannot be turned
+// into a way past authorization; the API talks to the service layer only;
+// the domain depends on nothing. Test files are exempt: they may wire real
+// stores.
+//
+// The rules are checked by parsing the imports of the tree (every build tag
+// at once, so a file for another OS or the "ui" tag cannot hide an import)
+// rather than by asking the go tool: no toolchain call, and nothing to build.
+
+const module = "corral"
+
+// forbidden: a package of from must not import, directly or through any
+// chain of project packages, a package matching one of to. A pattern ending
+// in "/..." matches the package and everything below it.
+var forbidden = []struct {
+	from []string
+	to   []string
+	why  string
+}{
+	{
+		from: []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/runner"},
+		to:   []string{"corral/internal/store/...", "corral/internal/auth", "corral/internal/api"},
+		why:  "what runs agents' code must not reach storage, accounts or HTTP",
+	},
+	{
+		from: []string{"corral"},
+		to:   []string{"corral/..."},
+		why:  "the domain package imports nothing of the project",
+	},
+}
+
+// apiMayImport is all of the project internal/api may import directly: the
+// domain and the service layer, nothing below it.
+var apiMayImport = []string{"corral", "corral/internal/service"}
+
+// TestImportRules enforces the rules above over the project's non-test
+// files and names the chain of imports that breaks one.
+func TestImportRules(t *testing.T) {
+	g := loadImports(t, ".")
+	if len(g.imports["corral/internal/api"]) == 0 || len(g.imports["corral/internal/runner"]) == 0 {
+		t.Fatalf("found no imports of internal/api or internal/runner: the walk of the tree is broken (%d packages)", len(g.imports))
+	}
+	for _, v := range g.violations() {
+		t.Error(v)
+	}
+}
+
+// violations checks g against the rules and describes each break.
+func (g *graph) violations() []string {
+	var out []string
+	for _, rule := range forbidden {
+		for _, from := range rule.from {
+			if _, ok := g.imports[from]; !ok {
+				out = append(out, fmt.Sprintf("rule %q names package %s, which has no Go files", rule.why, from))
+				continue
+			}
+			for _, c := range g.reach(from, func(p string) bool { return matchAny(p, rule.to) }) {
+				out = append(out, fmt.Sprintf("%s must not import %s (%s):\n%s", from, c.last(), rule.why, g.describe(c)))
+			}
+		}
+	}
+
+	const api = "corral/internal/api"
+	for _, imp := range g.sortedImports(api) {
+		if matchAny(imp, apiMayImport) {
+			continue
+		}
+		out = append(out, "internal/api must import nothing of the project but the root package and internal/service:\n"+g.describe(chain{api, imp}))
+	}
+	return out
+}
+
+// TestImportRulesNameTheChain runs the checker over a small tree that breaks
+// each rule, so the real test is known to be able to fail.
+func TestImportRulesNameTheChain(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":                           "module corral\n",
+		"corral.go":                        "package corral\n\nimport _ \"corral/internal/trace\"\n",
+		"internal/trace/trace.go":          "package trace\n",
+		"internal/sandbox/sandbox.go":      "package sandbox\n",
+		"internal/sandbox/sandbox_test.go": "package sandbox\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/runner/runner.go":        "package runner\n\nimport (\n\t\"fmt\"\n\n\t_ \"corral/internal/workspace\"\n)\n",
+		"internal/workspace/ws_other.go":   "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/store/sqlite/db.go":      "package sqlite\n",
+		"internal/api/api.go":              "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
+		"internal/service/service.go":      "package service\n",
+		"internal/auth/auth.go":            "package auth\n",
+		"web/node_modules/x/api.go":        "package x\n\nimport _ \"corral/internal/api\"\n",
+		"internal/sandbox/testdata/bad.go": "package bad\n\nimport _ \"corral/internal/api\"\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := loadImports(t, root)
+	got := g.violations()
+	want := []string{
+		"corral/internal/workspace must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
+			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
+		"corral/internal/runner must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
+			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)\n" +
+			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
+		"corral must not import corral/internal/trace (the domain package imports nothing of the project):\n" +
+			"\tcorral imports corral/internal/trace (corral.go)",
+		"internal/api must import nothing of the project but the root package and internal/service:\n" +
+			"\tcorral/internal/api imports corral/internal/auth (internal/api/api.go)",
+		"internal/api must import nothing of the project but the root package and internal/service:\n" +
+			"\tcorral/internal/api imports corral/internal/runner (internal/api/api.go)",
+	}
+	if strings.Join(got, "\n\n") != strings.Join(want, "\n\n") {
+		t.Errorf("violations =\n%s\n\nwant\n%s", strings.Join(got, "\n\n"), strings.Join(want, "\n\n"))
+	}
+}
+
+// matchAny reports whether pkg matches one of patterns ("x" is x itself,
+// "x/..." is x and everything below it).
+func matchAny(pkg string, patterns []string) bool {
+	for _, p := range patterns {
+		if base, ok := strings.CutSuffix(p, "/..."); ok {
+			if pkg == base || strings.HasPrefix(pkg, base+"/") {
+				return true
+			}
+		} else if pkg == p {
+			return true
+		}
+	}
+	return false
+}
+
+// graph holds, for each package of the project, the project packages its
+// non-test files import, and one file that makes each import.
+type graph struct {
+	imports map[string]map[string]string // package → import → file
+}
+
+// loadImports parses the import blocks of every non-test Go file under root.
+func loadImports(t *testing.T, root string) *graph {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the import rules must run from the module root: %v", err)
+	}
+	g := &graph{imports: map[string]map[string]string{}}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			// What the go tool ignores, and the web app's node_modules.
+			if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		file, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		file = filepath.ToSlash(file)
+		dir := path.Dir(file)
+		pkg := module
+		if dir != "." {
+			pkg = module + "/" + dir
+		}
+		if g.imports[pkg] == nil {
+			g.imports[pkg] = map[string]string{}
+		}
+		for _, spec := range f.Imports {
+			imp, err := strconv.Unquote(spec.Path.Value)
+			if err != nil {
+				return err
+			}
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			if _, ok := g.imports[pkg][imp]; !ok {
+				g.imports[pkg][imp] = file
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the tree's imports: %v", err)
+	}
+	return g
+}
+
+func (g *graph) sortedImports(pkg string) []string {
+	var out []string
+	for imp := range g.imports[pkg] {
+		out = append(out, imp)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// chain is a chain of imports, from the first package to the last.
+type chain []string
+
+func (c chain) last() string { return c[len(c)-1] }
+
+// reach returns, for each package matching bad that from reaches, the
+// shortest chain of imports leading to it.
+func (g *graph) reach(from string, bad func(string) bool) []chain {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	var found []chain
+	for len(queue) > 0 {
+		pkg := queue[0]
+		queue = queue[1:]
+		for _, imp := range g.sortedImports(pkg) {
+			if _, ok := prev[imp]; ok {
+				continue
+			}
+			prev[imp] = pkg
+			if bad(imp) {
+				var c chain
+				for p := imp; p != ""; p = prev[p] {
+					c = append(chain{p}, c...)
+				}
+				found = append(found, c)
+				continue
+			}
+			queue = append(queue, imp)
+		}
+	}
+	return found
+}
+
+// describe writes a chain one import a line, with the file that makes it.
+func (g *graph) describe(c chain) string {
+	var b strings.Builder
+	for i := 1; i < len(c); i++ {
+		b.WriteString("\t" + c[i-1] + " imports " + c[i] + " (" + g.imports[c[i-1]][c[i]] + ")\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
