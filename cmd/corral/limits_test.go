@@ -66,8 +66,8 @@ func TestServeLimitFlags(t *testing.T) {
 // against clients that are too slow, and one stream that outlives the
 // request timeout, as event streams do.
 func TestHTTPTimeouts(t *testing.T) {
-	timeouts := httpTimeouts{Header: 300 * time.Millisecond, Request: 600 * time.Millisecond, Idle: 600 * time.Millisecond}
-	var bodyErrors, streamCancelled atomic.Int64
+	timeouts := httpTimeouts{Header: 300 * time.Millisecond, Request: 600 * time.Millisecond, Idle: 600 * time.Millisecond, Write: 600 * time.Millisecond}
+	var bodyErrors, streamCancelled, bigWriteErrors atomic.Int64
 	const lines = 30 // 50ms apart: the stream lasts 1.5s, well past timeouts.Request
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /body", func(w http.ResponseWriter, r *http.Request) {
@@ -77,9 +77,19 @@ func TestHTTPTimeouts(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /big", func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for range 256 { // far more than any socket buffer holds
+			if _, err := w.Write(chunk); err != nil {
+				bigWriteErrors.Add(1)
+				return
+			}
+		}
+	})
 	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		for i := range lines {
+			rc.SetWriteDeadline(time.Now().Add(timeouts.Write)) // as runEvents does before each write
 			select {
 			case <-r.Context().Done():
 				streamCancelled.Add(1)
@@ -139,7 +149,16 @@ func TestHTTPTimeouts(t *testing.T) {
 	t.Run("idle kept-alive connection", func(t *testing.T) {
 		cutOff(t, "POST /body HTTP/1.1\r\nHost: corral\r\nContent-Length: 2\r\n\r\nok", "")
 	})
-	t.Run("a stream outlives the request timeout", func(t *testing.T) {
+	t.Run("a client that never reads its answer", func(t *testing.T) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: corral\r\n\r\n") // and never read
+		waitFor(t, "the handler's write to fail", func() bool { return bigWriteErrors.Load() == 1 })
+	})
+	t.Run("a stream outlives the request and write timeouts", func(t *testing.T) {
 		res, err := http.Get("http://" + ln.Addr().String() + "/stream")
 		if err != nil {
 			t.Fatal(err)

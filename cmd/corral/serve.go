@@ -277,17 +277,31 @@ type httpTimeouts struct {
 	Request time.Duration
 	// Idle bounds a kept-alive connection's wait for its next request.
 	Idle time.Duration
+	// Write bounds writing an answer, from the request's start: a client
+	// that never reads a large answer (a file, a trace) is dropped instead
+	// of holding a goroutine and its buffers. An event stream moves the
+	// deadline before each of its writes, so it may last as long as it
+	// writes.
+	Write time.Duration
 }
 
 // defaultTimeouts: ten seconds for headers, which any client sends in one
 // packet; a minute for a request, which carries at most api.MaxBody (2 MiB:
 // 35 KB/s suffices); a minute idle, so connections a browser keeps give
 // their slot back soon.
-var defaultTimeouts = httpTimeouts{Header: 10 * time.Second, Request: 60 * time.Second, Idle: 60 * time.Second}
+var defaultTimeouts = httpTimeouts{Header: 10 * time.Second, Request: 60 * time.Second, Idle: 60 * time.Second, Write: 2 * time.Minute}
 
 // newHTTPServer is the server's HTTP settings. There is no WriteTimeout: it
-// would cut every event stream at that age.
+// would cut every event stream at that age; each request gets a write
+// deadline of t.Write instead, which a stream moves as it writes.
 func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Server {
+	if t.Write > 0 {
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.Write))
+			next.ServeHTTP(w, r)
+		})
+	}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: t.Header,

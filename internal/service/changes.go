@@ -363,7 +363,17 @@ func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) (
 // run ended: it stays readable after the set is decided.
 func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
 	cs, _, err := c.load(ctx, actor, id, access.ViewChanges)
-	return cs, err
+	if err != nil {
+		return cs, err
+	}
+	// A set made before diffs were kept has none stored: while it waits,
+	// its staged tree is still there to make them from.
+	if cs.Status == corral.ChangePending && !slices.ContainsFunc(cs.Entries, func(e corral.ChangeEntry) bool { return e.Diff != "" }) {
+		if st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions()); err == nil {
+			addDiffs(cs.Entries, workspace.DirSource(c.workspaceDir(cs.AgentID)), st.Source())
+		}
+	}
+	return cs, nil
 }
 
 // Approve applies the pending entries named by paths (nil: every pending

@@ -39,6 +39,9 @@ export interface Limits {
   memory_bytes: number
   pids: number
   output_bytes: number
+  disk_bytes: number
+  disk_inodes: number
+  pending_disk_bytes: number
 }
 
 export interface Budget {

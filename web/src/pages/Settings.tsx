@@ -21,6 +21,9 @@ const limitFields: { key: keyof Limits; label: string; unit?: 'bytes' }[] = [
   { key: 'memory_bytes', label: 'Memory (bytes)', unit: 'bytes' },
   { key: 'pids', label: 'Processes at once' },
   { key: 'output_bytes', label: 'Output (bytes)', unit: 'bytes' },
+  { key: 'disk_bytes', label: 'Disk per run (bytes)', unit: 'bytes' },
+  { key: 'disk_inodes', label: 'Files per run' },
+  { key: 'pending_disk_bytes', label: 'Disk held by changes waiting for review (bytes)', unit: 'bytes' },
 ]
 
 interface FormValues {
