@@ -32,23 +32,26 @@ type changeEntryView struct {
 }
 
 type changeSetView struct {
-	ID        string            `json:"id"`
-	RunID     *string           `json:"run_id"`
-	AgentID   string            `json:"agent_id"`
-	Status    string            `json:"status"`
-	Mode      string            `json:"mode"`
-	Entries   []changeEntryView `json:"entries"`
-	CreatedAt string            `json:"created_at"`
-	ExpiresAt string            `json:"expires_at"`
-	DecidedBy *userRefView      `json:"decided_by"`
-	DecidedAt *string           `json:"decided_at"`
+	ID      string            `json:"id"`
+	RunID   *string           `json:"run_id"`
+	AgentID string            `json:"agent_id"`
+	Status  string            `json:"status"`
+	Mode    string            `json:"mode"`
+	Entries []changeEntryView `json:"entries"`
+	// DiskBytes is what the set's staged tree holds on the server's disk
+	// while it waits (counted against limits.pending_disk_bytes).
+	DiskBytes int64        `json:"disk_bytes"`
+	CreatedAt string       `json:"created_at"`
+	ExpiresAt string       `json:"expires_at"`
+	DecidedBy *userRefView `json:"decided_by"`
+	DecidedAt *string      `json:"decided_at"`
 }
 
 // viewChangeSet builds the answer field by field: the staged tree's
 // location stays on the server.
 func viewChangeSet(cs corral.ChangeSet) changeSetView {
 	v := changeSetView{
-		ID: cs.ID, AgentID: cs.AgentID, Status: cs.Status, Mode: cs.Mode,
+		ID: cs.ID, AgentID: cs.AgentID, Status: cs.Status, Mode: cs.Mode, DiskBytes: cs.DiskBytes,
 		Entries:   make([]changeEntryView, len(cs.Entries)),
 		CreatedAt: rfc3339(cs.CreatedAt), ExpiresAt: rfc3339(cs.ExpiresAt),
 	}

@@ -367,3 +367,24 @@ func TestProviderRateLimitIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDuringRetryWait: a graceful stop while the gateway waits to try
+// a rate-limited call again ends the wait at once: the run is cancelled and
+// the model is not called again.
+func TestStopDuringRetryWait(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("patient")
+	e.answer(modeltest.Sequence(modeltest.RateLimited("25"), modeltest.Text("too late")))
+	run := owner.send(id, "hello")
+	owner.waitTrace(run.ID, "retry")
+	owner.do("POST", "/api/runs/"+run.ID+"/stop", nil).want(http.StatusAccepted)
+	done := owner.waitRun(run.ID, "cancelled", "completed", "errored")
+	if done.Status != "cancelled" {
+		t.Fatalf("run = %+v, want cancelled", done)
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("the model was called %d times, want 1: the stop must end the wait", n)
+	}
+}

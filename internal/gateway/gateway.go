@@ -87,6 +87,11 @@ type Request struct {
 	// OnRetry, when set, is told of each failed try before the gateway
 	// waits to make it again, on the goroutine that called Complete.
 	OnRetry func(Retry)
+
+	// Interrupt, when closed, asks for no more tries: a wait to try again
+	// ends at once and the call fails. A try in flight is not cut (that is
+	// what cancelling ctx is for). A run's graceful stop closes it.
+	Interrupt <-chan struct{}
 }
 
 // Delta is a piece of the assistant's reply as a streamed call receives it.
@@ -254,7 +259,7 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 		if req.OnRetry != nil {
 			req.OnRetry(retry)
 		}
-		if err := g.sleep(ctx, retry.Wait); err != nil {
+		if err := g.wait(ctx, req.Interrupt, retry.Wait); err != nil {
 			return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
@@ -263,6 +268,38 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 			return Response{}, err
 		}
 	}
+}
+
+// errInterrupted is why a wait ended when Request.Interrupt closed.
+var errInterrupted = errors.New("interrupted")
+
+// wait sleeps d before the next try, ending early, with an error, when ctx
+// ends or interrupt closes.
+func (g *Gateway) wait(ctx context.Context, interrupt <-chan struct{}, d time.Duration) error {
+	if interrupt != nil {
+		select {
+		case <-interrupt:
+			return errInterrupted
+		default:
+		}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-interrupt:
+				cancel(errInterrupted)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := g.sleep(ctx, d); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errInterrupted) {
+			return cause
+		}
+		return err
+	}
+	return nil
 }
 
 // result is what one call brought back, whole or streamed, before it is

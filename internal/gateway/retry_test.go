@@ -451,3 +451,41 @@ func TestProviderMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryWaitInterrupted: closing Request.Interrupt (a run's graceful
+// stop) ends a wait to try again at once; no further try is made.
+func TestRetryWaitInterrupted(t *testing.T) {
+	p := modeltest.New(modeltest.Sequence(modeltest.RateLimited("29"), modeltest.Text("too late")))
+	t.Cleanup(p.Close)
+	g, err := New(Config{BaseURL: p.URL(), APIKey: testKey, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupt := make(chan struct{})
+	waiting := make(chan Retry, 1)
+	req := Request{Messages: hi, OnRetry: func(r Retry) { waiting <- r }, Interrupt: interrupt}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Complete(context.Background(), req, &meter{})
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("Complete returned %v before waiting to try again", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnRetry was not called")
+	}
+	close(interrupt)
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second): // liveness bound, in a wait of 29s
+		t.Fatal("Complete did not return after Interrupt closed")
+	}
+	if !errors.Is(err, errInterrupted) || errorCode(t, err) != corral.EUNAVAIL {
+		t.Errorf("error = %v, want the interruption, unavailable", err)
+	}
+	if n := len(p.Requests()); n != 1 {
+		t.Errorf("the provider saw %d requests, want 1: no try after the interruption", n)
+	}
+}

@@ -129,6 +129,7 @@ type active struct {
 
 	mu       sync.Mutex
 	stopping bool
+	stopped  chan struct{} // closed by the first stop: ends a model call's wait to retry
 	killed   bool
 	sb       *sandbox.Sandbox // the tool command running now, if any
 	callID   string           // its tool call
@@ -200,7 +201,7 @@ func (r *Runner) track(run corral.Run) *active {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.base)
-	a := &active{run: run, ctx: ctx, cancel: cancel}
+	a := &active{run: run, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 	r.active[run.ID] = a
 	r.wg.Add(1)
 	return a
@@ -268,6 +269,9 @@ func (r *Runner) lookup(runID string) *active {
 func (a *active) stop() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.stopping {
+		close(a.stopped)
+	}
 	a.stopping = true
 	if a.sb != nil {
 		a.sb.Stop(0)
@@ -416,6 +420,7 @@ func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *w
 					"attempt": rt.Attempt, "status": rt.Status, "wait_ms": rt.Wait.Milliseconds(), "message": rt.Message,
 				})
 			},
+			Interrupt: a.stopped,
 		}
 		resp, err := r.model.Complete(runCtx, req, m)
 		if errors.Is(err, errBudget) {
