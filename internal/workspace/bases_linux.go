@@ -48,6 +48,9 @@ func (s *Stage) KeepBases(paths []string) error {
 	if !s.state.Overlay || s.taken() || len(paths) == 0 {
 		return nil
 	}
+	if _, err := os.Lstat(filepath.Join(s.dir, stageStateFile)); errors.Is(err, fs.ErrNotExist) {
+		return nil // removed: no run will be measured against it
+	}
 	bases, err := s.bases()
 	if err != nil {
 		return err

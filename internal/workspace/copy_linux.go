@@ -68,20 +68,7 @@ func (s *Stage) stageCopy(root fs.FileInfo, opt StageOptions) error {
 		fi   fs.FileInfo
 	}
 	var dirs []dirTimes
-	err := filepath.WalkDir(s.persistent, func(name string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := relSlash(s.persistent, name)
-		if err != nil || rel == "." {
-			return err
-		}
-		if secrets.secretEntry(rel, de.Name()) {
-			if de.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
+	err := walkStaged(s.persistent, secrets, func(name, rel string, de fs.DirEntry) error {
 		fi, err := de.Info()
 		if err != nil {
 			return err

@@ -503,16 +503,15 @@ func (s *Stage) DiskUsage() (int64, error) {
 	return st.Blocks * 512, nil
 }
 
-// copySize measures what a copy of the workspace takes on a stage's
-// filesystem, generously: whole blocks for each file, directory and
-// symlink, directory entries, and an extent block per 512 MiB of a file;
-// and the inodes it takes.
-func copySize(persistent string, secrets secretMatcher) (bytes, inodes int64, err error) {
-	err = filepath.WalkDir(persistent, func(name string, de fs.DirEntry, err error) error {
+// walkStaged walks what a stage of the workspace at root holds: everything
+// but the root itself and the secrets (a secret directory is not entered).
+// fn gets each entry's host name and its slash-separated relative path.
+func walkStaged(root string, secrets secretMatcher, fn func(name, rel string, de fs.DirEntry) error) error {
+	return filepath.WalkDir(root, func(name string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := relSlash(persistent, name)
+		rel, err := relSlash(root, name)
 		if err != nil || rel == "." {
 			return err
 		}
@@ -522,6 +521,16 @@ func copySize(persistent string, secrets secretMatcher) (bytes, inodes int64, er
 			}
 			return nil
 		}
+		return fn(name, rel, de)
+	})
+}
+
+// copySize measures what a copy of the workspace takes on a stage's
+// filesystem, generously: whole blocks for each file, directory and
+// symlink, directory entries, and an extent block per 512 MiB of a file;
+// and the inodes it takes.
+func copySize(persistent string, secrets secretMatcher) (bytes, inodes int64, err error) {
+	err = walkStaged(persistent, secrets, func(name, rel string, de fs.DirEntry) error {
 		inodes++
 		bytes += int64(len(de.Name())) + 16 // its entry in its directory
 		switch t := de.Type(); {
