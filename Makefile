@@ -24,7 +24,7 @@ deps:
 build: deps web
 	$(GO) build -trimpath -tags ui -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
 
-run: build e2fsprogs
+run: build e2fsprogs tools
 	./$(BIN) serve
 
 test: deps tools e2fsprogs fmt-check vet fuzz unit web-test
@@ -54,10 +54,12 @@ web-test: build browser
 	$(GO) build -o bin/fakemodel ./internal/modeltest/fakemodel
 	cd web && CORRAL_BIN=$(CURDIR)/$(BIN) FAKEMODEL_BIN=$(CURDIR)/bin/fakemodel npm run e2e
 
-# The README walkthrough test drives curl and jq. Installed when missing
-# (as root, from Debian's packages); without them that one test skips.
+# The README walkthrough test drives curl and jq; git repositories (clone,
+# commit, push) run Debian's git. Installed when missing (as root, from
+# Debian's packages); without curl and jq that one test skips, without git
+# clones fail saying so and the git tests skip.
 tools:
-	@missing=""; for t in curl jq; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	@missing=""; for t in curl jq git; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing$$missing"; \

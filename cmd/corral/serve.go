@@ -39,6 +39,10 @@ type serveConfig struct {
 	// CORRAL_MODEL, from the environment only, so the key never shows in
 	// a process listing.
 	Model gateway.Config
+	// SecretKey is CORRAL_SECRET_KEY (environment only, never logged):
+	// the base64 of the key that seals credentials; empty uses
+	// DATA/secret.key.
+	SecretKey string
 	// QuarantineAfter violations within QuarantineWindow quarantine an
 	// agent.
 	QuarantineAfter  int
@@ -100,6 +104,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		APIKey:  getenv("CORRAL_MODEL_API_KEY"),
 		Model:   getenv("CORRAL_MODEL"),
 	}
+	c.SecretKey = getenv("CORRAL_SECRET_KEY")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -185,12 +190,24 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		if err != nil {
 			return err
 		}
+		key, err := loadSecretKey(c, log)
+		if err != nil {
+			return err
+		}
+		creds := service.NewCredentials(db, key, cfg)
 		agents := service.NewAgents(db, cfg)
 		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser(), ChangeTTL: c.ChangeTTL}, cfg)
 		// Before anything touches a workspace: finish or roll back every
 		// apply a crash interrupted.
 		if err := changes.Recover(ctx); err != nil {
 			return err
+		}
+		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds})
+		defer changes.CloseRepositories() // stops running clones before the database closes
+		if n, err := changes.ReconcileRepositories(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			log.Warn("clones interrupted by the last stop were failed", "repositories", n)
 		}
 		model, err := gateway.New(c.Model)
 		if err != nil {
@@ -228,8 +245,9 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		// requests always find room.
 		apiCfg := api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done(),
 			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
-		mux.Handle("/api/", api.New(apiCfg,
-			accounts, agents, changes, service.NewRuns(db, runs, ready, cfg)))
+		apiServer := api.New(apiCfg, accounts, agents, changes, service.NewRuns(db, runs, ready, cfg))
+		apiServer.SetCredentials(creds)
+		mux.Handle("/api/", apiServer)
 		mux.Handle("/v1/", api.NotFound())
 		mux.Handle("/", webui.Handler())
 		if !webui.Built() {

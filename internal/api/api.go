@@ -64,6 +64,9 @@ type Server struct {
 	cfg      Config
 	handler  http.Handler
 	streams  *streamSlots
+
+	// credentials is set by SetCredentials; nil answers unavailable.
+	credentials *service.Credentials
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -88,6 +91,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/tokens", true, s.listTokens},
 		{"POST", "/api/tokens", true, s.createToken},
 		{"DELETE", "/api/tokens/{id}", true, s.deleteToken},
+		{"GET", "/api/credentials", true, s.listCredentials},
+		{"POST", "/api/credentials", true, s.createCredential},
+		{"DELETE", "/api/credentials/{id}", true, s.deleteCredential},
 		{"GET", "/api/users", true, s.listUsers},
 		{"POST", "/api/users/{id}/disable", true, s.disableUser},
 		{"POST", "/api/users/{id}/enable", true, s.enableUser},
@@ -121,6 +127,13 @@ func (s *Server) routes() []route {
 		{"POST", "/api/changes/{id}/reject", true, s.rejectChange},
 		{"GET", "/api/agents/{id}/files", true, s.readFile},
 		{"PUT", "/api/agents/{id}/files", true, s.writeFile},
+		{"PUT", "/api/agents/{id}/repository", true, s.putRepository},
+		{"GET", "/api/agents/{id}/repository", true, s.getRepository},
+		{"GET", "/api/agents/{id}/repository/commits", true, s.listRepositoryCommits},
+		{"POST", "/api/agents/{id}/repository/push", true, s.pushRepository},
+		{"DELETE", "/api/agents/{id}/files", true, s.deleteFile},
+		{"POST", "/api/agents/{id}/workspace/import", true, s.importWorkspace},
+		{"GET", "/api/agents/{id}/workspace/archive", true, s.archiveWorkspace},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}

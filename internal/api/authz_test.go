@@ -67,6 +67,12 @@ func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
 	p.clients["revoked link holder"].do("POST", "/api/links/"+gone.Token+"/accept", nil).want(http.StatusOK)
 	owner.do("DELETE", "/api/agents/"+id+"/links/"+gone.ID, nil).want(http.StatusNoContent)
 	f := fixture{agent: id, link: owner.link(id, "viewer"), otherUser: p.clients["other"].user.ID, viewerID: p.clients["viewer"].user.ID}
+	if rt.method == "DELETE" && rt.path == "/api/agents/{id}/files" {
+		owner.do("PUT", "/api/agents/"+id+"/files"+rt.query, "to delete").want(http.StatusOK)
+	}
+	if strings.HasPrefix(rt.path, "/api/agents/{id}/repository") && rt.method != "PUT" {
+		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": matrixRepoURL}).want(http.StatusAccepted)
+	}
 	switch {
 	case strings.HasPrefix(rt.path, "/api/runs/"):
 		by := owner.user
@@ -165,7 +171,17 @@ var agentRoutes = []agentRoute{
 	{method: "POST", path: "/api/changes/{id}/reject", body: map[string][]string{"paths": {"proposed.txt"}}, note: "some paths", need: "editor", ok: 200},
 	{method: "GET", path: "/api/agents/{id}/files", query: "?path=", need: "viewer", ok: 200},
 	{method: "PUT", path: "/api/agents/{id}/files", query: "?path=notes.txt", body: "uploaded", need: "editor", ok: 200},
+	{method: "DELETE", path: "/api/agents/{id}/files", query: "?path=notes.txt", need: "editor", ok: 204}, // the fixture uploads notes.txt
+	{method: "POST", path: "/api/agents/{id}/workspace/import", body: matrixTar(), need: "editor", ok: 200},
+	{method: "GET", path: "/api/agents/{id}/workspace/archive", need: "viewer", ok: 200},
+	{method: "PUT", path: "/api/agents/{id}/repository", body: map[string]string{"url": matrixRepoURL}, need: "editor", ok: 202},
+	{method: "GET", path: "/api/agents/{id}/repository", need: "viewer", ok: 200},                                                  // the fixture starts a clone
+	{method: "GET", path: "/api/agents/{id}/repository/commits", need: "viewer", ok: 200},                                          // the fixture starts a clone
+	{method: "POST", path: "/api/agents/{id}/repository/push", body: map[string]string{"branch": "main"}, need: "editor", ok: 409}, // not ready: the clone cannot succeed
 }
+
+// matrixRepoURL is a repository nobody serves: its clone fails, quickly.
+const matrixRepoURL = "https://127.0.0.1:1/matrix.git"
 
 func (rt agentRoute) String() string {
 	s := rt.method + " " + rt.path + rt.query
@@ -240,6 +256,11 @@ var accountRoutes = []accountRoute{
 	{method: "GET", path: "/api/tokens", anon: 401, user: 200, admin: 200},
 	{method: "POST", path: "/api/tokens", body: map[string]string{"name": "ci"}, anon: 401, user: 201, admin: 201},
 	{method: "DELETE", path: "/api/tokens/{id}", arg: "tok_doesnotexist", anon: 401, user: 404, admin: 404},
+	{method: "GET", path: "/api/credentials", anon: 401, user: 200, admin: 200},
+	{method: "POST", path: "/api/credentials", body: func() any {
+		return map[string]string{"name": fmt.Sprintf("matrix %d", signups.Add(1)), "host": "git.example.org", "username": "matrix", "secret": "matrix-secret"}
+	}, anon: 401, user: 201, admin: 201},
+	{method: "DELETE", path: "/api/credentials/{id}", arg: "crd_doesnotexist", anon: 401, user: 404, admin: 404},
 	{method: "GET", path: "/api/users", anon: 401, user: 403, admin: 200},
 	{method: "POST", path: "/api/invites", anon: 401, user: 403, admin: 201},
 	{method: "POST", path: "/api/users/{id}/disable", arg: "{other}", anon: 401, user: 403, admin: 200},

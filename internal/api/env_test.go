@@ -20,6 +20,7 @@ import (
 	"corral/internal/modeltest"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
+	"corral/internal/secrets"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -36,6 +37,7 @@ type env struct {
 	dataDir string
 	model   *modeltest.Provider
 	runner  *runner.Runner
+	creds   *service.Credentials
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -135,6 +137,15 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		return sandbox.Available()
 	}
 	e.api = New(opt.api, accounts, agents, e.changes, service.NewRuns(db, e.runner, ready, cfg))
+	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.creds = service.NewCredentials(db, key, cfg)
+	e.api.SetCredentials(e.creds)
+	// Git repositories; a test with a git server calls useGit for its CA.
+	e.changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: e.creds})
+	t.Cleanup(func() { e.changes.CloseRepositories() })
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	return e

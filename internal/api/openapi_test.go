@@ -91,6 +91,11 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		"Grant":      grantView{},
 		"Link":       linkView{},
 		"Token":      tokenView{},
+		"Credential": credentialView{},
+		"Repository": repositoryView{},
+		"Commit":     commitView{},
+		"PushResult": pushView{},
+		"Import":     importView{},
 	}
 	for name, v := range views {
 		s, ok := doc.Components.Schemas[name]

@@ -14,6 +14,7 @@ import (
 
 	"corral"
 	"corral/internal/access"
+	"corral/internal/archive"
 	"corral/internal/sanitize"
 	"corral/internal/workspace"
 )
@@ -33,6 +34,9 @@ type WorkspaceConfig struct {
 	ChangeTTL time.Duration // how long a proposal waits for a decision; default 7 days
 	NoOverlay bool          // stage by copying even where overlayfs works
 	Secrets   []string      // extra globs left out of staged trees
+
+	// Imports bounds a workspace import; zero fields take archive's defaults.
+	Imports archive.Limits
 }
 
 // Changes turns runs into change sets and decides them.
@@ -51,6 +55,8 @@ type Changes struct {
 	// changed while the agent's writers lock is held.
 	mu   sync.Mutex
 	open map[string]map[string]*workspace.Stage
+
+	repos *repositories // nil until UseRepositories (repository.go)
 }
 
 // NewChanges returns the change-set use cases.
@@ -324,6 +330,7 @@ func (c *Changes) applyLocked(cs *corral.ChangeSet, idx []int, st *workspace.Sta
 	for _, i := range idx {
 		cs.Entries[i].State = corral.EntryApplied
 	}
+	c.commitChangeSet(cs, paths) // with a repository: one commit (repository.go)
 	return nil
 }
 

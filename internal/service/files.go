@@ -176,6 +176,7 @@ func (c *Changes) WriteFile(ctx context.Context, actor corral.User, agentID, p s
 		root.Remove(tmp)
 		return corral.Internal("write file", werr)
 	}
+	c.commitUpload(ctx, actor, agentID, "Upload "+p, []string{p}) // with a repository (repository.go)
 	return nil
 }
 

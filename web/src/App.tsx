@@ -8,11 +8,13 @@ import { SessionContext, safeNext } from './session'
 import type { User } from './types'
 import { LoginPage, SignupPage } from './pages/Auth'
 import { AgentsPage } from './pages/Agents'
-import { NewAgentPage, SettingsPage } from './pages/Settings'
+import { SettingsPage } from './pages/Settings'
+import { NewAgentPage } from './pages/NewAgent'
 import { AgentPage } from './pages/Agent'
 import { RunPage } from './pages/Run'
 import { ChangePage } from './pages/Change'
 import { AcceptLinkPage } from './pages/AcceptLink'
+import { CredentialsPage } from './pages/Credentials'
 
 export function App() {
   const [user, setUser] = useState<User | null | undefined>(undefined)
@@ -78,6 +80,11 @@ export function App() {
               <span>
                 Signed in as <strong>{user.name}</strong>
               </span>
+              <nav aria-label="Account">
+                <Link to="/credentials" aria-current={path === '/credentials' ? 'page' : undefined}>
+                  Credentials
+                </Link>
+              </nav>
               <button type="button" className="secondary" onClick={logout}>
                 Log out
               </button>
@@ -100,6 +107,7 @@ function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
   let p: Record<string, string> | null
   if (path === '/') return <AgentsPage />
   if (match('/agents/new', path)) return <NewAgentPage />
+  if (path === '/credentials') return <CredentialsPage />
   if ((p = match('/agents/:id/settings', path))) return <SettingsPage key={p.id} id={p.id} />
   if ((p = match('/agents/:id', path))) return <AgentPage key={p.id} id={p.id} />
   if ((p = match('/runs/:id', path))) return <RunPage key={p.id} id={p.id} />

@@ -6,13 +6,20 @@ import type {
   Agent,
   AgentRequest,
   ChangeSet,
+  Commit,
+  Credential,
+  CredentialRequest,
   Grant,
   GrantLevel,
+  ImportResult,
   Items,
   Link,
   LinkLevel,
   Message,
   PostedMessage,
+  PushResult,
+  Repository,
+  RepositoryRequest,
   Run,
   TraceEvent,
   User,
@@ -26,11 +33,17 @@ export function setUnauthenticatedHandler(fn: () => void): void {
   onUnauthenticated = fn
 }
 
-async function request<T>(method: string, path: string, body?: unknown, opts: { quiet401?: boolean } = {}): Promise<T> {
+async function request<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  opts: { quiet401?: boolean; signal?: AbortSignal } = {},
+): Promise<T> {
   let res: Response
   try {
     res = await fetch(path, {
       method,
+      signal: opts.signal,
       credentials: 'same-origin',
       headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -54,6 +67,49 @@ async function request<T>(method: string, path: string, body?: unknown, opts: { 
     throw err
   }
   return parsed as T
+}
+
+/** How far an upload has gone: bytes sent of total (total 0 when unknown). */
+export interface UploadProgress {
+  loaded: number
+  total: number
+}
+
+/**
+ * Sends body as is (not JSON) with XMLHttpRequest, the one browser API that
+ * reports upload progress, and answers like request: JSON on success, an
+ * ApiError in the server's words otherwise.
+ */
+function upload<T>(path: string, body: Blob, contentType: string, onProgress?: (p: UploadProgress) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const xhr = new XMLHttpRequest()
+    xhr.open('POST', path)
+    xhr.withCredentials = true
+    xhr.setRequestHeader('Content-Type', contentType)
+    xhr.setRequestHeader('Accept', 'application/json')
+    if (onProgress) {
+      xhr.upload.onprogress = (e: ProgressEvent) => onProgress({ loaded: e.loaded, total: e.lengthComputable ? e.total : body.size })
+    }
+    xhr.onerror = () => reject(networkError())
+    xhr.onabort = () => reject(new ApiError(0, 'cancelled', 'The upload was cancelled.'))
+    xhr.onload = () => {
+      let parsed: unknown = null
+      if (xhr.responseText) {
+        try {
+          parsed = JSON.parse(xhr.responseText)
+        } catch {
+          parsed = null
+        }
+      }
+      if (xhr.status >= 200 && xhr.status < 300) {
+        resolve(parsed as T)
+        return
+      }
+      if (xhr.status === 401) onUnauthenticated()
+      reject(errorFromAnswer(xhr.status, parsed, xhr.getResponseHeader('Retry-After')))
+    }
+    xhr.send(body)
+  })
 }
 
 const enc = encodeURIComponent
@@ -117,6 +173,27 @@ export const api = {
 
   files: (id: string, path: string) =>
     request<WorkspaceFile>('GET', `/api/agents/${enc(id)}/files?path=${enc(path)}`),
+  /** Deletes a file, or a folder and all it holds when recursive (the server refuses a folder without it). */
+  deleteFile: (id: string, path: string, recursive = false) =>
+    request<void>('DELETE', `/api/agents/${enc(id)}/files?path=${enc(path)}${recursive ? '&recursive=true' : ''}`),
+  /** Imports a tar, tar.gz or zip into the workspace, all or nothing, reporting upload progress. */
+  importArchive: (id: string, archive: Blob, contentType: string, onProgress?: (p: UploadProgress) => void) =>
+    upload<ImportResult>(`/api/agents/${enc(id)}/workspace/import`, archive, contentType, onProgress),
+  /** Where the browser downloads the workspace as a tar.gz (a plain link: the cookie goes with it). */
+  archiveURL: (id: string) => `/api/agents/${enc(id)}/workspace/archive`,
+
+  /** The agent's repository; 404 when it has none. signal bounds one poll. */
+  repository: (id: string, signal?: AbortSignal) =>
+    request<Repository>('GET', `/api/agents/${enc(id)}/repository`, undefined, { signal }),
+  /** Starts cloning into the (empty) workspace; the answer says `cloning`, then GET follows it. */
+  setRepository: (id: string, body: RepositoryRequest) => request<Repository>('PUT', `/api/agents/${enc(id)}/repository`, body),
+  commits: (id: string) => request<Items<Commit>>('GET', `/api/agents/${enc(id)}/repository/commits`).then((a) => a.items),
+  push: (id: string, branch: string) => request<PushResult>('POST', `/api/agents/${enc(id)}/repository/push`, { branch }),
+
+  credentials: () => request<Items<Credential>>('GET', '/api/credentials').then((a) => a.items),
+  /** Stores a credential; the answer, like every later one, holds no secret. */
+  createCredential: (body: CredentialRequest) => request<Credential>('POST', '/api/credentials', body),
+  deleteCredential: (credId: string) => request<void>('DELETE', `/api/credentials/${enc(credId)}`),
 }
 
 export { ApiError }

@@ -12,6 +12,9 @@ export type Action =
   | 'kill'
   | 'editSettings' // instructions, model, policy, limits
   | 'decideChanges' // approve or reject a change set
+  | 'editFiles' // delete files, import an archive into the workspace
+  | 'setRepository' // clone a git repository into the workspace
+  | 'push' // push the commits applied change sets made
   | 'setBudget'
   | 'share' // grants and links
   | 'release' // lift a quarantine
@@ -28,6 +31,9 @@ const minimum: Record<Action, Level> = {
   kill: 'editor',
   editSettings: 'editor',
   decideChanges: 'editor',
+  editFiles: 'editor',
+  setRepository: 'editor',
+  push: 'editor',
   setBudget: 'owner',
   share: 'owner',
   release: 'owner',

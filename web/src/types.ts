@@ -218,3 +218,64 @@ export interface WorkspaceFile {
 export interface Items<T> {
   items: T[]
 }
+
+/** The answer of POST /api/agents/{id}/workspace/import. */
+export interface ImportResult {
+  files: number
+  bytes: number
+}
+
+export type RepositoryStatus = 'cloning' | 'ready' | 'failed'
+
+/** An agent's git repository: its workspace is the clone. */
+export interface Repository {
+  url: string
+  ref: string
+  head: string
+  status: RepositoryStatus | (string & {})
+  /** Why the clone failed, or that the last commit failed (the next one includes its files), in the server's words. */
+  error?: string
+  /** Percent done while cloning; 100 when ready. */
+  progress?: number
+  /** The last push from Corral, when there was one. */
+  last_push?: { branch: string; head: string; at: string; by: UserRef | null }
+}
+
+/** The body of PUT /api/agents/{id}/repository. */
+export interface RepositoryRequest {
+  url: string
+  ref?: string
+  credential_id?: string
+}
+
+export interface Commit {
+  sha: string
+  author: { name: string; email: string }
+  committed_at: string
+  message: string
+  /** The change set whose application made this commit, when one did. */
+  change_set_id?: string | null
+}
+
+export interface PushResult {
+  branch: string
+  head: string
+  /** How many commits the remote did not have. */
+  commits: number
+}
+
+/** A code-host credential as the API answers it: never its secret. */
+export interface Credential {
+  id: string
+  name: string
+  host: string
+  username: string
+  created_at: string
+}
+
+export interface CredentialRequest {
+  name: string
+  host: string
+  username: string
+  secret: string
+}

@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pressly/goose/v3"
 
 	"corral"
 )
@@ -30,7 +33,18 @@ func reopenUnmigrated(t *testing.T, emails ...string) (*DB, []string, error) {
 		}
 		ids = append(ids, id)
 	}
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM goose_db_version WHERE version_id = 8`); err != nil {
+	// Back to version 7 the way goose goes down, so the migrations after 8
+	// are undone too and run again after it (goose refuses to apply a
+	// missing version below the current one).
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.w, fsys, goose.WithGoMigrations(goMigrations...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 7); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

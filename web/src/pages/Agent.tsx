@@ -10,13 +10,15 @@ import { ClassBadge, StatusBadge } from '../badges'
 import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
-import { formatBytes, formatTime, shortId } from '../format'
+import { formatTime, shortId } from '../format'
 import { shownName } from '../names'
 import { can, isActive } from '../permissions'
 import { Link, useLocation } from '../router'
 import { RunView } from '../RunView'
 import { useSession } from '../session'
 import { SharingPanel } from '../Sharing'
+import { FileBrowser } from '../Files'
+import { RepositoryPanel } from '../Repository'
 import type { Agent, ChangeSet, Message, Run } from '../types'
 
 const pollMs = 4000
@@ -103,7 +105,8 @@ export function AgentPage({ id }: { id: string }) {
       )}
       {tab === 'runs' && <RunsList runs={runs.data} error={runs.error} />}
       {tab === 'changes' && <ChangesList changes={changes.data} error={changes.error} />}
-      {tab === 'files' && <FileBrowser agentId={a.id} path={query.get('path') ?? ''} />}
+      {tab === 'files' && <FileBrowser agent={a} path={query.get('path') ?? ''} />}
+      {tab === 'repository' && <RepositoryPanel agent={a} />}
       {tab === 'sharing' && (can(a.access, 'share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
     </section>
   )
@@ -315,82 +318,6 @@ function ChangesList({ changes, error }: { changes?: ChangeSet[]; error?: unknow
             })}
           </tbody>
         </table>
-      )}
-    </section>
-  )
-}
-
-function FileBrowser({ agentId, path }: { agentId: string; path: string }) {
-  const file = useLoad(() => api.files(agentId, path), [agentId, path])
-  const base = `/agents/${encodeURIComponent(agentId)}?tab=files`
-  const to = (p: string) => (p === '' ? base : `${base}&path=${encodeURIComponent(p)}`)
-  const parts = path.split('/').filter(Boolean)
-  const emptyRoot = path === '' && isNotFound(file.error)
-
-  return (
-    <section aria-labelledby="files-heading">
-      <h2 id="files-heading">Workspace files</h2>
-      <nav aria-label="Folder path" className="crumbs">
-        <Link to={to('')}>workspace</Link>
-        {parts.map((p, i) => (
-          <span key={i}>
-            {' / '}
-            <Link to={to(parts.slice(0, i + 1).join('/'))}>{p}</Link>
-          </span>
-        ))}
-      </nav>
-      {emptyRoot ? <p className="empty">The workspace is empty.</p> : <ErrorText error={file.error} />}
-      {file.loading && !file.data && <Loading what="files" />}
-      {file.data?.type === 'dir' && (
-        <>
-          {(file.data.entries ?? []).length === 0 ? (
-            <p className="empty">{path === '' ? 'The workspace is empty.' : 'This folder is empty.'}</p>
-          ) : (
-            <table className="list files">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Size</th>
-                </tr>
-              </thead>
-              <tbody>
-                {parts.length > 0 && (
-                  <tr>
-                    <td>
-                      <Link to={to(parts.slice(0, -1).join('/'))}>.. (up)</Link>
-                    </td>
-                    <td />
-                  </tr>
-                )}
-                {(file.data.entries ?? []).map((e) => {
-                  const p = parts.concat(e.name).join('/')
-                  return (
-                    <tr key={e.name}>
-                      <td>
-                        <Link to={to(p)}>{e.type === 'dir' ? `${e.name}/` : e.name}</Link>
-                      </td>
-                      <td>{e.type === 'dir' ? '—' : formatBytes(e.size)}</td>
-                    </tr>
-                  )
-                })}
-              </tbody>
-            </table>
-          )}
-        </>
-      )}
-      {file.data?.type === 'file' && (
-        <div className="file-view">
-          <h3>
-            {file.data.path} <span className="muted small">{formatBytes(file.data.size)}</span>
-          </h3>
-          {file.data.content !== undefined ? (
-            <pre className="file-content" aria-label={`Content of ${file.data.path}`}>
-              {file.data.content}
-            </pre>
-          ) : (
-            <p className="muted">This is not a text file ({formatBytes(file.data.size)}); it is not shown here.</p>
-          )}
-        </div>
       )}
     </section>
   )

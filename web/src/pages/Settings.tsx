@@ -2,7 +2,7 @@
 // instructions, model, policy and limits; only the owner sets the budget
 // and deletes; a viewer or runner reads the settings.
 
-import { useEffect, useState, type FormEvent } from 'react'
+import { useEffect, useState, type FormEvent, type ReactNode } from 'react'
 import { api } from '../api'
 import { AgentHeader } from '../AgentHeader'
 import { ApiError, errorMessage, isNotFound } from '../errors'
@@ -71,16 +71,19 @@ function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
   return body
 }
 
-function AgentForm({
+export function AgentForm({
   agent,
   submitLabel,
   withBudget,
   onSubmit,
+  children,
 }: {
   agent?: Agent
   submitLabel: string
   withBudget: boolean
   onSubmit: (body: AgentRequest) => Promise<void>
+  /** More fields, after the agent's own (the new-agent page's workspace source). */
+  children?: ReactNode
 }) {
   const [v, setV] = useState<FormValues>(() => valuesOf(agent))
   const [error, setError] = useState<unknown>()
@@ -167,6 +170,7 @@ function AgentForm({
           </Field>
         </fieldset>
       )}
+      {children}
       <ErrorText error={error} />
       {saved && (
         <p className="ok" aria-live="polite">
@@ -179,25 +183,6 @@ function AgentForm({
         </button>
       </div>
     </form>
-  )
-}
-
-export function NewAgentPage() {
-  useEffect(() => {
-    document.title = 'New agent · Corral'
-  }, [])
-  return (
-    <section>
-      <h1>New agent</h1>
-      <AgentForm
-        submitLabel="Create agent"
-        withBudget
-        onSubmit={async (body) => {
-          const a = await api.createAgent(body)
-          navigate(`/agents/${encodeURIComponent(a.id)}`)
-        }}
-      />
-    </section>
   )
 }
 

@@ -1,0 +1,47 @@
+package corral
+
+import (
+	"context"
+	"time"
+)
+
+// CodeCredential is a person's login on a code host (a token for
+// https://github.com, say), as everyone but the push itself sees it: the
+// secret is not a field. Not to be confused with Credential, the password
+// hash login checks.
+type CodeCredential struct {
+	ID        string
+	UserID    string // the owner: only their agents' pushes use it
+	Name      string
+	Host      string // a DNS name or IP address, with ":port" unless 443
+	Username  string
+	CreatedAt time.Time
+}
+
+// SealedCredential is a CodeCredential with its secret, encrypted to its
+// row (internal/secrets): only the one method a push uses returns it.
+type SealedCredential struct {
+	CodeCredential
+	Sealed []byte
+}
+
+// CredentialStore keeps code-host credentials. The secret is stored sealed;
+// the store never sees it in the clear.
+type CredentialStore interface {
+	// CreateCodeCredential stores c with its sealed secret: ECONFLICT when
+	// the user already has a credential of that name, ENOTFOUND when the
+	// user does not exist.
+	CreateCodeCredential(ctx context.Context, c CodeCredential, sealed []byte) error
+	// CodeCredentials lists userID's credentials, newest first, without
+	// their secrets.
+	CodeCredentials(ctx context.Context, userID string) ([]CodeCredential, error)
+	// DeleteCodeCredential deletes a credential of userID: ENOTFOUND when
+	// userID has none with that id (another user's included).
+	DeleteCodeCredential(ctx context.Context, userID, id string) error
+	// CredentialForAgent returns the credential a push of the agent uses
+	// for host: one of the agent's owner's, found from the agent row, never
+	// from whoever asks. With credentialID "" it is the owner's newest for
+	// host; otherwise it is that credential, which must be the owner's and
+	// for host. ENOTFOUND when there is none.
+	CredentialForAgent(ctx context.Context, agentID, credentialID, host string) (SealedCredential, error)
+}

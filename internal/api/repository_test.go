@@ -1,0 +1,380 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"corral"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"corral/internal/gitrepo"
+	"corral/internal/gittest"
+	"corral/internal/modeltest"
+	"corral/internal/secrets/secrettest"
+	"corral/internal/service"
+)
+
+const (
+	gitUser   = "alice"
+	gitSecret = "ghp_repo-test-SECRET-5f3e2d1c"
+)
+
+// useGit lets the env's repositories trust the test git server's TLS
+// certificate (production code has no switch that allows plain http).
+func (e *env) useGit(s *gittest.Server) {
+	e.changes.UseRepositories(service.RepositoryConfig{Store: e.db, Secrets: e.creds, Git: gitrepo.Config{CAFile: s.CAFile}})
+}
+
+// addCredential adds c's credential for the server's host.
+func (c *client) addCredential(s *gittest.Server, name, secret string) string {
+	c.e.t.Helper()
+	u, _ := url.Parse(s.URL())
+	var got struct {
+		ID string `json:"id"`
+	}
+	c.do("POST", "/api/credentials", map[string]string{"name": name, "host": u.Host, "username": gitUser, "secret": secret}).
+		want(http.StatusCreated).decode(&got)
+	return got.ID
+}
+
+// clone starts a clone and waits until it is no longer cloning.
+func (c *client) clone(agentID string, body map[string]string) repositoryView {
+	c.e.t.Helper()
+	var r repositoryView
+	c.do("PUT", "/api/agents/"+agentID+"/repository", body).want(http.StatusAccepted).decode(&r)
+	if r.Status != "cloning" || r.URL != body["url"] {
+		c.e.t.Fatalf("PUT repository = %+v, want cloning %s", r, body["url"])
+	}
+	waitFor(c.e.t, "the clone to end", func() bool {
+		c.do("GET", "/api/agents/"+agentID+"/repository", nil).want(http.StatusOK).decode(&r)
+		return r.Status != "cloning"
+	})
+	return r
+}
+
+func TestRepositoryClone(t *testing.T) {
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret,
+		Files: map[string]string{"README.md": "hello\n", ".gitignore": "*.o\n"}})
+	e := newEnv(t, envOptions{})
+	e.useGit(s)
+	owner := e.signup("owner@example.com", "Olive Owner")
+	other := e.signup("other@example.com", "Other")
+	good := owner.addCredential(s, "good", gitSecret)
+	bad := owner.addCredential(s, "bad", "not-the-secret")
+	foreign := other.addCredential(s, "theirs", gitSecret)
+
+	t.Run("ready with the owner's credential", func(t *testing.T) {
+		id := owner.createAgent("cloned")
+		r := owner.clone(id, map[string]string{"url": s.URL(), "credential_id": good})
+		if r.Status != "ready" || r.Head != s.Head(t, "main") || r.Ref != "main" || r.Progress != 100 {
+			t.Fatalf("repository = %+v, want ready at %s on main", r, s.Head(t, "main"))
+		}
+		if got := owner.file(id, "README.md"); got != "hello\n" {
+			t.Fatalf("README.md = %q", got)
+		}
+		if got := owner.file(id, ".gitignore"); got != "*.o\n" {
+			t.Fatalf(".gitignore = %q", got)
+		}
+		owner.do("GET", "/api/agents/"+id+"/files?path=.git/config", nil).want(http.StatusBadRequest)
+		// A second clone into the same (now full) workspace is refused.
+		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusConflict)
+	})
+	t.Run("by host when no credential is named", func(t *testing.T) {
+		// other's one credential for the host is found from the agent's owner.
+		id := other.createAgent("by host")
+		if r := other.clone(id, map[string]string{"url": s.URL()}); r.Status != "ready" {
+			t.Fatalf("repository = %+v, want ready", r)
+		}
+	})
+
+	refused := []struct {
+		name   string
+		body   map[string]string
+		status int
+	}{
+		{"plain http", map[string]string{"url": strings.Replace(s.URL(), "https://", "http://", 1)}, http.StatusBadRequest},
+		{"userinfo in the URL", map[string]string{"url": strings.Replace(s.URL(), "https://", "https://"+gitUser+":"+gitSecret+"@", 1)}, http.StatusBadRequest},
+		{"ssh", map[string]string{"url": "ssh://git@example.com/r.git"}, http.StatusBadRequest},
+		{"another person's credential", map[string]string{"url": s.URL(), "credential_id": foreign}, http.StatusNotFound},
+		{"an option as ref", map[string]string{"url": s.URL(), "ref": "--upload-pack=touch /tmp/pwned"}, http.StatusBadRequest},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			id := owner.createAgent("refused " + tt.name)
+			owner.do("PUT", "/api/agents/"+id+"/repository", tt.body).want(tt.status)
+			owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusNotFound)
+		})
+	}
+
+	failed := []struct {
+		name, cred, ref, url, want string
+	}{
+		{"wrong credential", bad, "", s.URL(), "authentication failed"},
+		{"ref not found", good, "no-such-branch", s.URL(), "ref not found"},
+		{"host unreachable", "", "", "https://127.0.0.1:1/repo.git", "unreachable"},
+	}
+	for _, tt := range failed {
+		t.Run(tt.name, func(t *testing.T) {
+			id := owner.createAgent("failed " + tt.name)
+			body := map[string]string{"url": tt.url}
+			if tt.cred != "" {
+				body["credential_id"] = tt.cred
+			}
+			if tt.ref != "" {
+				body["ref"] = tt.ref
+			}
+			r := owner.clone(id, body)
+			if r.Status != "failed" || !strings.Contains(r.Error, tt.want) {
+				t.Fatalf("repository = %+v, want failed saying %q", r, tt.want)
+			}
+			// Nothing on disk: the workspace is empty and no partial clone remains.
+			if ents, _ := os.ReadDir(filepath.Join(e.dataDir, "workspaces", id)); len(ents) != 0 {
+				t.Fatalf("a failed clone left %d entries in the workspace", len(ents))
+			}
+			if _, err := os.Stat(filepath.Join(e.dataDir, "clones", id)); !os.IsNotExist(err) {
+				t.Fatalf("a failed clone left its directory (%v)", err)
+			}
+			// A failed clone may be tried again.
+			owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL(), "credential_id": good}).want(http.StatusAccepted)
+			waitFor(t, "the retry", func() bool {
+				var r repositoryView
+				owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
+				if r.Status == "failed" {
+					t.Fatalf("the retry failed: %+v", r)
+				}
+				return r.Status == "ready"
+			})
+		})
+	}
+	e.noSecretInAnswers(t, gitSecret)
+}
+
+// noSecretInAnswers fails if any answer the env gave holds secret.
+func (e *env) noSecretInAnswers(t *testing.T, secret string) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.bodies) == 0 {
+		t.Fatal("no answers recorded")
+	}
+	for _, b := range e.bodies {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("an answer carries the git credential: %s", b)
+		}
+	}
+}
+
+// TestRepositoryRunApprovePush: an agent run changes two files and adds a
+// dotfile; approved, it is one commit attributed to the person who asked,
+// committed by Corral, with the trailers; pushed, the server has exactly
+// that commit and fsck finds it sound. Then the remote moves and a push is
+// a non-fast-forward conflict. The credential shows nowhere.
+func TestRepositoryRunApprovePush(t *testing.T) {
+	needSandbox(t)
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret,
+		Files: map[string]string{"README.md": "hello\n", "src/app.go": "package app\n"}})
+	e := newEnv(t, envOptions{})
+	e.useGit(s)
+	owner := e.signup("owner@example.com", "Olive Owner")
+	asker := e.signup("ann@example.com", "Ann Asker")
+	approver := e.signup("ed@example.com", "Ed Editor")
+	owner.addCredential(s, "git", gitSecret)
+	id := owner.createAgent("repo worker")
+	owner.grant(id, asker.user.ID, "runner")
+	owner.grant(id, approver.user.ID, "editor")
+	if r := owner.clone(id, map[string]string{"url": s.URL()}); r.Status != "ready" {
+		t.Fatalf("clone = %+v", r)
+	}
+	base := s.Head(t, "main")
+
+	e.answer(modeltest.Sequence(
+		modeltest.Calls(modeltest.WriteCall("c1", "README.md", "hello, changed\n")),
+		modeltest.Calls(modeltest.WriteCall("c2", "src/app.go", "package app\n\nconst X = 1\n")),
+		modeltest.Calls(modeltest.ShellCall("c3", "printf 'semi: false\\n' > .prettierrc; "+
+			// The needle is put together in the shell, so the command (which
+			// the trace records) does not hold the credential itself.
+			"grep -rls -- \"$(printf '%s%s' '"+gitSecret[:8]+"' '"+gitSecret[8:]+"')\" /proc/[0-9]*/environ /workspace /tmp 2>/dev/null; echo scan-done")),
+		modeltest.Text("done"),
+	))
+	run := asker.send(id, "tidy up")
+	done := asker.waitRun(run.ID, "completed", "errored")
+	if done.Status != "completed" || done.ChangeSetID == nil {
+		t.Fatalf("run = %+v, want completed with a change set", done)
+	}
+	results := strings.Join(e.toolResults(), "\n")
+	if !strings.Contains(results, "scan-done") || strings.Contains(results, "/proc/") || strings.Contains(results, gitSecret) {
+		t.Fatalf("the sandbox scan for the credential found something: %q", results)
+	}
+	var cs changeSetView
+	approver.do("POST", "/api/changes/"+*done.ChangeSetID+"/approve", nil).want(http.StatusOK).decode(&cs)
+	if cs.Status != "applied" {
+		t.Fatalf("change set = %s, want applied", cs.Status)
+	}
+
+	var commits list[commitView]
+	owner.do("GET", "/api/agents/"+id+"/repository/commits", nil).want(http.StatusOK).decode(&commits)
+	if len(commits.Items) != 2 || commits.Items[0].ChangeSetID == nil || *commits.Items[0].ChangeSetID != cs.ID ||
+		commits.Items[0].Author != (identityView{Name: "Ann Asker", Email: "ann@example.com"}) {
+		t.Fatalf("commits = %+v, want the change set's commit by Ann Asker on top of the clone's", commits.Items)
+	}
+
+	var pushed pushView
+	owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusOK).decode(&pushed)
+	if pushed.Branch != "corral/tidy" || pushed.Commits != 1 || pushed.Head != commits.Items[0].SHA {
+		t.Fatalf("push = %+v, want 1 commit, head %s", pushed, commits.Items[0].SHA)
+	}
+	log := s.Log(t, "corral/tidy")
+	if len(log) != 2 || log[1].SHA != base {
+		t.Fatalf("server log = %+v, want exactly one new commit on %s", log, base)
+	}
+	c := log[0]
+	if c.AuthorName != "Ann Asker" || c.AuthorEmail != "ann@example.com" || c.CommitterName != "Corral" || c.CommitterEmail != "corral@localhost" {
+		t.Errorf("commit author %s <%s>, committer %s <%s>; want Ann Asker and Corral", c.AuthorName, c.AuthorEmail, c.CommitterName, c.CommitterEmail)
+	}
+	for _, trailer := range []string{"Corral-Run: " + run.ID, "Corral-Change-Set: " + cs.ID, "Approved-By: Ed Editor <ed@example.com>"} {
+		if !strings.Contains(c.Message, "\n"+trailer+"\n") {
+			t.Errorf("commit message %q lacks the trailer %q", c.Message, trailer)
+		}
+	}
+	if !strings.HasPrefix(c.Message, "Apply change set "+cs.ID+" of run "+run.ID+"\n\n") {
+		t.Errorf("commit message %q, want it to start with the change set and run", c.Message)
+	}
+	files := s.Files(t, "corral/tidy")
+	if !slices.Contains(files, ".prettierrc") || s.Show(t, "corral/tidy", "README.md") != "hello, changed\n" || s.Show(t, "corral/tidy", "src/app.go") != "package app\n\nconst X = 1\n" {
+		t.Errorf("server tree = %v, want the two changed files and .prettierrc", files)
+	}
+	s.Fsck(t)
+	var repo repositoryView
+	owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&repo)
+	if repo.LastPush == nil || repo.LastPush.Branch != "corral/tidy" || repo.LastPush.Head != pushed.Head || repo.LastPush.By.ID != owner.user.ID {
+		t.Errorf("last push = %+v", repo.LastPush)
+	}
+	if found := secrettest.Find([]any{e.changes, e.runner, e.creds, e.api}, []byte(gitSecret)); len(found) > 0 {
+		t.Errorf("after the push, the credential is still reachable from the server: %v", found)
+	}
+
+	// The remote moves; an upload (committed as its uploader) then cannot
+	// be pushed as a fast-forward.
+	moved := s.Advance(t, "corral/tidy", "theirs.txt", "someone else\n")
+	owner.do("PUT", "/api/agents/"+id+"/files?path=notes.txt", "mine\n").want(http.StatusOK)
+	owner.do("GET", "/api/agents/"+id+"/repository/commits", nil).want(http.StatusOK).decode(&commits)
+	if len(commits.Items) != 3 || commits.Items[0].Author.Name != "Olive Owner" || !strings.HasPrefix(commits.Items[0].Message, "Upload notes.txt") {
+		t.Fatalf("after an upload, commits = %+v", commits.Items)
+	}
+	res := owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusConflict)
+	if !strings.Contains(string(res.body), moved) {
+		t.Fatalf("non-fast-forward answer %s does not name the remote's head %s", res.body, moved)
+	}
+	if s.Head(t, "corral/tidy") != moved {
+		t.Fatal("a refused push moved the remote")
+	}
+	asker.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "x"}).want(http.StatusForbidden)
+	owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "bad..name"}).want(http.StatusBadRequest)
+
+	e.noSecretInAnswers(t, gitSecret)
+	for _, ev := range owner.trace(run.ID) {
+		if bytes.Contains(ev.Data, []byte(gitSecret)) {
+			t.Fatalf("trace event %d holds the credential", ev.Seq)
+		}
+	}
+}
+
+// TestRepositoryCloneStoppedByShutdown: a clone in flight when the server
+// stops is failed, saying so, and leaves nothing on disk; a row a stopped
+// process left cloning is failed at start-up.
+func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
+	hold := make(chan struct{})
+	arrived := make(chan struct{}, 100)
+	s := gittest.New(t, gittest.Options{Before: func(*http.Request) {
+		arrived <- struct{}{}
+		<-hold
+	}})
+	t.Cleanup(func() { close(hold) }) // before the server closes: it waits for its handlers
+	e := newEnv(t, envOptions{})
+	e.useGit(s)
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("stopped")
+	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusAccepted)
+	<-arrived // git is talking to the server
+	e.changes.CloseRepositories()
+	var r repositoryView
+	owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
+	if r.Status != "failed" || r.Error != "the server stopped during the clone" {
+		t.Fatalf("after shutdown, repository = %+v", r)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dataDir, "workspaces", id)); len(ents) != 0 {
+		t.Fatalf("a stopped clone left %d entries in the workspace", len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "clones", id)); !os.IsNotExist(err) {
+		t.Fatalf("a stopped clone left its directory (%v)", err)
+	}
+
+	// A process killed mid-clone leaves the row cloning and a partial
+	// directory: the next start fails the one and removes the other.
+	e.useGit(s)
+	other := owner.createAgent("killed")
+	if err := e.db.CreateRepository(context.Background(), corral.Repository{AgentID: other, URL: s.URL(), Status: corral.RepoCloning, CreatedBy: owner.user.ID}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(e.dataDir, "clones", other, "partial"), "x")
+	if n, err := e.changes.ReconcileRepositories(context.Background()); err != nil || n != 1 {
+		t.Fatalf("ReconcileRepositories = %d, %v; want 1", n, err)
+	}
+	owner.do("GET", "/api/agents/"+other+"/repository", nil).want(http.StatusOK).decode(&r)
+	if r.Status != "failed" || r.Error != "the server stopped during the clone" {
+		t.Fatalf("after a restart, repository = %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "clones", other)); !os.IsNotExist(err) {
+		t.Fatalf("the partial clone is still there (%v)", err)
+	}
+}
+
+// BenchmarkClone compares a clone through Corral (PUT, then polling until
+// ready) with git clone of the same URL in the same run: see the
+// clone/git ratio. CORRAL_BENCH_CLONE_FILES and _BYTES size the
+// repository (default 200 files of 16 KiB).
+func BenchmarkClone(b *testing.B) {
+	files, size := envInt(b, "CORRAL_BENCH_CLONE_FILES", 200), envInt(b, "CORRAL_BENCH_CLONE_BYTES", 16<<10)
+	s := gittest.New(b, gittest.Options{User: gitUser, Password: gitSecret, GenerateFiles: files, GenerateBytes: size})
+	e := newEnv(b, envOptions{})
+	e.useGit(s)
+	owner := e.signup("owner@example.com", "Owner")
+	owner.addCredential(s, "git", gitSecret)
+	var corralTime, gitTime time.Duration
+	for i := 0; b.Loop(); i++ {
+		id := owner.createAgent(fmt.Sprintf("bench %d", i))
+		start := time.Now()
+		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusAccepted)
+		waitFor(b, "the clone", func() bool {
+			var r repositoryView
+			owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
+			if r.Status == "failed" {
+				b.Fatalf("clone failed: %s", r.Error)
+			}
+			return r.Status == "ready"
+		})
+		corralTime += time.Since(start)
+
+		start = time.Now()
+		cmd := exec.Command("git", "-c", "http.extraHeader=Authorization: Basic "+base64.StdEncoding.EncodeToString([]byte(gitUser+":"+gitSecret)),
+			"clone", "-q", s.URL(), filepath.Join(b.TempDir(), "c"))
+		cmd.Env = append(os.Environ(), "GIT_SSL_CAINFO="+s.CAFile, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git clone: %v: %s", err, out)
+		}
+		gitTime += time.Since(start)
+	}
+	b.ReportMetric(float64(corralTime)/float64(b.N)/1e6, "corral-ms/op")
+	b.ReportMetric(float64(gitTime)/float64(b.N)/1e6, "git-ms/op")
+	b.ReportMetric(float64(corralTime)/float64(gitTime), "corral/git")
+}

@@ -1,0 +1,285 @@
+// Package gitrepo runs Debian's git binary safely on behalf of Corral:
+// clones into a directory, commits applied change sets, pushes branches
+// and reads the history.
+//
+// git runs as a child of the server, which holds secrets (model keys) in
+// its environment: every git process gets a whitelisted environment
+// instead of the server's, no system or global configuration, no prompt,
+// and only the https transport. A credential never appears in argv (a
+// process listing shows argv to every user): it is passed as an
+// http.extraHeader through GIT_CONFIG_* variables of that one process.
+package gitrepo
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"corral"
+	"corral/internal/sanitize"
+)
+
+// DefaultMaxBytes is the default clone size limit.
+const DefaultMaxBytes = 2 << 30
+
+// Identity is a person (or Corral) as git records them.
+type Identity struct {
+	Name, Email string
+}
+
+// Config holds how git is run.
+type Config struct {
+	// Git is the git binary; default "git" on PATH.
+	Git string
+	// CAFile, when set, is the only CA trusted for https (GIT_SSL_CAINFO).
+	// Only tests set it, to trust their own TLS server: production code has
+	// no switch that allows plain http.
+	CAFile string
+	// MaxBytes bounds a clone's size on disk; default DefaultMaxBytes.
+	MaxBytes int64
+	// Committer is who commits; default Corral <corral@localhost>.
+	Committer Identity
+}
+
+func (c Config) withDefaults() Config {
+	if c.Git == "" {
+		c.Git = "git"
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Committer.Name == "" {
+		c.Committer = Identity{Name: "Corral", Email: "corral@localhost"}
+	}
+	return c
+}
+
+// CommitterIdentity is who commits (Config.Committer or its default): also
+// the author of a change whose person is gone.
+func (c Config) CommitterIdentity() Identity { return c.withDefaults().Committer }
+
+// Auth is a credential for one git process: username and secret, sent as
+// HTTP basic authentication. A nil *Auth is anonymous.
+type Auth struct {
+	Username string
+	Secret   []byte
+}
+
+// CheckURL validates a remote's URL: https only, no userinfo (a credential
+// belongs in the credential store, not in a URL that is stored and shown),
+// a host that is a DNS name or an IP address, no query or fragment.
+func CheckURL(raw string) (*url.URL, error) {
+	if len(raw) > 2048 {
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL is longer than 2048 bytes")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL cannot be parsed: give https://host/path")
+	}
+	switch {
+	case u.Scheme != "https":
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL must start with https:// (other transports are refused)")
+	case u.User != nil:
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL must not carry a user name or password: add a credential instead")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL must not have a query or a fragment")
+	case !validHost(u.Hostname()):
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL's host must be a DNS name or an IP address")
+	case u.Port() != "":
+		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+			return nil, corral.Errorf(corral.EINVALID, "the repository URL's port is not a number from 1 to 65535")
+		}
+	}
+	if strings.ContainsAny(u.Path, "\x00\r\n\\") {
+		return nil, corral.Errorf(corral.EINVALID, "the repository URL's path has a control character or a backslash")
+	}
+	return u, nil
+}
+
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// CheckBranch validates a branch name as git does (git check-ref-format
+// --branch), after Corral's own rules for a name shown to people.
+func (c Config) CheckBranch(ctx context.Context, name string) error {
+	c = c.withDefaults()
+	bad := corral.Errorf(corral.EINVALID, "branch %q is not a valid git branch name", sanitize.Escape(name))
+	if name == "" || len(name) > 255 || strings.HasPrefix(name, "-") || strings.ContainsAny(name, "\x00\r\n") {
+		return bad
+	}
+	cmd, cleanup, err := c.command(ctx, "", nil, "check-ref-format", "--branch", name)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := cmd.Run(); err != nil {
+		return bad
+	}
+	return nil
+}
+
+// command builds one git process: whitelisted environment, an empty HOME,
+// no configuration but what it sets here. auth, when set, becomes an
+// Authorization header in the environment of this process only. The
+// cleanup removes the temporary HOME.
+func (c Config) command(ctx context.Context, dir string, auth *Auth, args ...string) (*exec.Cmd, func(), error) {
+	home, err := os.MkdirTemp("", "corral-git-home-")
+	if err != nil {
+		return nil, nil, corral.Internal("git", err)
+	}
+	cleanup := func() { os.RemoveAll(home) }
+	cfg := [][2]string{
+		{"protocol.allow", "never"},
+		{"protocol.https.allow", "always"},
+		{"credential.helper", ""},
+		// The workspace belongs to the sandbox's user, git runs as the
+		// server's: without this, git refuses it as of dubious ownership.
+		{"safe.directory", "*"},
+		// Nothing from a repository runs: no hooks, no fsmonitor.
+		{"core.hooksPath", "/dev/null"},
+		{"core.fsmonitor", "false"},
+		{"http.followRedirects", "false"},
+	}
+	if auth != nil {
+		tok := base64.StdEncoding.EncodeToString(append([]byte(auth.Username+":"), auth.Secret...))
+		cfg = append(cfg, [2]string{"http.extraHeader", "Authorization: Basic " + tok})
+	}
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"LANG=C", "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ASKPASS=/bin/false",
+		"SSH_ASKPASS=/bin/false",
+		"GIT_CONFIG_COUNT=" + strconv.Itoa(len(cfg)),
+	}
+	for i, kv := range cfg {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	if c.CAFile != "" {
+		env = append(env, "GIT_SSL_CAINFO="+c.CAFile)
+	}
+	cmd := exec.CommandContext(ctx, c.Git, args...)
+	cmd.Env = env
+	cmd.Dir = dir
+	// git runs helpers (git-remote-https, index-pack) that outlive a
+	// killed git and hold its pipes: the whole process group goes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd, cleanup, nil
+}
+
+// run runs git in dir and returns its standard output; a failure carries
+// the end of its standard error for the log.
+func (c Config) run(ctx context.Context, dir string, auth *Auth, stdin io.Reader, extraEnv []string, args ...string) ([]byte, error) {
+	cmd, cleanup, err := c.command(ctx, dir, auth, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Stdin = stdin
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &tail{max: 8 << 10, buf: &stderr}
+	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return nil, noGit(err)
+		}
+		return out.Bytes(), &gitError{args: args[0], stderr: stderr.String(), err: err}
+	}
+	return out.Bytes(), nil
+}
+
+// noGit is the answer when the git binary is missing.
+func noGit(err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return &corral.Error{Code: corral.EUNAVAIL, Op: "git", Err: err,
+			Message: "git is not installed on the server (make run installs Debian's git)"}
+	}
+	return corral.Internal("git", err)
+}
+
+// gitError is a failed git command, for the log: its standard error never
+// holds a credential (it is in no URL and no argument).
+type gitError struct {
+	args   string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	return fmt.Sprintf("git %s: %v: %s", e.args, e.err, strings.TrimSpace(e.stderr))
+}
+func (e *gitError) Unwrap() error { return e.err }
+
+// classify turns a failed network operation into the error a person reads.
+// It reads git's own messages (the only account git gives of why).
+func classify(op string, err error) error {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return corral.Internal(op, err)
+	}
+	s := ge.stderr
+	wrap := func(code, msg string) error { return &corral.Error{Code: code, Message: msg, Op: op, Err: err} }
+	switch {
+	case strings.Contains(s, "Authentication failed"), strings.Contains(s, "The requested URL returned error: 401"),
+		strings.Contains(s, "The requested URL returned error: 403"), strings.Contains(s, "could not read Username"):
+		return wrap(corral.EINVALID, "authentication failed: the remote refused the credential (or asked for one)")
+	case strings.Contains(s, "Could not resolve host"), strings.Contains(s, "Failed to connect"),
+		strings.Contains(s, "Connection refused"), strings.Contains(s, "Connection timed out"),
+		strings.Contains(s, "Couldn't connect"), strings.Contains(s, "SSL certificate problem"),
+		strings.Contains(s, "server certificate verification failed"):
+		return wrap(corral.EUNAVAIL, "the host is unreachable (or its TLS certificate is not trusted)")
+	case strings.Contains(s, "not found in upstream"), strings.Contains(s, "couldn't find remote ref"):
+		return wrap(corral.ENOTFOUND, "ref not found on the remote")
+	case strings.Contains(s, "not found"), strings.Contains(s, "returned error: 404"), strings.Contains(s, "does not appear to be a git repository"):
+		return wrap(corral.ENOTFOUND, "no repository at that URL")
+	}
+	return wrap(corral.EUNAVAIL, "git failed talking to the remote")
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max int
+	buf *bytes.Buffer
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,274 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+
+	"corral"
+	"corral/internal/sanitize"
+	"corral/internal/secrets"
+)
+
+// Limits of a code-host credential's fields.
+const (
+	maxCredentialUsername = 256
+	maxCredentialSecret   = 4096
+)
+
+// Credentials keeps people's code-host credentials, sealed at rest with
+// the server's secret key. The secret is answered to nobody: it is opened
+// only inside WithSecret, for the one call that talks to the code host.
+//
+// Credentials holds no secret of its own beyond the key's AEAD: no cache,
+// no field that ever holds an opened secret.
+type Credentials struct {
+	store corral.CredentialStore
+	key   *secrets.Key
+	cfg   Config
+}
+
+// NewCredentials returns the credentials use cases sealing with key.
+func NewCredentials(store corral.CredentialStore, key *secrets.Key, cfg Config) *Credentials {
+	cfg.defaults()
+	return &Credentials{store: store, key: key, cfg: cfg}
+}
+
+// credentialAD binds a sealed secret to its row: its id, its owner and the
+// host it may be sent to. A sealed value copied to another row, another
+// user, or rewritten to point at another host (by someone who can write
+// the database but has not the key) no longer opens.
+func credentialAD(c corral.CodeCredential) []byte {
+	return secrets.AD("corral code credential v1", c.ID, c.UserID, c.Host)
+}
+
+// Create stores a credential of the actor. Any signed-in user may keep
+// credentials; only their own agents' pushes use them.
+func (s *Credentials) Create(ctx context.Context, actor corral.User, name, host, username, secret string) (corral.CodeCredential, error) {
+	if actor.ID == "" {
+		return corral.CodeCredential{}, corral.Errorf(corral.EUNAUTH, "sign in first")
+	}
+	name, err := sanitize.Name(name)
+	if err != nil {
+		return corral.CodeCredential{}, err
+	}
+	if host, err = CredentialHost(host); err != nil {
+		return corral.CodeCredential{}, err
+	}
+	if err := checkCredentialUsername(username); err != nil {
+		return corral.CodeCredential{}, err
+	}
+	if err := checkCredentialSecret(secret); err != nil {
+		return corral.CodeCredential{}, err
+	}
+	c := corral.CodeCredential{ID: corral.NewID("crd"), UserID: actor.ID, Name: name, Host: host,
+		Username: username, CreatedAt: s.cfg.Now().UTC()}
+	plain := []byte(secret)
+	sealed := s.key.Seal(plain, credentialAD(c))
+	clear(plain)
+	if err := s.store.CreateCodeCredential(ctx, c, sealed); err != nil {
+		return corral.CodeCredential{}, err
+	}
+	return c, nil
+}
+
+// List returns the actor's own credentials, without secrets.
+func (s *Credentials) List(ctx context.Context, actor corral.User) ([]corral.CodeCredential, error) {
+	if actor.ID == "" {
+		return nil, corral.Errorf(corral.EUNAUTH, "sign in first")
+	}
+	return s.store.CodeCredentials(ctx, actor.ID)
+}
+
+// Delete deletes one of the actor's credentials: another user's answers
+// like a missing one.
+func (s *Credentials) Delete(ctx context.Context, actor corral.User, id string) error {
+	if actor.ID == "" {
+		return corral.Errorf(corral.EUNAUTH, "sign in first")
+	}
+	return s.store.DeleteCodeCredential(ctx, actor.ID, id)
+}
+
+// WithSecret opens the credential a push of the agent uses for host and
+// calls fn with it. The credential is the agent's owner's, found from the
+// agent (see corral.CredentialStore.CredentialForAgent); credentialID ""
+// takes the owner's newest for host. host is normalised as Create does, so
+// a URL's Host ("GitHub.com:443") finds "github.com".
+//
+// The caller must have checked the actor's access to the agent first:
+// WithSecret decides whose credential, not who may push.
+//
+// secret is valid only during fn, which must not keep it (nor anything
+// that aliases it): it is zeroed when fn returns. An error of fn that
+// repeats the secret is replaced, so no log line or answer can carry it.
+func (s *Credentials) WithSecret(ctx context.Context, agentID, credentialID, host string, fn func(username string, secret []byte) error) error {
+	h, err := CredentialHost(host)
+	if err != nil {
+		return err
+	}
+	c, err := s.store.CredentialForAgent(ctx, agentID, credentialID, h)
+	if corral.ErrorCode(err) == corral.ENOTFOUND {
+		if credentialID != "" {
+			return corral.Errorf(corral.ENOTFOUND, "the agent's owner has no such credential for %s", h)
+		}
+		return corral.Errorf(corral.ENOTFOUND, "the agent's owner has no credential for %s: the owner adds one (POST /api/credentials)", h)
+	}
+	if err != nil {
+		return err
+	}
+	secret, err := s.key.Open(c.Sealed, credentialAD(c.CodeCredential))
+	if err != nil {
+		// Never a crash and never a guess: a key that changed (a new
+		// secret.key, another CORRAL_SECRET_KEY) or a row altered in the
+		// database. The log names the row, never a byte of it.
+		s.cfg.Log.WarnContext(ctx, "a stored credential does not open with the server's secret key",
+			"credential", c.ID, "agent", agentID)
+		return &corral.Error{Code: corral.EUNAVAIL, Op: "service.WithSecret", Err: err,
+			Message: "credential " + c.Name + " cannot be opened with this server's secret key (was the key changed?): restore the key, or have the owner delete the credential and add it again"}
+	}
+	defer clear(secret)
+	err = fn(c.Username, secret)
+	if err != nil && len(secret) > 0 && bytes.Contains([]byte(err.Error()), secret) {
+		// A tool that echoed its input (a URL with the password, a
+		// verbose HTTP trace): the whole chain is dropped, not scrubbed,
+		// since a scrubbed copy could still hold an encoding of it.
+		return &corral.Error{Code: corral.EUNAVAIL, Op: "service.WithSecret",
+			Message: "the code host operation failed (its error repeated the credential, so it is not shown)"}
+	}
+	return err
+}
+
+// CredentialHost checks and normalises a credential's host: a DNS name
+// (internationalised names are stored in their ASCII form) or an IP
+// address, with an optional port, and nothing else: no scheme, user, path,
+// query or whitespace. Names are lower-cased and ":443", https' default,
+// is dropped, so "GitHub.com:443" and "github.com" are one host; an IPv6
+// address with a port is written "[::1]:8443".
+func CredentialHost(s string) (string, error) {
+	bad := func(why string) error {
+		return corral.Errorf(corral.EINVALID, "host %s: give a host name or IP address with an optional port, like github.com or 10.0.0.5:8443", why)
+	}
+	switch {
+	case s == "":
+		return "", bad("is empty")
+	case len(s) > 300:
+		return "", bad("is too long")
+	case strings.Contains(s, "://"):
+		return "", bad("must not have a scheme (drop https://)")
+	case strings.ContainsAny(s, "/?#@\\"):
+		return "", bad("must not have a path, query, fragment or user name")
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return "", bad("must not contain spaces or control characters")
+		}
+	}
+	name, port := s, ""
+	if ip, err := parseIP(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+		return joinHostPort(ip, ""), nil // a bare IPv6 address has colons of its own
+	}
+	if strings.Contains(s, ":") {
+		h, p, err := net.SplitHostPort(s)
+		if err != nil {
+			return "", bad("has a malformed port")
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || p != strconv.Itoa(n) {
+			return "", bad("has a port that is not a number from 1 to 65535")
+		}
+		name, port = h, p
+	}
+	if ip, err := parseIP(name); err == nil {
+		return joinHostPort(ip, port), nil
+	}
+	if strings.Contains(name, ":") {
+		return "", bad("is not a valid address")
+	}
+	ascii, err := idna.Lookup.ToASCII(strings.TrimSuffix(name, "."))
+	if err != nil || !dnsName(ascii) {
+		return "", bad("is not a valid DNS name")
+	}
+	return joinHostPort(strings.ToLower(ascii), port), nil
+}
+
+func parseIP(s string) (string, error) {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return "", corral.Errorf(corral.EINVALID, "not an IP address")
+	}
+	return ip.String(), nil
+}
+
+func joinHostPort(host, port string) string {
+	if port == "" || port == "443" {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// dnsName reports whether s is a DNS name of letters, digits and hyphens
+// whose last label is not all digits (that would be a malformed IPv4
+// address, not a name).
+func dnsName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.Trim(last, "0123456789") != ""
+}
+
+func checkCredentialUsername(u string) error {
+	switch {
+	case u == "":
+		return corral.Errorf(corral.EINVALID, "username must not be empty")
+	case len(u) > maxCredentialUsername:
+		return corral.Errorf(corral.EINVALID, "username is longer than %d bytes", maxCredentialUsername)
+	case !utf8.ValidString(u):
+		return corral.Errorf(corral.EINVALID, "username is not valid UTF-8")
+	case strings.Contains(u, ":"):
+		// HTTP basic authentication ends the user name at the first colon.
+		return corral.Errorf(corral.EINVALID, "username must not contain a colon")
+	}
+	for _, r := range u {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return corral.Errorf(corral.EINVALID, "username must be printable characters only (no spaces, control or invisible characters)")
+		}
+	}
+	return nil
+}
+
+// checkCredentialSecret checks a secret without ever repeating it. NUL, CR
+// and LF are refused: git's credential protocol is line based, so a line
+// break inside a secret could smuggle in another field (a host, say).
+func checkCredentialSecret(s string) error {
+	switch {
+	case s == "":
+		return corral.Errorf(corral.EINVALID, "secret must not be empty")
+	case len(s) > maxCredentialSecret:
+		return corral.Errorf(corral.ETOOLARGE, "secret is longer than %d bytes", maxCredentialSecret)
+	case strings.ContainsAny(s, "\x00\r\n"):
+		return corral.Errorf(corral.EINVALID, "secret must not contain a NUL or a line break")
+	}
+	return nil
+}

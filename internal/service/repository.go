@@ -1,0 +1,527 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"corral"
+	"corral/internal/access"
+	"corral/internal/gitrepo"
+	"corral/internal/workspace"
+)
+
+// SecretSource opens the credential a clone or push of an agent uses: the
+// agent's owner's (service.Credentials.WithSecret). The secret is valid
+// only during fn.
+type SecretSource interface {
+	WithSecret(ctx context.Context, agentID, credentialID, host string, fn func(username string, secret []byte) error) error
+}
+
+// RepositoryStore is what the repository use cases need from storage.
+type RepositoryStore interface {
+	corral.RepositoryStore
+	Run(ctx context.Context, id string) (corral.Run, error)
+}
+
+// RepositoryConfig turns on git repositories for Changes.
+type RepositoryConfig struct {
+	Store   RepositoryStore
+	Secrets SecretSource // nil: anonymous clones only, and no push with a credential
+	Git     gitrepo.Config
+}
+
+// repositories is the state of the repository use cases: the clone jobs
+// in flight (so a shutdown can stop and wait for them) and their progress.
+type repositories struct {
+	cfg    RepositoryConfig
+	ctx    context.Context // cancelled by CloseRepositories: stops every clone
+	cancel context.CancelFunc
+	jobs   sync.WaitGroup
+
+	mu       sync.Mutex
+	progress map[string]int // by agent, while cloning
+}
+
+// Repository is an agent's repository as the API shows it.
+type Repository struct {
+	corral.Repository
+	Progress int // percent done while cloning
+}
+
+// RepoCommit is one commit of a repository's history.
+type RepoCommit struct {
+	SHA         string
+	Author      corral.Identity
+	CommittedAt time.Time
+	Message     string
+	ChangeSetID string // the change set the commit applied, "" for others
+}
+
+// Messages a person reads about a repository.
+const (
+	msgStoppedDuringClone = "the server stopped during the clone"
+	maxCommitsListed      = 100
+)
+
+// UseRepositories turns on git repositories: clones, a commit for every
+// applied change set and upload, and push. Call it once, before serving.
+func (c *Changes) UseRepositories(cfg RepositoryConfig) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.repos = &repositories{cfg: cfg, ctx: ctx, cancel: cancel, progress: map[string]int{}}
+}
+
+// CloseRepositories stops every clone in flight and waits for the jobs to
+// record it (each removes what it cloned). The server's shutdown calls it.
+func (c *Changes) CloseRepositories() {
+	if c.repos == nil {
+		return
+	}
+	c.repos.cancel()
+	c.repos.jobs.Wait()
+}
+
+// ReconcileRepositories runs at start-up: a clone the last process left
+// cloning is failed (no job survives the process) and its partial
+// directory removed.
+func (c *Changes) ReconcileRepositories(ctx context.Context) (int, error) {
+	if c.repos == nil {
+		return 0, nil
+	}
+	ids, err := c.repos.cfg.Store.FailCloning(ctx, msgStoppedDuringClone, c.cfg.Now().UTC())
+	if err != nil {
+		return 0, err
+	}
+	if err := os.RemoveAll(c.clonesDir()); err != nil {
+		return len(ids), corral.Internal("reconcile clones", err)
+	}
+	return len(ids), nil
+}
+
+func (c *Changes) clonesDir() string { return filepath.Join(c.ws.DataDir, "clones") }
+
+func (c *Changes) reposOn() (*repositories, error) {
+	if c.repos == nil {
+		return nil, corral.Errorf(corral.EUNAVAIL, "git repositories are not enabled on this server")
+	}
+	return c.repos, nil
+}
+
+// Clone starts cloning rawURL (optionally at ref, a branch or tag) into
+// the agent's persistent workspace, which must be empty: it answers at
+// once, with the repository cloning; GET shows how it goes. The
+// credential is the owner's: credentialID must be one of the owner's;
+// without one, the owner's for the URL's host if any, else anonymous.
+func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL, ref, credentialID string) (Repository, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+	if err != nil {
+		return Repository{}, err
+	}
+	repos, err := c.reposOn()
+	if err != nil {
+		return Repository{}, err
+	}
+	u, err := gitrepo.CheckURL(rawURL)
+	if err != nil {
+		return Repository{}, err
+	}
+	if credentialID != "" {
+		if !validID(credentialID) {
+			return Repository{}, corral.Errorf(corral.EINVALID, "credential_id is not a credential id")
+		}
+		// Found now, so a wrong id is an answer to this request, not a
+		// failed clone later. The secret is opened and dropped unused.
+		err := c.withAuth(ctx, a.ID, credentialID, u.Host, func(*gitrepo.Auth) error { return nil })
+		if err != nil {
+			return Repository{}, err
+		}
+	}
+	unlock := c.writers.lock(a.ID)
+	err = c.cloneAllowed(a.ID)
+	if err == nil {
+		r := corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
+			Status: corral.RepoCloning, CreatedBy: actor.ID, CreatedAt: c.cfg.Now().UTC()}
+		if ref != "" {
+			err = repos.cfg.Git.CheckRef(ctx, ref)
+		}
+		if err == nil {
+			err = repos.cfg.Store.CreateRepository(ctx, r)
+		}
+		if err == nil {
+			repos.mu.Lock()
+			repos.progress[a.ID] = 0
+			repos.mu.Unlock()
+			repos.jobs.Add(1)
+			go c.cloneJob(r)
+		}
+	}
+	unlock()
+	if err != nil {
+		return Repository{}, err
+	}
+	c.cfg.Log.Info("clone started", "agent", a.ID, "by", actor.ID, "host", u.Host)
+	return c.Repository(ctx, actor, a.ID)
+}
+
+// cloneAllowed says whether a clone may land in the agent's workspace now:
+// it must be empty, and no run may be working on it (its stage would not
+// know of the files). The caller holds the writers lock.
+func (c *Changes) cloneAllowed(agentID string) error {
+	c.mu.Lock()
+	busy := len(c.open[agentID]) > 0
+	c.mu.Unlock()
+	if busy {
+		return corral.Errorf(corral.ECONFLICT, "a run is working on the workspace: clone when it has ended")
+	}
+	dir, err := c.Workspace(agentID)
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return corral.Internal("clone", err)
+	}
+	if len(ents) > 0 {
+		return corral.Errorf(corral.ECONFLICT, "the workspace is not empty: a repository is cloned only into an empty workspace")
+	}
+	return nil
+}
+
+// cloneJob clones in the background into DATA/clones/<agent>, then moves
+// the result into the workspace in one rename: a failure (or a shutdown)
+// leaves nothing of it on disk.
+func (c *Changes) cloneJob(r corral.Repository) {
+	repos := c.repos
+	defer repos.jobs.Done()
+	ctx := repos.ctx
+	tmp := filepath.Join(c.clonesDir(), r.AgentID)
+	err := os.MkdirAll(c.clonesDir(), 0o700)
+	if err == nil {
+		err = os.RemoveAll(tmp)
+	}
+	if err != nil {
+		err = corral.Internal("clone", err)
+	}
+	if err == nil {
+		u, _ := gitrepo.CheckURL(r.URL)
+		err = c.withAuth(ctx, r.AgentID, r.CredentialID, u.Host, func(a *gitrepo.Auth) error {
+			return repos.cfg.Git.Clone(ctx, r.URL, r.Ref, a, tmp, func(p int) {
+				repos.mu.Lock()
+				repos.progress[r.AgentID] = p
+				repos.mu.Unlock()
+			})
+		})
+	}
+	if err == nil {
+		err = c.installClone(r.AgentID, tmp)
+	}
+	// The outcome is recorded even when the server is stopping.
+	rec := context.WithoutCancel(ctx)
+	if err != nil {
+		os.RemoveAll(tmp)
+		r.Status, r.Error = corral.RepoFailed, corral.ErrorMessage(err)
+		if ctx.Err() != nil {
+			r.Error = msgStoppedDuringClone
+		}
+		c.cfg.Log.Warn("clone failed", "agent", r.AgentID, "err", err)
+	} else {
+		ws := c.workspaceDir(r.AgentID)
+		r.Status = corral.RepoReady
+		r.Head, _ = repos.cfg.Git.Head(rec, ws)
+		if r.Ref == "" {
+			r.Ref = repos.cfg.Git.Branch(rec, ws)
+		}
+		c.cfg.Log.Info("clone ready", "agent", r.AgentID, "head", r.Head)
+	}
+	r.UpdatedAt = c.cfg.Now().UTC()
+	if uerr := repos.cfg.Store.UpdateRepository(rec, r); uerr != nil {
+		c.cfg.Log.Error("recording a clone's outcome", "agent", r.AgentID, "err", uerr)
+	}
+	repos.mu.Lock()
+	delete(repos.progress, r.AgentID)
+	repos.mu.Unlock()
+}
+
+// installClone gives the clone's tree to the sandbox's user (but .git,
+// which stays the server's: runs may read it, never write it) and renames
+// it over the empty workspace.
+func (c *Changes) installClone(agentID, tmp string) error {
+	defer c.writers.lock(agentID)()
+	if err := c.cloneAllowed(agentID); err != nil {
+		return err
+	}
+	if c.ws.UID != 0 {
+		err := filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p == filepath.Join(tmp, ".git") {
+				return filepath.SkipDir
+			}
+			return os.Lchown(p, c.ws.UID, c.ws.GID)
+		})
+		if err != nil {
+			return corral.Internal("clone", err)
+		}
+	}
+	// rename(2) replaces an empty directory: the workspace is the clone or
+	// stays empty, never half of it. (os.Rename refuses any existing
+	// directory, so the system call is made directly.)
+	if err := syscall.Rename(tmp, c.workspaceDir(agentID)); err != nil {
+		return corral.Internal("clone", err)
+	}
+	return nil
+}
+
+// withAuth runs fn with the credential of the agent's owner for host, or
+// anonymously when credentialID is "" and the owner has none for host.
+func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, host string, fn func(*gitrepo.Auth) error) error {
+	src := c.repos.cfg.Secrets
+	if src == nil {
+		if credentialID != "" {
+			return corral.Errorf(corral.EUNAVAIL, "credentials are not enabled on this server")
+		}
+		return fn(nil)
+	}
+	called := false
+	err := src.WithSecret(ctx, agentID, credentialID, host, func(username string, secret []byte) error {
+		called = true
+		return fn(&gitrepo.Auth{Username: username, Secret: secret})
+	})
+	if !called && credentialID == "" && corral.ErrorCode(err) == corral.ENOTFOUND {
+		return fn(nil)
+	}
+	return err
+}
+
+// Repository returns the agent's repository: ENOTFOUND when it has none.
+func (c *Changes) Repository(ctx context.Context, actor corral.User, agentID string) (Repository, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.ViewAgent)
+	if err != nil {
+		return Repository{}, err
+	}
+	repos, err := c.reposOn()
+	if err != nil {
+		return Repository{}, err
+	}
+	r, err := repos.cfg.Store.Repository(ctx, a.ID)
+	if err != nil {
+		return Repository{}, err
+	}
+	out := Repository{Repository: r}
+	if r.Status == corral.RepoCloning {
+		repos.mu.Lock()
+		out.Progress = repos.progress[a.ID]
+		repos.mu.Unlock()
+	} else if r.Status == corral.RepoReady {
+		out.Progress = 100
+	}
+	return out, nil
+}
+
+// Commits lists the newest commits of the agent's repository (at most
+// 100), each with the change set it applied.
+func (c *Changes) Commits(ctx context.Context, actor corral.User, agentID string) ([]RepoCommit, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.ViewChanges)
+	if err != nil {
+		return nil, err
+	}
+	repos, err := c.reposOn()
+	if err != nil {
+		return nil, err
+	}
+	r, err := repos.cfg.Store.Repository(ctx, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != corral.RepoReady {
+		return []RepoCommit{}, nil
+	}
+	log, err := repos.cfg.Git.Log(ctx, c.workspaceDir(a.ID), maxCommitsListed)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RepoCommit, 0, len(log))
+	for _, cm := range log {
+		out = append(out, RepoCommit{SHA: cm.SHA, Author: corral.Identity{Name: cm.Author.Name, Email: cm.Author.Email},
+			CommittedAt: cm.CommittedAt, Message: cm.Message, ChangeSetID: cm.Trailer("Corral-Change-Set")})
+	}
+	return out, nil
+}
+
+// Push pushes the repository's HEAD to branch on its remote, a
+// fast-forward only, with the owner's credential (opened only inside this
+// call). ECONFLICT, naming the remote's head, when the remote moved.
+func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch string) (gitrepo.PushResult, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+	if err != nil {
+		return gitrepo.PushResult{}, err
+	}
+	repos, err := c.reposOn()
+	if err != nil {
+		return gitrepo.PushResult{}, err
+	}
+	if err := repos.cfg.Git.CheckBranch(ctx, branch); err != nil {
+		return gitrepo.PushResult{}, err
+	}
+	r, err := repos.cfg.Store.Repository(ctx, a.ID)
+	if err != nil {
+		return gitrepo.PushResult{}, err
+	}
+	if r.Status != corral.RepoReady {
+		return gitrepo.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
+	}
+	u, err := gitrepo.CheckURL(r.URL)
+	if err != nil {
+		return gitrepo.PushResult{}, err
+	}
+	var res gitrepo.PushResult
+	err = c.withAuth(ctx, a.ID, r.CredentialID, u.Host, func(auth *gitrepo.Auth) error {
+		var err error
+		res, err = repos.cfg.Git.Push(ctx, c.workspaceDir(a.ID), r.URL, branch, auth)
+		return err
+	})
+	if err != nil {
+		c.cfg.Log.Info("push refused", "agent", a.ID, "branch", branch, "by", actor.ID, "code", corral.ErrorCode(err), "err", err)
+		return gitrepo.PushResult{}, err
+	}
+	c.cfg.Log.Info("pushed", "agent", a.ID, "branch", res.Branch, "head", res.Head, "commits", res.Commits, "by", actor.ID)
+	// The row is read again: a commit may have moved its head meanwhile.
+	if cur, err := repos.cfg.Store.Repository(ctx, a.ID); err == nil {
+		cur.LastPush = &corral.Push{Branch: res.Branch, Head: res.Head, At: c.cfg.Now().UTC(), By: corral.UserRef{ID: actor.ID, Name: actor.Name}}
+		cur.UpdatedAt = c.cfg.Now().UTC()
+		if err := repos.cfg.Store.UpdateRepository(ctx, cur); err != nil {
+			c.cfg.Log.Warn("recording a push", "agent", a.ID, "err", err)
+		}
+	}
+	return res, nil
+}
+
+// autoApprover approves what an agent in auto mode applied itself.
+const autoApprover = "Corral (auto mode)"
+
+// commitChangeSet makes the commit of an applied change set: author the
+// person who sent the message that started the run, Approved-By the person
+// who approved it (or Corral in auto mode). The caller holds the agent's
+// writers lock and has applied paths. A failure is logged and kept on the
+// repository (the files are applied; the next commit includes them).
+func (c *Changes) commitChangeSet(cs *corral.ChangeSet, paths []string) {
+	if c.repos == nil {
+		return
+	}
+	// Not the request's context: the files are applied whether or not the
+	// caller is still there, and the commit belongs with them.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := c.repos.cfg.Store
+	author := c.repos.cfg.Git.CommitterIdentity()
+	if cs.RunID != "" {
+		if run, err := st.Run(ctx, cs.RunID); err == nil && run.TriggeredBy != nil {
+			if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
+				author = gitrepo.Identity{Name: id.Name, Email: id.Email}
+			}
+		}
+	}
+	approved := autoApprover
+	if cs.DecidedBy != nil {
+		approved = oneLine(cs.DecidedBy.Name)
+		if id, err := st.Identity(ctx, cs.DecidedBy.ID); err == nil {
+			approved = fmt.Sprintf("%s <%s>", oneLine(id.Name), oneLine(id.Email))
+		}
+	}
+	run := cs.RunID
+	if run == "" {
+		run = "(none)"
+	}
+	msg := fmt.Sprintf("Apply change set %s of run %s\n\nCorral-Run: %s\nCorral-Change-Set: %s\nApproved-By: %s\n",
+		cs.ID, run, run, cs.ID, approved)
+	c.commitAs(ctx, cs.AgentID, corral.Identity{Name: author.Name, Email: author.Email}, msg, paths)
+}
+
+// commitAs commits paths of the agent's workspace as who, when the agent
+// has a ready repository; else it does nothing. The caller holds the
+// agent's writers lock and has just written paths (an apply, an upload,
+// an import). Secret files (.env and the like) are never committed: a
+// push would carry them off the machine. A failure is logged and kept on
+// the repository, with the paths, for the next commit.
+func (c *Changes) commitAs(ctx context.Context, agentID string, who corral.Identity, message string, paths []string) {
+	if c.repos == nil {
+		return
+	}
+	st := c.repos.cfg.Store
+	r, err := st.Repository(ctx, agentID)
+	if err != nil || r.Status != corral.RepoReady {
+		return
+	}
+	globs := slices.Clone(c.ws.Secrets)
+	if a, err := c.store.Agent(ctx, agentID, ""); err == nil {
+		globs = append(globs, a.Policy.Secrets...)
+	}
+	var keep []string
+	for _, p := range append(slices.Clone(r.Pending), paths...) {
+		if !workspace.Secret(p, globs) && !slices.Contains(keep, p) {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	sha, err := c.repos.cfg.Git.Commit(ctx, c.workspaceDir(agentID), gitrepo.Identity{Name: oneLine(who.Name), Email: oneLine(who.Email)}, message, keep)
+	if err != nil {
+		c.cfg.Log.Warn("commit failed; the files are applied and the next commit includes them", "agent", agentID, "err", err)
+		r.Error = "the last commit failed (the files are applied; the next commit includes them)"
+		r.Pending = keep
+	} else {
+		r.Error, r.Pending = "", nil
+		if sha != "" {
+			r.Head = sha
+		}
+	}
+	r.UpdatedAt = c.cfg.Now().UTC()
+	if err := st.UpdateRepository(ctx, r); err != nil {
+		c.cfg.Log.Warn("recording a commit", "agent", agentID, "err", err)
+	}
+}
+
+// commitUpload commits an upload by actor.
+func (c *Changes) commitUpload(ctx context.Context, actor corral.User, agentID, message string, paths []string) {
+	if c.repos == nil {
+		return
+	}
+	who := corral.Identity{Name: actor.Name, Email: actor.Email}
+	if id, err := c.repos.cfg.Store.Identity(ctx, actor.ID); err == nil {
+		who = id
+	}
+	c.commitAs(context.WithoutCancel(ctx), agentID, who, message, paths)
+}
+
+// oneLine keeps a name on one line of a commit (a trailer, an identity).
+func oneLine(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == '\n' || r == '\r' || r == 0 || r == '<' || r == '>' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// validID accepts what corral.NewID makes, no more (a credential id).
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,337 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"corral"
+	"corral/internal/access"
+	"corral/internal/archive"
+	"corral/internal/sanitize"
+	"corral/internal/workspace"
+)
+
+// ImportResult is what an archive import wrote.
+type ImportResult struct {
+	Files int   // regular files created or replaced (unchanged ones included)
+	Bytes int64 // their bytes
+}
+
+// importsDir holds the temporary trees and spooled archives of imports in
+// progress: inside the data directory, so a rename-free copy stays on one
+// file system, and private.
+func (c *Changes) importsDir() string { return filepath.Join(c.ws.DataDir, "imports") }
+
+// Import extracts an archive (tar, tar.gz or zip, told by contentType or
+// by its first bytes) into the agent's persistent workspace, all or
+// nothing. The archive is read as a stream into a private temporary tree
+// (a zip is spooled first: it needs random access), checked entry by entry
+// (see archive.Extract), and only then applied in one workspace.Apply, so
+// the journal, backups and rollback cover it as they cover a change set.
+// An import creates and replaces files; it never deletes one (a file of
+// the workspace the archive lacks stays). A run working on the workspace
+// meanwhile is told (keepBases): approving its change set later conflicts
+// on what the import changed.
+func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, contentType string, body io.Reader) (ImportResult, error) {
+	if _, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles); err != nil {
+		return ImportResult{}, err
+	}
+	format, body := archive.Sniff(contentType, body)
+	if format == "" {
+		return ImportResult{}, corral.Errorf(corral.EINVALID, "the body is not a tar, tar.gz or zip archive (say so with Content-Type application/x-tar, application/gzip or application/zip)")
+	}
+	if err := os.MkdirAll(c.importsDir(), 0o700); err != nil {
+		return ImportResult{}, corral.Internal("import", err)
+	}
+	id := corral.NewID("imp")
+	tmp := filepath.Join(c.importsDir(), id)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return ImportResult{}, corral.Internal("import", err)
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return ImportResult{}, corral.Internal("import", err)
+	}
+	res, err := archive.Extract(body, format, tree, tmp, c.ws.Imports)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	for _, f := range res.Files {
+		if err := importable(f.Path); err != nil {
+			return ImportResult{}, err
+		}
+	}
+	out := ImportResult{Files: len(res.Files), Bytes: res.Bytes}
+	if len(res.Files) == 0 {
+		return out, nil
+	}
+
+	defer c.writers.lock(agentID)()
+	dir, err := c.Workspace(agentID)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return ImportResult{}, corral.Internal("import", err)
+	}
+	defer root.Close()
+	entries := make([]workspace.Entry, 0, len(res.Files))
+	paths := make([]string, 0, len(res.Files))
+	for _, f := range res.Files {
+		e := workspace.Entry{Path: f.Path, Op: workspace.OpCreate, NewSHA256: f.SHA256, Size: f.Size, Mode: f.Mode, Class: workspace.ClassOrdinary}
+		old, oldMode, err := hashFile(root, f.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			// A create; a file where a directory of it should be is
+			// Apply's conflict to report.
+		case err != nil:
+			return ImportResult{}, err
+		case old == f.SHA256 && oldMode.Perm() == f.Mode:
+			continue // already there as it is
+		default:
+			e.Op, e.OldSHA256, e.OldMode = workspace.OpModify, old, oldMode
+		}
+		entries = append(entries, e)
+		paths = append(paths, f.Path)
+	}
+	if len(entries) == 0 {
+		return out, nil
+	}
+	if err := c.keepBases(agentID, paths); err != nil {
+		return ImportResult{}, err
+	}
+	if err := workspace.Apply(dir, c.journalDir(agentID), id, entries, pooledSource{workspace.DirSource(tree)}, nil); err != nil {
+		return ImportResult{}, err
+	}
+	c.cfg.Log.Info("archive imported", "agent", agentID, "files", out.Files, "bytes", out.Bytes, "changed", len(entries))
+	c.commitUpload(ctx, actor, agentID, "Import an archive", paths) // with a repository: one commit, as the importer
+	return out, nil
+}
+
+// pooledSource is workspace.DirSource whose files copy themselves through
+// pooled buffers: Apply copies each file with io.Copy, which would
+// otherwise allocate 32 KiB a file, and an import may hold 100,000 files.
+type pooledSource struct{ workspace.DirSource }
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+func (s pooledSource) Open(p string) (io.ReadCloser, error) {
+	rc, err := s.DirSource.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	return pooledFile{rc}, nil
+}
+
+type pooledFile struct{ io.ReadCloser }
+
+// WriteTo is what io.Copy uses when the reader has it.
+func (f pooledFile) WriteTo(w io.Writer) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	// The struct hides the file's own WriteTo, which would allocate.
+	return io.CopyBuffer(w, struct{ io.Reader }{f.ReadCloser}, *buf)
+}
+
+// importable refuses the paths Corral keeps for itself: .corral at the root
+// (its own files) and the names of its temporaries.
+func importable(p string) error {
+	first, _, _ := strings.Cut(p, "/")
+	base := path.Base(p)
+	if sanitize.Fold(first) == ".corral" || strings.HasPrefix(base, ".corral-tmp-") || strings.HasPrefix(base, ".corral-upload-") {
+		return corral.Errorf(corral.ENAME, "archive entry %q is a name Corral keeps for itself; nothing was imported", EscapePath(p))
+	}
+	return nil
+}
+
+// hashFile returns the SHA-256 and mode of the regular file p of root,
+// without following a link at p. fs.ErrNotExist when there is none; a
+// conflict when p is a directory, a link or another kind of file.
+func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a symbolic link in the workspace; Corral never follows or replaces links", EscapePath(p))
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, corral.Internal("hash file", err)
+	}
+	if fi.IsDir() {
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a directory in the workspace", EscapePath(p))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is not a regular file in the workspace", EscapePath(p))
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", 0, corral.Internal("hash file", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), fi.Mode(), nil
+}
+
+// DeleteFile deletes a file of the agent's persistent workspace, or a
+// directory and everything in it when recursive is true (a directory
+// without it is a conflict saying so). The files go through
+// workspace.Apply as deletes, so the journal covers them; the directories
+// left empty under p (and p itself, for a directory) are removed after.
+// Links are never followed nor deleted: a link at p or under it makes the
+// delete a conflict naming it, and nothing is deleted.
+func (c *Changes) DeleteFile(ctx context.Context, actor corral.User, agentID, p string, recursive bool) error {
+	if _, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles); err != nil {
+		return err
+	}
+	p, err := cleanPath(p)
+	if err != nil {
+		return err
+	}
+	if p == "." {
+		return corral.Errorf(corral.EINVALID, "give the path of a file or a directory")
+	}
+	defer c.writers.lock(agentID)()
+	dir, err := c.Workspace(agentID)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return corral.Internal("delete file", err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return corral.NotFound("file")
+	}
+	if err != nil {
+		return corral.Errorf(corral.EINVALID, "path %q cannot be read", EscapePath(p))
+	}
+	var entries []workspace.Entry
+	var dirs []string
+	add := func(q string) error {
+		sum, mode, err := hashFile(root, q)
+		if err != nil {
+			var ce *corral.Error
+			if !errors.As(err, &ce) {
+				return corral.Internal("delete file", err)
+			}
+			return err
+		}
+		entries = append(entries, workspace.Entry{Path: q, Op: workspace.OpDelete, OldSHA256: sum, OldMode: mode, Class: workspace.ClassOrdinary})
+		return nil
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return corral.Errorf(corral.ECONFLICT, "%q is a symbolic link; Corral never follows or deletes links", EscapePath(p))
+	case fi.IsDir() && !recursive:
+		return corral.Errorf(corral.ECONFLICT, "%q is a directory: delete it with recursive=true", EscapePath(p))
+	case fi.IsDir():
+		err := fs.WalkDir(root.FS(), p, func(q string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return corral.Internal("delete file", err)
+			case d.IsDir():
+				dirs = append(dirs, q)
+				return nil
+			case d.Type().IsRegular():
+				return add(q)
+			}
+			return corral.Errorf(corral.ECONFLICT, "%q holds %q, which is not a regular file (Corral never follows or deletes links); nothing was deleted", EscapePath(p), EscapePath(q))
+		})
+		if err != nil {
+			return err
+		}
+	case fi.Mode().IsRegular():
+		if err := add(p); err != nil {
+			return err
+		}
+	default:
+		return corral.Errorf(corral.ECONFLICT, "%q is not a regular file or a directory", EscapePath(p))
+	}
+	if len(entries) > 0 {
+		paths := make([]string, len(entries))
+		for i, e := range entries {
+			paths[i] = e.Path
+		}
+		if err := c.keepBases(agentID, paths); err != nil {
+			return err
+		}
+		if err := workspace.Apply(dir, c.journalDir(agentID), corral.NewID("del"), entries, nil, nil); err != nil {
+			return err
+		}
+		c.commitUpload(ctx, actor, agentID, "Delete "+p, paths) // with a repository: one commit, as the deleter
+	}
+	// Deepest first: WalkDir listed each directory before what it holds.
+	for _, d := range slices.Backward(dirs) {
+		if err := root.Remove(d); err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			return corral.Internal("delete file", err)
+		}
+	}
+	c.cfg.Log.Info("workspace path deleted", "agent", agentID, "files", len(entries), "directories", len(dirs))
+	return nil
+}
+
+// WorkspaceArchive is a download of an agent's persistent workspace, made
+// when written.
+type WorkspaceArchive struct {
+	Name string // the file name to offer: the agent's name and .tar.gz
+	dir  string
+	keep func(p string, isDir bool) bool
+}
+
+// Archive prepares the download of the agent's persistent workspace as a
+// tar.gz. What goes in: regular files and directories, never a link (links
+// are skipped, not stored, so the archive can be imported again); no path
+// the validator refuses (.git and its look-alikes: import would refuse
+// them); no temporary of Corral's; secret files only for a caller who may
+// read them (editors and owners). The archive is read from the live
+// workspace without holding its writers lock, so a long download never
+// stalls an apply: each file is whole (applies replace files by rename),
+// but files changed during the download may come from either side of it.
+func (c *Changes) Archive(ctx context.Context, actor corral.User, agentID string) (*WorkspaceArchive, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := c.Workspace(agentID)
+	if err != nil {
+		return nil, err
+	}
+	globs := append(slices.Clone(c.ws.Secrets), a.Policy.Secrets...)
+	secrets := access.Check(a.Access, access.ReadSecrets) == access.Allow
+	keep := func(p string, isDir bool) bool {
+		if rule, _ := sanitize.StoredPath(p); rule != "" {
+			return false
+		}
+		base := path.Base(p)
+		if strings.HasPrefix(base, ".corral-tmp-") || strings.HasPrefix(base, ".corral-upload-") {
+			return false
+		}
+		return secrets || !workspace.Secret(p, globs)
+	}
+	return &WorkspaceArchive{Name: a.Name + ".tar.gz", dir: dir, keep: keep}, nil
+}
+
+// Write streams the archive to w.
+func (wa *WorkspaceArchive) Write(w io.Writer) error {
+	if err := archive.Write(w, wa.dir, wa.keep); err != nil {
+		return fmt.Errorf("archive workspace: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"corral"
+)
+
+var _ corral.CredentialStore = (*DB)(nil)
+
+// CreateCodeCredential stores a code-host credential with its sealed secret.
+func (db *DB) CreateCodeCredential(ctx context.Context, c corral.CodeCredential, sealed []byte) error {
+	const op = "sqlite.CreateCodeCredential"
+	if err := needID(op, c.ID); err != nil {
+		return err
+	}
+	if len(sealed) == 0 {
+		return corral.Internal(op, errors.New("empty sealed secret"))
+	}
+	_, err := db.exec(ctx, `
+		INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.UserID, c.Name, c.Host, c.Username, sealed, millis(db.orNow(c.CreatedAt)))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return corral.NotFound("user")
+	case isUnique(err):
+		return conflict("you already have a credential with that name")
+	default:
+		return corral.Internal(op, err)
+	}
+}
+
+// CodeCredentials lists a user's credentials, newest first. The sealed
+// column is not read: a list has no use for it.
+func (db *DB) CodeCredentials(ctx context.Context, userID string) ([]corral.CodeCredential, error) {
+	const op = "sqlite.CodeCredentials"
+	rows, err := db.query(ctx, `
+		SELECT id, user_id, name, host, username, created_at
+		FROM credentials WHERE user_id = ? ORDER BY created_at DESC, id DESC`, userID)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	out, err := collect(rows, func(s scanner) (corral.CodeCredential, error) {
+		var c corral.CodeCredential
+		var created int64
+		err := s.Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created)
+		c.CreatedAt = fromMillis(created)
+		return c, err
+	})
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return out, nil
+}
+
+// DeleteCodeCredential deletes a credential of userID.
+func (db *DB) DeleteCodeCredential(ctx context.Context, userID, id string) error {
+	const op = "sqlite.DeleteCodeCredential"
+	res, err := db.exec(ctx, `DELETE FROM credentials WHERE id = ? AND user_id = ?`, id, userID)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "credential", res)
+}
+
+// CredentialForAgent finds the credential of the agent's owner for host.
+// The owner comes from the agents row in the same query: no caller can
+// name whose credential is used, so an editor of someone else's agent can
+// neither push with their own credential nor pick another user's.
+func (db *DB) CredentialForAgent(ctx context.Context, agentID, credentialID, host string) (corral.SealedCredential, error) {
+	const op = "sqlite.CredentialForAgent"
+	var c corral.SealedCredential
+	var created int64
+	err := db.queryRow(ctx, `
+		SELECT c.id, c.user_id, c.name, c.host, c.username, c.sealed, c.created_at
+		FROM agents a JOIN credentials c ON c.user_id = a.owner_id
+		WHERE a.id = ? AND c.host = ? AND (? = '' OR c.id = ?)
+		ORDER BY c.created_at DESC, c.id DESC LIMIT 1`,
+		agentID, host, credentialID, credentialID).
+		Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &c.Sealed, &created)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.SealedCredential{}, corral.NotFound("credential")
+	case err != nil:
+		return corral.SealedCredential{}, corral.Internal(op, err)
+	}
+	c.CreatedAt = fromMillis(created)
+	return c, nil
+}

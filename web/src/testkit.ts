@@ -1,0 +1,99 @@
+// Test doubles at the browser's edges, shared by the component tests: a
+// fetch that answers by route, and an XMLHttpRequest whose upload progress
+// and answer the test drives. Only test files import this.
+
+import { vi } from 'vitest'
+import type { Agent, Level } from './types'
+
+export function agentAt(access: Level, id = 'agt_1'): Agent {
+  return {
+    id,
+    name: 'helper',
+    instructions: '',
+    model: '',
+    owner: { id: 'usr_owner', name: 'Olive' },
+    access,
+    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
+    limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
+    budget: { tokens: 0, used: 0 },
+    state: 'active',
+    created_at: '2025-01-01T00:00:00Z',
+    updated_at: '2025-01-01T00:00:00Z',
+  }
+}
+
+export interface Call {
+  method: string
+  url: string
+  body: unknown
+}
+
+/** A route's answer: [status, body]; body undefined for none. */
+export type Answer = [number, unknown?]
+
+/**
+ * Stubs fetch with route(method, path with query) → answer; every call is
+ * recorded with its parsed JSON body. An unrouted call answers 599 so a test
+ * sees it.
+ */
+export function serveRoutes(route: (method: string, url: string, body: unknown) => Answer | undefined): Call[] {
+  const calls: Call[] = []
+  vi.stubGlobal(
+    'fetch',
+    vi.fn(async (url: string, init?: RequestInit) => {
+      const method = init?.method ?? 'GET'
+      const body = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined
+      calls.push({ method, url, body })
+      const a = route(method, url, body) ?? [599, { error: { code: 'internal', message: `unrouted ${method} ${url}` } }]
+      const [status, b] = a
+      return new Response(b === undefined || status === 204 ? null : JSON.stringify(b), { status })
+    }),
+  )
+  return calls
+}
+
+/** An XMLHttpRequest the test drives: progress() reports upload bytes, answer() ends it. */
+export class FakeXHR {
+  static all: FakeXHR[] = []
+  static get last(): FakeXHR | undefined {
+    return FakeXHR.all[FakeXHR.all.length - 1]
+  }
+  upload: { onprogress: ((e: ProgressEvent) => void) | null } = { onprogress: null }
+  onload: (() => void) | null = null
+  onerror: (() => void) | null = null
+  onabort: (() => void) | null = null
+  status = 0
+  responseText = ''
+  method = ''
+  url = ''
+  withCredentials = false
+  headers: Record<string, string> = {}
+  body: unknown
+  open(method: string, url: string) {
+    this.method = method
+    this.url = url
+  }
+  setRequestHeader(k: string, v: string) {
+    this.headers[k] = v
+  }
+  getResponseHeader(): string | null {
+    return null
+  }
+  send(body: unknown) {
+    this.body = body
+    FakeXHR.all.push(this)
+  }
+  progress(loaded: number, total: number) {
+    this.upload.onprogress?.({ loaded, total, lengthComputable: true } as ProgressEvent)
+  }
+  answer(status: number, body?: unknown) {
+    this.status = status
+    this.responseText = body === undefined ? '' : JSON.stringify(body)
+    this.onload?.()
+  }
+}
+
+export function stubXHR() {
+  FakeXHR.all = []
+  vi.stubGlobal('XMLHttpRequest', FakeXHR)
+}
