@@ -306,9 +306,14 @@ func TestHostileNamesFromARun(t *testing.T) {
 				t.Fatalf("%q was applied in auto mode", tc.escaped)
 			}
 			if en.Diff != nil {
-				if strings.Contains(*en.Diff, "\n@@") && strings.Count(*en.Diff, "@@") > 2 {
-					t.Errorf("%q: the diff has more than one hunk: %q", tc.escaped, *en.Diff)
+				// One file of one line: exactly one hunk, under headers that
+				// carry the escaped name on a line of their own.
+				d := *en.Diff
+				if !strings.HasPrefix(d, "--- a/"+tc.escaped+"\n+++ b/"+tc.escaped+"\n@@ ") || strings.Count(d, "\n@@ ") != 1 {
+					t.Errorf("%q: diff = %q, want one hunk under escaped headers", tc.escaped, d)
 				}
+			} else if en.Class != "protected" {
+				t.Errorf("%q: a %s text entry has no diff", tc.escaped, en.Class)
 			}
 			if _, err := os.Lstat(filepath.Join(ws, en.Path)); err == nil {
 				t.Fatalf("%q exists in the workspace", tc.escaped)
