@@ -226,7 +226,7 @@ const (
 	ChangeDenied     = "denied"     // nothing in it may ever be applied (only protected entries)
 	ChangeConflicted = "conflicted" // decided, nothing applied: the files it changes changed in the workspace since the run
 	ChangeExpired    = "expired"    // nobody decided in time: never applied
-	ChangeFailed     = "failed"     // applying failed and was rolled back
+	ChangeFailed     = "failed"     // only in change sets of earlier versions: a failed apply now rolls back and leaves the entries pending
 )
 
 // Entry states within a change set. An entry leaves pending once, for one
@@ -237,7 +237,7 @@ const (
 	EntryRejected   = "rejected"   // a person said no to this entry
 	EntryDenied     = "denied"     // protected: never applied
 	EntryConflicted = "conflicted" // its file changed in the workspace since the run saw it: never applied
-	EntryDropped    = "dropped"    // the change set expired or failed before anyone decided it
+	EntryDropped    = "dropped"    // the change set expired (or, in earlier versions, failed) before anyone decided it
 )
 
 // ChangeSet is what one run proposes to change in an agent's workspace,
