@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"corral/internal/api"
+	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/gateway"
+	"corral/internal/gitrepo"
 	"corral/internal/netguard"
 	"corral/internal/role"
 	"corral/internal/runner"
@@ -55,6 +57,13 @@ type serveConfig struct {
 	// TrustedProxies are reverse proxies: their X-Forwarded-For names the
 	// client, and they are exempt from the per-address cap.
 	TrustedProxies []netip.Prefix
+	// GitCAFile, when set, is the only CA git trusts for https (a
+	// self-hosted git server with a private CA); CloneMaxBytes bounds a
+	// clone on disk (0: gitrepo's default).
+	GitCAFile     string
+	CloneMaxBytes int64
+	// Imports bounds an archive import (zero fields: archive's defaults).
+	Imports archive.Limits
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -99,6 +108,30 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		proxies.fromEnv = true
 	}
 	fs.Var(proxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-For is believed (repeatable, or comma-separated)")
+	fs.StringVar(&c.GitCAFile, "git-ca-file", getenv("CORRAL_GIT_CA_FILE"), "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
+	sizes := []struct {
+		dst       *int64
+		flag, env string
+		def       int64
+		usage     string
+	}{
+		{&c.CloneMaxBytes, "clone-max-bytes", "CORRAL_CLONE_MAX_BYTES", gitrepo.DefaultMaxBytes, "largest clone on disk, in bytes"},
+		{&c.Imports.MaxArchive, "import-max-archive", "CORRAL_IMPORT_MAX_ARCHIVE", archive.DefaultMaxArchive, "largest archive an import takes, in bytes as uploaded"},
+		{&c.Imports.MaxBytes, "import-max-bytes", "CORRAL_IMPORT_MAX_BYTES", archive.DefaultMaxBytes, "most bytes an import writes, uncompressed"},
+		{&c.Imports.MaxFiles, "import-max-files", "CORRAL_IMPORT_MAX_FILES", archive.DefaultMaxFiles, "most files one import writes"},
+		{&c.Imports.MaxFileSize, "import-max-file-size", "CORRAL_IMPORT_MAX_FILE_SIZE", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
+	}
+	for _, sz := range sizes {
+		def := sz.def
+		if v := getenv(sz.env); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return c, fmt.Errorf("%w: %s=%q: want a positive number", errUsage, sz.env, v)
+			}
+			def = n
+		}
+		fs.Int64Var(sz.dst, sz.flag, def, sz.usage)
+	}
 	c.Model = gateway.Config{
 		BaseURL: getenv("CORRAL_MODEL_BASE_URL"),
 		APIKey:  getenv("CORRAL_MODEL_API_KEY"),
@@ -114,6 +147,16 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	c.TrustedProxies = proxies.list
 	if c.MaxConns < 0 || c.MaxConnsPerAddr < 0 {
 		return c, fmt.Errorf("%w: --max-conns and --max-conns-per-addr must not be negative", errUsage)
+	}
+	for _, sz := range sizes {
+		if *sz.dst <= 0 {
+			return c, fmt.Errorf("%w: --%s must be positive", errUsage, sz.flag)
+		}
+	}
+	if c.GitCAFile != "" {
+		if _, err := os.Stat(c.GitCAFile); err != nil {
+			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
+		}
 	}
 	if c.ChangeTTL <= 0 {
 		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
@@ -196,13 +239,13 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		}
 		creds := service.NewCredentials(db, key, cfg)
 		agents := service.NewAgents(db, cfg)
-		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser(), ChangeTTL: c.ChangeTTL}, cfg)
+		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser(), ChangeTTL: c.ChangeTTL, Imports: c.Imports}, cfg)
 		// Before anything touches a workspace: finish or roll back every
 		// apply a crash interrupted.
 		if err := changes.Recover(ctx); err != nil {
 			return err
 		}
-		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds})
+		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds, Trace: db, Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}})
 		defer changes.CloseRepositories() // stops running clones before the database closes
 		if n, err := changes.ReconcileRepositories(ctx); err != nil {
 			return err

@@ -131,6 +131,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/agents/{id}/repository", true, s.getRepository},
 		{"GET", "/api/agents/{id}/repository/commits", true, s.listRepositoryCommits},
 		{"POST", "/api/agents/{id}/repository/push", true, s.pushRepository},
+		{"GET", "/api/agents/{id}/trace", true, s.getAgentTrace},
 		{"DELETE", "/api/agents/{id}/files", true, s.deleteFile},
 		{"POST", "/api/agents/{id}/workspace/import", true, s.importWorkspace},
 		{"GET", "/api/agents/{id}/workspace/archive", true, s.archiveWorkspace},

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/gateway"
 	"corral/internal/modeltest"
@@ -52,6 +53,8 @@ type envOptions struct {
 	noModel bool
 	// api is the API's own configuration (stream caps, trusted proxies).
 	api Config
+	// imports bounds archive imports (serve's --import-max-* flags).
+	imports archive.Limits
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -104,7 +107,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if err := os.Chmod(filepath.Dir(e.dataDir), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour}, cfg)
+	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour, Imports: opt.imports}, cfg)
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
@@ -144,7 +147,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.creds = service.NewCredentials(db, key, cfg)
 	e.api.SetCredentials(e.creds)
 	// Git repositories; a test with a git server calls useGit for its CA.
-	e.changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: e.creds})
+	e.changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: e.creds, Trace: db})
 	t.Cleanup(func() { e.changes.CloseRepositories() })
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)

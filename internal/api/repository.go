@@ -111,3 +111,14 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 	writeJSON(w, http.StatusOK, pushView{Branch: res.Branch, Head: res.Head, Commits: res.Commits})
 	return nil
 }
+
+// getAgentTrace answers the agent's own chain: its clones and pushes, in
+// the shape of a run's trace.
+func (s *Server) getAgentTrace(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	events, err := s.changes.AgentTrace(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(events, viewTrace))
+	return nil
+}

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/archive"
 )
 
 // tarEntry is one entry of a tar built by a test.
@@ -322,6 +323,32 @@ func TestImportRefusesTooManyEntries(t *testing.T) {
 		t.Errorf("the workspace has %d paths after a refused import, want none", len(got))
 	}
 	e.noImportsLeft(t)
+}
+
+// TestImportConfiguredLimits: the server's own limits (serve's
+// --import-max-* flags) are what an import meets.
+func TestImportConfiguredLimits(t *testing.T) {
+	e := newEnv(t, envOptions{imports: archive.Limits{MaxFiles: 2, MaxFileSize: 10}})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("limited")
+	tests := []struct {
+		name   string
+		body   []byte
+		status int
+		says   string
+	}{
+		{"within", tarOf(t, tarEntry{name: "a", body: "1"}, tarEntry{name: "b", body: "2"}), http.StatusOK, ""},
+		{"one file too many", tarOf(t, tarEntry{name: "a", body: "1"}, tarEntry{name: "b", body: "2"}, tarEntry{name: "c", body: "3"}), http.StatusRequestEntityTooLarge, "more than 2 files"},
+		{"one file too large", tarOf(t, tarEntry{name: "big", body: "0123456789x"}), http.StatusRequestEntityTooLarge, "is larger than the 10-byte limit on one file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := owner.upload(id, "application/x-tar", bytes.NewReader(tc.body))
+			if res.status != tc.status || !strings.Contains(string(res.body), tc.says) {
+				t.Fatalf("import = %d %s, want %d saying %q", res.status, res.body, tc.status, tc.says)
+			}
+		})
+	}
 }
 
 // project is a small real project with dotfiles, as a developer would

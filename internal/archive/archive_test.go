@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,6 +87,19 @@ func TestLimits(t *testing.T) {
 		io.WriteString(w, "x")
 	}
 	zw.Close()
+	noisy := make([]entry, 0, 20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20 {
+		b := make([]byte, 500)
+		for k := range b {
+			b[k] = byte(rng.Uint32())
+		}
+		noisy = append(noisy, entry{name: fmt.Sprintf("n%02d", i), body: string(b)})
+	}
+	var gzBody bytes.Buffer
+	gw := gzip.NewWriter(&gzBody)
+	gw.Write(tarOf(t, noisy...))
+	gw.Close()
 	tests := []struct {
 		name   string
 		format string
@@ -93,6 +107,7 @@ func TestLimits(t *testing.T) {
 		lim    Limits
 		says   string
 	}{
+		{"tar.gz archive size", TarGz, gzBody.Bytes(), Limits{MaxArchive: 4096}, "larger than the 4096-byte limit"},
 		{"total bytes", Tar, tarOf(t, entry{name: "a", body: strings.Repeat("a", 600)}, entry{name: "b", body: strings.Repeat("b", 600)}), Limits{MaxBytes: 1000}, "more than 1000 bytes"},
 		{"one file", Tar, tarOf(t, entry{name: "a", body: strings.Repeat("a", 2000)}), Limits{MaxFileSize: 1000}, `"a" is larger than the 1000-byte limit on one file`},
 		{"file count", Tar, tarOf(t, many...), Limits{MaxFiles: 10}, "more than 10 files"},

@@ -3,12 +3,12 @@ package archive
 import (
 	"archive/tar"
 	"archive/zip"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/klauspost/pgzip"
 	"io"
 	"io/fs"
 	"math"
@@ -102,7 +102,11 @@ func (x *extractor) tar(body *bodyReader, gz bool) error {
 	format := "tar"
 	if gz {
 		format = "tar.gz"
-		zr, err := gzip.NewReader(body)
+		// pgzip decompresses ahead in a goroutine of its own, in at most
+		// four blocks of 1 MiB, as tar -xz gets from running gzip as
+		// another process: inflating then overlaps creating the files
+		// (inline, it was a fifth of an import's time).
+		zr, err := pgzip.NewReader(body)
 		if err != nil {
 			return x.readError(format, err, body)
 		}

@@ -43,9 +43,9 @@ type Identity struct {
 type Config struct {
 	// Git is the git binary; default "git" on PATH.
 	Git string
-	// CAFile, when set, is the only CA trusted for https (GIT_SSL_CAINFO).
-	// Only tests set it, to trust their own TLS server: production code has
-	// no switch that allows plain http.
+	// CAFile, when set, is the only CA trusted for https (GIT_SSL_CAINFO):
+	// a git server with a private CA (serve --git-ca-file), or a test's own
+	// TLS server. There is no switch that allows plain http.
 	CAFile string
 	// MaxBytes bounds a clone's size on disk; default DefaultMaxBytes.
 	MaxBytes int64

@@ -14,6 +14,7 @@ import (
 	"corral"
 	"corral/internal/access"
 	"corral/internal/gitrepo"
+	"corral/internal/trace"
 	"corral/internal/workspace"
 )
 
@@ -35,6 +36,9 @@ type RepositoryConfig struct {
 	Store   RepositoryStore
 	Secrets SecretSource // nil: anonymous clones only, and no push with a credential
 	Git     gitrepo.Config
+	// Trace keeps each agent's chain of clones and pushes (the runs'
+	// trace store; an agent's chain is named by its id). Required.
+	Trace trace.Store
 }
 
 // repositories is the state of the repository use cases: the clone jobs
@@ -45,6 +49,7 @@ type repositories struct {
 	cancel context.CancelFunc
 	jobs   sync.WaitGroup
 
+	rec      *trace.Recorder
 	mu       sync.Mutex
 	progress map[string]int // by agent, while cloning
 }
@@ -74,7 +79,7 @@ const (
 // applied change set and upload, and push. Call it once, before serving.
 func (c *Changes) UseRepositories(cfg RepositoryConfig) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c.repos = &repositories{cfg: cfg, ctx: ctx, cancel: cancel, progress: map[string]int{}}
+	c.repos = &repositories{cfg: cfg, ctx: ctx, cancel: cancel, rec: trace.NewRecorder(cfg.Trace, c.cfg.Now), progress: map[string]int{}}
 }
 
 // CloseRepositories stops every clone in flight and waits for the jobs to
@@ -230,6 +235,7 @@ func (c *Changes) cloneJob(r corral.Repository) {
 			r.Error = msgStoppedDuringClone
 		}
 		c.cfg.Log.Warn("clone failed", "agent", r.AgentID, "err", err)
+		c.traceAgent(rec, r.AgentID, trace.CloneFailed, map[string]any{"url": r.URL, "ref": r.Ref, "error": r.Error})
 	} else {
 		ws := c.workspaceDir(r.AgentID)
 		r.Status = corral.RepoReady
@@ -238,6 +244,7 @@ func (c *Changes) cloneJob(r corral.Repository) {
 			r.Ref = repos.cfg.Git.Branch(rec, ws)
 		}
 		c.cfg.Log.Info("clone ready", "agent", r.AgentID, "head", r.Head)
+		c.traceAgent(rec, r.AgentID, trace.Cloned, map[string]any{"url": r.URL, "ref": r.Ref, "head": r.Head, "by": r.CreatedBy})
 	}
 	r.UpdatedAt = c.cfg.Now().UTC()
 	if uerr := repos.cfg.Store.UpdateRepository(rec, r); uerr != nil {
@@ -389,9 +396,12 @@ func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch s
 	})
 	if err != nil {
 		c.cfg.Log.Info("push refused", "agent", a.ID, "branch", branch, "by", actor.ID, "code", corral.ErrorCode(err), "err", err)
+		// The trace keeps what the person was told, never git's own words.
+		c.traceAgent(ctx, a.ID, trace.PushRefused, map[string]any{"branch": branch, "by": actor.ID, "code": corral.ErrorCode(err), "error": corral.ErrorMessage(err)})
 		return gitrepo.PushResult{}, err
 	}
 	c.cfg.Log.Info("pushed", "agent", a.ID, "branch", res.Branch, "head", res.Head, "commits", res.Commits, "by", actor.ID)
+	c.traceAgent(ctx, a.ID, trace.Pushed, map[string]any{"branch": res.Branch, "head": res.Head, "commits": res.Commits, "by": actor.ID})
 	// The row is read again: a commit may have moved its head meanwhile.
 	if cur, err := repos.cfg.Store.Repository(ctx, a.ID); err == nil {
 		cur.LastPush = &corral.Push{Branch: res.Branch, Head: res.Head, At: c.cfg.Now().UTC(), By: corral.UserRef{ID: actor.ID, Name: actor.Name}}
@@ -401,6 +411,27 @@ func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch s
 		}
 	}
 	return res, nil
+}
+
+// traceAgent appends an event to the agent's own chain. A failure is
+// logged: the clone or push it records has happened either way.
+func (c *Changes) traceAgent(ctx context.Context, agentID, typ string, data map[string]any) {
+	if _, err := c.repos.rec.Append(context.WithoutCancel(ctx), agentID, typ, data); err != nil {
+		c.cfg.Log.Error("tracing on the agent", "agent", agentID, "type", typ, "err", err)
+	}
+}
+
+// AgentTrace returns the agent's own chain: its clones and pushes.
+func (c *Changes) AgentTrace(ctx context.Context, actor corral.User, agentID string) ([]trace.Event, error) {
+	a, err := c.loadAgent(ctx, actor, agentID, access.ViewAgent)
+	if err != nil {
+		return nil, err
+	}
+	repos, err := c.reposOn()
+	if err != nil {
+		return nil, err
+	}
+	return repos.cfg.Trace.Trace(ctx, a.ID)
 }
 
 // autoApprover approves what an agent in auto mode applied itself.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"corral"
@@ -40,6 +39,9 @@ func (c *Changes) importsDir() string { return filepath.Join(c.ws.DataDir, "impo
 // (a zip is spooled first: it needs random access), checked entry by entry
 // (see archive.Extract), and only then applied in one workspace.Apply, so
 // the journal, backups and rollback cover it as they cover a change set.
+// The tree is private to this call and hashed as it was written, so Apply
+// moves its files into place (workspace.MoveSource) instead of copying
+// them a second time.
 // An import creates and replaces files; it never deletes one (a file of
 // the workspace the archive lacks stays). A run working on the workspace
 // meanwhile is told (keepBases): approving its change set later conflicts
@@ -114,37 +116,12 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 	if err := c.keepBases(agentID, paths); err != nil {
 		return ImportResult{}, err
 	}
-	if err := workspace.Apply(dir, c.journalDir(agentID), id, entries, pooledSource{workspace.DirSource(tree)}, nil); err != nil {
+	if err := workspace.Apply(dir, c.journalDir(agentID), id, entries, workspace.MoveSource(tree), nil); err != nil {
 		return ImportResult{}, err
 	}
 	c.cfg.Log.Info("archive imported", "agent", agentID, "files", out.Files, "bytes", out.Bytes, "changed", len(entries))
 	c.commitUpload(ctx, actor, agentID, "Import an archive", paths) // with a repository: one commit, as the importer
 	return out, nil
-}
-
-// pooledSource is workspace.DirSource whose files copy themselves through
-// pooled buffers: Apply copies each file with io.Copy, which would
-// otherwise allocate 32 KiB a file, and an import may hold 100,000 files.
-type pooledSource struct{ workspace.DirSource }
-
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
-
-func (s pooledSource) Open(p string) (io.ReadCloser, error) {
-	rc, err := s.DirSource.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	return pooledFile{rc}, nil
-}
-
-type pooledFile struct{ io.ReadCloser }
-
-// WriteTo is what io.Copy uses when the reader has it.
-func (f pooledFile) WriteTo(w io.Writer) (int64, error) {
-	buf := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(buf)
-	// The struct hides the file's own WriteTo, which would allocate.
-	return io.CopyBuffer(w, struct{ io.Reader }{f.ReadCloser}, *buf)
 }
 
 // importable refuses the paths Corral keeps for itself: .corral at the root

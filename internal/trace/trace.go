@@ -1,4 +1,6 @@
-// Package trace is the append-only, hash-chained record of a run. Each
+// Package trace is the append-only, hash-chained record of a run (and of
+// what happens to an agent's repository outside runs, on a chain named by
+// the agent's id). Each
 // event's hash covers its content and the previous event's hash, so a
 // changed, removed, inserted or reordered event breaks the chain at that
 // point, and anyone holding the events can check it with Verify.
@@ -32,6 +34,15 @@ const (
 	Quarantined = "quarantined"
 	Ended       = "ended"
 	Reconciled  = "reconciled"
+)
+
+// Event types of an agent's own chain (its id in place of a run's): what
+// happened to its repository outside any run.
+const (
+	Cloned      = "cloned"
+	CloneFailed = "clone_failed"
+	Pushed      = "pushed"
+	PushRefused = "push_refused"
 )
 
 // Event is one entry of a run's trace.

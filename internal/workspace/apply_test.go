@@ -29,6 +29,9 @@ type fixture struct {
 	files   map[string]file   // regular files of the before-image
 	links   map[string]string // symbolic links of the before-image: path -> target
 	changes []change
+	// moved applies from a MoveSource (a fresh copy of the staged tree
+	// each time) with one syncfs per phase, as an archive import does.
+	moved bool
 }
 
 type file struct {
@@ -126,7 +129,15 @@ func fixture20() fixture {
 	return fx
 }
 
-func fixtures() []fixture { return []fixture{fixture1(), fixture3(), fixture20()} }
+// fixture20Moved is fixture20 applied as an import applies: moved from
+// its source, synced in batches.
+func fixture20Moved() fixture {
+	fx := fixture20()
+	fx.name, fx.moved = "20 files moved", true
+	return fx
+}
+
+func fixtures() []fixture { return []fixture{fixture1(), fixture3(), fixture20(), fixture20Moved()} }
 
 // env is one fixture laid out on disk: the persistent workspace, the
 // staged tree, the journal directory and the two images an apply may
@@ -202,7 +213,19 @@ func (e *env) reset(t testing.TB) {
 }
 
 func (e *env) apply(hook Hook) error {
-	return Apply(e.ws, e.jdir, e.id, e.entries, DirSource(e.staged), hook)
+	if !e.fx.moved {
+		return Apply(e.ws, e.jdir, e.id, e.entries, DirSource(e.staged), hook)
+	}
+	src := filepath.Join(e.base, "moved")
+	if err := os.RemoveAll(src); err != nil {
+		return err
+	}
+	if err := os.CopyFS(src, os.DirFS(e.staged)); err != nil {
+		return err
+	}
+	defer func(n int) { batchSyncMin = n }(batchSyncMin)
+	batchSyncMin = 1
+	return Apply(e.ws, e.jdir, e.id, e.entries, MoveSource(src), hook)
 }
 
 // checkImage fails unless the workspace is exactly want.
@@ -814,4 +837,69 @@ func TestRecoverNoJournalDir(t *testing.T) {
 		}
 	}
 	e.checkImage(t, e.before, "after Recover")
+}
+
+// TestApplyMoveSource: a MoveSource moves regular files and takes nothing
+// else; on another file system it copies.
+func TestApplyMoveSource(t *testing.T) {
+	shm := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		shm = "/dev/shm"
+	}
+	tests := []struct {
+		name     string
+		otherFS  bool
+		link     bool // the source path is a link to a good file
+		wantCode string
+	}{
+		{name: "same file system"},
+		{name: "another file system", otherFS: true},
+		{name: "link in the source", link: true, wantCode: corral.ECONFLICT},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			srcBase := base
+			if tt.otherFS {
+				if shm == "" {
+					t.Skip("no /dev/shm to be another file system")
+				}
+				d, err := os.MkdirTemp(shm, "corral-move-")
+				must(t, err)
+				t.Cleanup(func() { os.RemoveAll(d) })
+				srcBase = d
+			}
+			ws, jdir, src := filepath.Join(base, "ws"), filepath.Join(base, "journal"), filepath.Join(srcBase, "src")
+			must(t, os.MkdirAll(ws, 0o755))
+			must(t, os.MkdirAll(filepath.Join(src, "d"), 0o700))
+			content := "moved\n"
+			if tt.link {
+				must(t, os.WriteFile(filepath.Join(srcBase, "real"), []byte(content), 0o600))
+				must(t, os.Symlink(filepath.Join(srcBase, "real"), filepath.Join(src, "d", "f.txt")))
+			} else {
+				must(t, os.WriteFile(filepath.Join(src, "d", "f.txt"), []byte(content), 0o600))
+			}
+			entries := []Entry{{Path: "d/f.txt", Op: OpCreate, NewSHA256: sum(content), Size: int64(len(content)), Mode: 0o755, Class: ClassOrdinary}}
+			err := Apply(ws, jdir, "imp-1", entries, MoveSource(src), nil)
+			if tt.wantCode != "" {
+				wantCode(t, err, tt.wantCode)
+				if _, err := os.Lstat(filepath.Join(ws, "d", "f.txt")); !os.IsNotExist(err) {
+					t.Fatalf("the refused file is in the workspace (%v)", err)
+				}
+				return
+			}
+			must(t, err)
+			got, err := os.ReadFile(filepath.Join(ws, "d", "f.txt"))
+			must(t, err)
+			fi, err := os.Stat(filepath.Join(ws, "d", "f.txt"))
+			must(t, err)
+			if string(got) != content || fi.Mode().Perm() != 0o755 {
+				t.Fatalf("workspace file = %q %v, want %q 0755", got, fi.Mode().Perm(), content)
+			}
+			_, err = os.Stat(filepath.Join(src, "d", "f.txt"))
+			if moved := os.IsNotExist(err); moved == tt.otherFS {
+				t.Fatalf("source file gone = %v on another file system = %v", moved, tt.otherFS)
+			}
+		})
+	}
 }

@@ -120,9 +120,10 @@ func TestApplyFaults(t *testing.T) {
 	// The matrix simulates failures and crashes of the process, not of the
 	// disk: fsyncs would only make its ten thousand applies take minutes.
 	// TestApplyCrashes and the other tests keep them.
-	realFsync := fsync
+	realFsync, realSyncFS := fsync, syncFS
 	fsync = func(int) error { return nil }
-	t.Cleanup(func() { fsync = realFsync })
+	syncFS = func(int) error { return nil }
+	t.Cleanup(func() { fsync, syncFS = realFsync, realSyncFS })
 
 	total := 0
 	for _, fx := range fixtures() {

@@ -201,7 +201,7 @@ func TestDiskUsageShrinks(t *testing.T) {
 				t.Errorf("DiskUsage after writing 8 MiB = %d, was %d", written, before)
 			}
 			mustDo(t, os.Remove(name))
-			mustDo(t, syncFS(s.Tree()))
+			mustDo(t, syncDirFS(s.Tree()))
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				after, err := s.DiskUsage()
@@ -218,7 +218,7 @@ func TestDiskUsageShrinks(t *testing.T) {
 	}
 }
 
-func syncFS(dir string) error {
+func syncDirFS(dir string) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err

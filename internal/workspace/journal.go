@@ -1,9 +1,12 @@
 package workspace
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,14 +36,16 @@ const (
 
 // journal is what an apply writes before it touches the workspace.
 type journal struct {
-	Version int            `json:"version"`
-	ID      string         `json:"id"`
-	Dir     string         `json:"dir"` // the workspace, absolute
-	State   string         `json:"state"`
-	Entries []journalEntry `json:"entries"` // sorted by path
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	Dir     string `json:"dir"` // the workspace, absolute
+	State   string `json:"state"`
 	// Dirs are the directories the apply creates, parents first; a
 	// rollback removes them.
 	Dirs []string `json:"created_dirs,omitempty"`
+	// Entries, sorted by path, come last: encodeJournal writes them one
+	// at a time after the rest.
+	Entries []journalEntry `json:"entries"`
 }
 
 // journalEntry is one entry of the change set with what its rollback
@@ -104,10 +109,6 @@ func hasMark(journalDir, id string) (bool, error) {
 // writeJournal writes j under its final name through a temporary, in four
 // steps named after prefix. renamed says whether j reached its final name.
 func writeJournal(journalDir string, j *journal, hook Hook, prefix string) (renamed bool, err error) {
-	data, err := json.MarshalIndent(j, "", "\t")
-	if err != nil {
-		return false, err
-	}
 	final := journalPath(journalDir, j.ID)
 	tmp := final + ".tmp"
 	if err := hook.step(prefix + "-write"); err != nil {
@@ -117,7 +118,7 @@ func writeJournal(journalDir string, j *journal, hook Hook, prefix string) (rena
 	if err != nil {
 		return false, err
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := encodeJournal(f, j); err != nil {
 		f.Close()
 		return false, err
 	}
@@ -142,6 +143,37 @@ func writeJournal(journalDir string, j *journal, hook Hook, prefix string) (rena
 		return true, err
 	}
 	return true, syncPath(journalDir)
+}
+
+// encodeJournal writes j as JSON, one entry at a time: a journal of an
+// import can have 100,000 entries, and marshalling it whole would hold
+// them all a second time, as text.
+func encodeJournal(f io.Writer, j *journal) error {
+	head, err := json.Marshal(journal{Version: j.Version, ID: j.ID, Dir: j.Dir, State: j.State, Dirs: j.Dirs})
+	if err != nil {
+		return err
+	}
+	// head ends with "entries":null}; the entries replace the null.
+	head = bytes.TrimSuffix(head, []byte("null}"))
+	if !bytes.HasSuffix(head, []byte(`"entries":`)) {
+		return fmt.Errorf("journal head %q: unexpected encoding", head)
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	w.Write(head)
+	w.WriteByte('[')
+	for i := range j.Entries {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteByte('\n')
+		line, err := json.Marshal(&j.Entries[i])
+		if err != nil {
+			return err
+		}
+		w.Write(line)
+	}
+	w.WriteString("\n]}\n")
+	return w.Flush()
 }
 
 // readJournal reads and checks the journal of id. A journal is data from

@@ -231,6 +231,77 @@ func (t *dirTree) createTemp(p, temp string, mode uint32, owner *fileState) (*os
 	return os.NewFile(uintptr(fd), temp), nil
 }
 
+// moveTemp moves the regular file p of the private tree src to the
+// temporary temp next to p, giving it the mode bits given and the owner of
+// owner, or of p's directory when owner is nil. Both paths are resolved
+// without following links; errOtherFS when src is on another file system
+// (nothing was moved then).
+func (t *dirTree) moveTemp(src, p, temp string, mode uint32, owner *fileState) error {
+	st, err := openTree(src)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	spfd, _, err := st.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(spfd)
+	f, _, err := openRegular(spfd, path.Base(p))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	var uid, gid int
+	if owner != nil {
+		uid, gid = owner.UID, owner.GID
+	} else if uid, gid, err = ownerOf(pfd); err != nil {
+		return err
+	}
+	// The descriptor is the inode the rename moves: owner and mode are set
+	// on it before it is in the workspace. Chown before chmod: chown may
+	// clear set-id bits.
+	fd := int(f.Fd())
+	if err := fchownIfNeeded(fd, uid, gid); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
+	}
+	err = unix.Renameat2(spfd, path.Base(p), pfd, temp, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EXDEV) {
+		return errOtherFS
+	}
+	return err
+}
+
+// syncTemp fsyncs the temporary temp next to p.
+func (t *dirTree) syncTemp(p, temp string) error {
+	pfd, _, err := t.walk(path.Dir(p), false)
+	if err != nil {
+		return err
+	}
+	defer closeFD(pfd)
+	f, _, err := openRegular(pfd, temp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return syncFile(f)
+}
+
+// syncAll makes everything written to the tree's file system durable, in
+// one syncfs.
+func (t *dirTree) syncAll() error { return syncFS(t.fd) }
+
+// syncFS is fsync's batch counterpart (the fault test swaps both).
+var syncFS = unix.Syncfs
+
 func fchownIfNeeded(fd, uid, gid int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

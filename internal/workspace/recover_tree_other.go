@@ -34,6 +34,12 @@ func (t *dirTree) remove(string) error                  { return errTreeUnsuppor
 func (t *dirTree) removeTemp(string, string) error      { return errTreeUnsupported }
 func (t *dirTree) syncDir(string) error                 { return errTreeUnsupported }
 func (t *dirTree) emptyDir(string) (bool, error)        { return false, errTreeUnsupported }
+func (t *dirTree) syncTemp(string, string) error        { return errTreeUnsupported }
+func (t *dirTree) syncAll() error                       { return errTreeUnsupported }
+
+func (t *dirTree) moveTemp(string, string, string, uint32, *fileState) error {
+	return errTreeUnsupported
+}
 
 func (t *dirTree) createTemp(string, string, uint32, *fileState) (*os.File, error) {
 	return nil, errTreeUnsupported
