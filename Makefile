@@ -48,11 +48,13 @@ browser:
 		else echo "chromium is missing and cannot be installed here (needs root and apt-get)" >&2; exit 1; fi; }
 
 # Component tests (Vitest), then the browser tests: a real corral serve
-# with the app embedded and a scripted fake model, driven by chromium.
+# with the app embedded, a scripted fake model and a real git server,
+# driven by chromium.
 web-test: build browser
 	cd web && npm test
 	$(GO) build -o bin/fakemodel ./internal/modeltest/fakemodel
-	cd web && CORRAL_BIN=$(CURDIR)/$(BIN) FAKEMODEL_BIN=$(CURDIR)/bin/fakemodel npm run e2e
+	$(GO) build -o bin/gitserver ./internal/gittest/gitserver
+	cd web && CORRAL_BIN=$(CURDIR)/$(BIN) FAKEMODEL_BIN=$(CURDIR)/bin/fakemodel GITSERVER_BIN=$(CURDIR)/bin/gitserver npm run e2e
 
 # The README walkthrough test drives curl and jq; git repositories (clone,
 # commit, push) run Debian's git. Installed when missing (as root, from

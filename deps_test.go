@@ -40,6 +40,11 @@ var forbidden = []struct {
 		why:  "what runs agents' code must not reach storage, accounts or HTTP",
 	},
 	{
+		from: []string{"corral/cmd/corral"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/secrets/secrettest"},
+		why:  "the server never carries the tests' fakes and servers",
+	},
+	{
 		from: []string{"corral"},
 		to:   []string{"corral/..."},
 		why:  "the domain package imports nothing of the project",
@@ -101,7 +106,9 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/workspace/ws_other.go":   "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store/sqlite\"\n",
 		"internal/store/sqlite/db.go":      "package sqlite\n",
 		"internal/api/api.go":              "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
-		"internal/service/service.go":      "package service\n",
+		"internal/service/service.go":      "package service\n\nimport _ \"corral/internal/gittest\"\n",
+		"internal/gittest/gittest.go":      "package gittest\n",
+		"cmd/corral/main.go":               "package main\n\nimport _ \"corral/internal/service\"\n",
 		"internal/auth/auth.go":            "package auth\n",
 		"web/node_modules/x/api.go":        "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go": "package bad\n\nimport _ \"corral/internal/api\"\n",
@@ -123,6 +130,9 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"corral/internal/runner must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)\n" +
 			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
+		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
+			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
+			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",
 		"corral must not import corral/internal/trace (the domain package imports nothing of the project):\n" +
 			"\tcorral imports corral/internal/trace (corral.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +

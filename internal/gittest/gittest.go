@@ -17,8 +17,18 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 )
+
+// T is what the server needs of its caller: a T, or the gitserver
+// command's stand-in (internal/gittest/gitserver, for the browser tests).
+type T interface {
+	Helper()
+	TempDir() string
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+}
 
 // Options shape the repository a server starts with.
 type Options struct {
@@ -35,7 +45,7 @@ type Options struct {
 
 // Server is a git server on loopback.
 type Server struct {
-	t      testing.TB
+	t      T
 	srv    *httptest.Server
 	root   string // GIT_PROJECT_ROOT
 	Bare   string // the bare repository on disk
@@ -51,7 +61,7 @@ type Server struct {
 const Name = "repo.git"
 
 // New starts a server whose repository holds one commit with opt.Files.
-func New(t testing.TB, opt Options) *Server {
+func New(t T, opt Options) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed (make test installs it)")
@@ -147,7 +157,7 @@ type Entry struct {
 }
 
 // Log returns the commits of rev on the server, newest first.
-func (s *Server) Log(t testing.TB, rev string) []Entry {
+func (s *Server) Log(t T, rev string) []Entry {
 	t.Helper()
 	out := Git(t, s.Bare, "log", "-z", "--format=%H%x1f%an%x1f%ae%x1f%cn%x1f%ce%x1f%B", rev, "--")
 	var list []Entry
@@ -162,19 +172,19 @@ func (s *Server) Log(t testing.TB, rev string) []Entry {
 }
 
 // Files lists the paths in rev's tree on the server.
-func (s *Server) Files(t testing.TB, rev string) []string {
+func (s *Server) Files(t T, rev string) []string {
 	t.Helper()
 	return strings.Fields(Git(t, s.Bare, "ls-tree", "-r", "--name-only", rev))
 }
 
 // Show returns the content of path at rev on the server.
-func (s *Server) Show(t testing.TB, rev, path string) string {
+func (s *Server) Show(t T, rev, path string) string {
 	t.Helper()
 	return Git(t, s.Bare, "show", rev+":"+path)
 }
 
 // Head returns the commit a branch names on the server ("" when none).
-func (s *Server) Head(t testing.TB, branch string) string {
+func (s *Server) Head(t T, branch string) string {
 	t.Helper()
 	cmd := exec.Command("git", "rev-parse", "--verify", "-q", "refs/heads/"+branch)
 	cmd.Dir = s.Bare
@@ -183,14 +193,14 @@ func (s *Server) Head(t testing.TB, branch string) string {
 }
 
 // Fsck fails the test unless git fsck finds the repository sound.
-func (s *Server) Fsck(t testing.TB) {
+func (s *Server) Fsck(t T) {
 	t.Helper()
 	Git(t, s.Bare, "fsck", "--strict", "--no-dangling")
 }
 
 // Advance moves branch on the server by one commit that writes path, as
 // another person pushing would (straight to the bare repository).
-func (s *Server) Advance(t testing.TB, branch, path, content string) string {
+func (s *Server) Advance(t T, branch, path, content string) string {
 	t.Helper()
 	work := t.TempDir()
 	Git(t, "", "clone", "-q", "--branch", branch, s.Bare, work)
@@ -209,7 +219,7 @@ func (s *Server) Requests() []*http.Request {
 }
 
 // Git runs git in dir with a test identity and returns its output.
-func Git(t testing.TB, dir string, args ...string) string {
+func Git(t T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -225,12 +235,12 @@ func Git(t testing.TB, dir string, args ...string) string {
 }
 
 // Commit commits what is staged in dir with message.
-func Commit(t testing.TB, dir, message string) {
+func Commit(t T, dir, message string) {
 	t.Helper()
 	Git(t, dir, "commit", "-q", "--no-gpg-sign", "-m", message)
 }
 
-func gitBinary(t testing.TB) string {
+func gitBinary(t T) string {
 	p, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git is not installed")
@@ -238,7 +248,7 @@ func gitBinary(t testing.TB) string {
 	return p
 }
 
-func write(t testing.TB, path string, b []byte) {
+func write(t T, path string, b []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -91,10 +91,21 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 		return ImportResult{}, corral.Internal("import", err)
 	}
 	defer root.Close()
+	// Into an empty workspace (a new agent's) every file is a create: no
+	// need to look for each one.
+	empty, err := emptyDir(dir)
+	if err != nil {
+		return ImportResult{}, err
+	}
 	entries := make([]workspace.Entry, 0, len(res.Files))
 	paths := make([]string, 0, len(res.Files))
 	for _, f := range res.Files {
 		e := workspace.Entry{Path: f.Path, Op: workspace.OpCreate, NewSHA256: f.SHA256, Size: f.Size, Mode: f.Mode, Class: workspace.ClassOrdinary}
+		if empty {
+			entries = append(entries, e)
+			paths = append(paths, f.Path)
+			continue
+		}
 		old, oldMode, err := hashFile(root, f.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
@@ -122,6 +133,25 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 	c.cfg.Log.Info("archive imported", "agent", agentID, "files", out.Files, "bytes", out.Bytes, "changed", len(entries))
 	c.commitUpload(ctx, actor, agentID, "Import an archive", paths) // with a repository: one commit, as the importer
 	return out, nil
+}
+
+// emptyDir says whether dir has no entry at all. (Apply checks again that
+// each create's path is absent: a file that appeared meanwhile is its
+// conflict to report.)
+func emptyDir(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, corral.Internal("import", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	if err != nil {
+		return false, corral.Internal("import", err)
+	}
+	return len(names) == 0, nil
 }
 
 // importable refuses the paths Corral keeps for itself: .corral at the root

@@ -560,11 +560,19 @@ func (a *applier) forward(src Source) error {
 	// Every new file is complete and synced under its temporary name
 	// before the first one takes its place.
 	batch := len(j.Entries) >= batchSyncMin
+	var moveFrom *dirTree
+	if m, ok := src.(MoveSource); ok {
+		var err error
+		if moveFrom, err = openTree(string(m)); err != nil {
+			return err
+		}
+		defer moveFrom.close()
+	}
 	for _, e := range j.Entries {
 		if e.Op == OpDelete {
 			continue
 		}
-		if err := a.writeTemp(e, src, batch); err != nil {
+		if err := a.writeTemp(e, src, moveFrom, batch); err != nil {
 			return err
 		}
 	}
@@ -657,14 +665,15 @@ func (a *applier) backup(e journalEntry, name string) error {
 }
 
 // writeTemp writes the new content of e to its temporary, next to its
-// target, with the entry's permission bits and the right owner. batch
-// leaves the fsync to the caller's syncAll.
-func (a *applier) writeTemp(e journalEntry, src Source, batch bool) error {
+// target, with the entry's permission bits and the right owner: moved
+// from moveFrom (a MoveSource's tree) when set, else copied from src.
+// batch leaves the fsync to the caller's syncAll.
+func (a *applier) writeTemp(e journalEntry, src Source, moveFrom *dirTree, batch bool) error {
 	if err := a.hook.step("write-temp " + e.Path); err != nil {
 		return err
 	}
-	if m, ok := src.(MoveSource); ok {
-		err := a.t.moveTemp(string(m), e.Path, e.Temp, e.NewMode, e.Old)
+	if moveFrom != nil {
+		err := a.t.moveTemp(moveFrom, e.Path, e.Temp, e.NewMode, e.Old)
 		switch {
 		case errors.Is(err, errOtherFS):
 			// Copied below.

@@ -231,18 +231,14 @@ func (t *dirTree) createTemp(p, temp string, mode uint32, owner *fileState) (*os
 	return os.NewFile(uintptr(fd), temp), nil
 }
 
-// moveTemp moves the regular file p of the private tree src to the
+// moveTemp moves the regular file p of the private tree src (opened once
+// per apply) to the
 // temporary temp next to p, giving it the mode bits given and the owner of
 // owner, or of p's directory when owner is nil. Both paths are resolved
 // without following links; errOtherFS when src is on another file system
 // (nothing was moved then).
-func (t *dirTree) moveTemp(src, p, temp string, mode uint32, owner *fileState) error {
-	st, err := openTree(src)
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	spfd, _, err := st.walk(path.Dir(p), false)
+func (t *dirTree) moveTemp(src *dirTree, p, temp string, mode uint32, owner *fileState) error {
+	spfd, _, err := src.walk(path.Dir(p), false)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (t *dirTree) emptyDir(string) (bool, error)        { return false, errTreeU
 func (t *dirTree) syncTemp(string, string) error        { return errTreeUnsupported }
 func (t *dirTree) syncAll() error                       { return errTreeUnsupported }
 
-func (t *dirTree) moveTemp(string, string, string, uint32, *fileState) error {
+func (t *dirTree) moveTemp(*dirTree, string, string, uint32, *fileState) error {
 	return errTreeUnsupported
 }
 

@@ -4,10 +4,12 @@
 // two files; she approves one and rejects the other, one at a time. She
 // creates an agent from an uploaded archive, imports a folder (packed into
 // a tar in the browser), deletes a file, downloads the workspace and
-// manages a credential. (A repository's clone and push are not driven here:
-// they need a git server over TLS whose CA the browser would have to trust.)
+// manages a credential. She clones a private repository from a real git
+// server (internal/gittest/gitserver: git http-backend over TLS, basic
+// auth; the corral server trusts its CA with --git-ca-file), has the agent
+// change it, approves, sees the commit as hers and pushes a branch.
 //
-//   CORRAL_BIN=/tmp/corral-ui FAKEMODEL_BIN=/tmp/fakemodel npm run e2e
+//   CORRAL_BIN=/tmp/corral-ui FAKEMODEL_BIN=/tmp/fakemodel GITSERVER_BIN=/tmp/gitserver npm run e2e
 //
 // Screenshots land in e2e/artifacts/. Every wait is a liveness bound (a
 // generous timeout), never a timing assertion. Exits non-zero on any failure.
@@ -254,6 +256,7 @@ async function signUp(page, base, email, name, password) {
 async function main() {
   const corralBin = need('CORRAL_BIN')
   const fakeBin = need('FAKEMODEL_BIN')
+  const gitBin = need('GITSERVER_BIN')
   const chromiumPath = findChromium()
   rmSync(artifacts, { recursive: true, force: true })
   mkdirSync(artifacts, { recursive: true })
@@ -269,10 +272,16 @@ async function main() {
 
   const modelURL = await startAndRead('fakemodel', fakeBin, [], {}, 'stdout', /fakemodel listening (http:\/\/\S+)/)
   log(`fake model at ${modelURL}`)
+  // A real git server (git http-backend over TLS, basic auth): the corral
+  // server trusts its CA through --git-ca-file, as it would a company's.
+  const gitPassword = 'e2e-git-password-0123456789'
+  const gitLine = await startAndRead('gitserver', gitBin, ['--user', 'git', '--password', gitPassword], {}, 'stdout', /gitserver listening (\S+ ca=\S+ bare=\S+)/)
+  const [gitURL, gitCA, gitBare] = gitLine.split(' ').map((f) => f.replace(/^(ca|bare)=/, ''))
+  log(`git server at ${gitURL}`)
   const base = await startAndRead(
     'corral',
     corralBin,
-    ['serve', '--addr', '127.0.0.1:0', '--data', dataDir],
+    ['serve', '--addr', '127.0.0.1:0', '--data', dataDir, '--git-ca-file', gitCA],
     { CORRAL_MODEL_BASE_URL: modelURL, CORRAL_MODEL: 'scripted' },
     'stderr',
     /corral serving.* addr=(http:\/\/127\.0\.0\.1:\d+)/,
@@ -518,6 +527,61 @@ async function main() {
     await row.getByRole('button', { name: 'Delete credential e2e-host', exact: true }).click()
     await alice.getByRole('button', { name: 'Yes, delete', exact: true }).click()
     await until('the credential to leave the list', async () => (await row.count()) === 0)
+    await alice.goto(agentURL)
+  })
+
+  await step('Alice clones a private repository, has the agent change it, approves, sees the commit as hers and pushes a branch', async () => {
+    await alice.getByRole('navigation', { name: 'Account' }).getByRole('link', { name: 'Credentials', exact: true }).click()
+    await alice.getByLabel('Name', { exact: true }).fill('e2e-git')
+    await alice.getByLabel('Host', { exact: true }).fill(new URL(gitURL).host)
+    await alice.getByLabel('Username', { exact: true }).fill('git')
+    await alice.getByLabel('Secret', { exact: true }).fill(gitPassword)
+    await alice.getByRole('button', { name: 'Add credential', exact: true }).click()
+    await visible(alice.getByRole('row').filter({ hasText: 'e2e-git' }), 'the git credential in the list')
+
+    await alice.goto(`${base}/agents/new`)
+    await alice.getByLabel('Name', { exact: true }).fill('repo-agent')
+    await alice.getByRole('radio', { name: 'A git repository', exact: true }).check()
+    await alice.getByLabel('Repository URL', { exact: true }).fill(gitURL)
+    await alice.getByRole('button', { name: 'Create agent', exact: true }).click()
+    await visible(alice.getByRole('heading', { name: 'repo-agent', level: 1 }), 'the new agent’s page')
+    await visible(alice.getByTitle('Status: ready', { exact: true }), 'the clone, ready (the server uses Alice’s credential for the host)')
+    const repoAgentURL = alice.url().replace(/\?.*$/, '')
+    await shot(alice, 'repository-cloned')
+
+    await alice.goto(repoAgentURL)
+    await alice.getByLabel('Message', { exact: true }).fill('please write hello.txt')
+    await alice.getByRole('button', { name: 'Send', exact: true }).click()
+    const live = alice.getByRole('region', { name: /Run in progress|Latest run/ })
+    await hasText(live.getByRole('status'), 'completed', 'the run status')
+    await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Changes' }).click()
+    await alice.getByRole('link', { name: /^change set / }).first().click()
+    await visible(alice.getByRole('region', { name: 'hello.txt', exact: true }), 'the hello.txt entry')
+    await alice.getByRole('button', { name: 'Approve', exact: true }).click()
+    await hasText(alice.locator('.page-head').getByTitle(/^Status: /), 'applied', 'the change set status')
+
+    await alice.goto(`${repoAgentURL}?tab=repository`)
+    const commit = alice.getByRole('table', { name: 'Commits' }).getByRole('row').filter({ hasText: 'Apply change set' })
+    await visible(commit, 'the commit of the applied change set')
+    await hasText(commit, 'alice@example.com', 'the commit’s author')
+    const push = alice.getByRole('form', { name: 'Push' })
+    await push.getByLabel('Branch', { exact: true }).fill('corral/e2e')
+    await push.getByRole('button', { name: 'Push', exact: true }).click()
+    await visible(push.getByText(/^Pushed 1 commit to corral\/e2e/), 'the push result')
+    await shot(alice, 'repository-pushed')
+    if ((await alice.content()).includes(gitPassword)) fail('the git password is on the page')
+
+    // What the git server holds: one new commit by Alice, committed by Corral, with the trailers.
+    const git = spawnSync('git', ['--git-dir', gitBare, 'log', '-1', '--format=%an <%ae>|%cn%n%B', 'corral/e2e'], { encoding: 'utf8' })
+    if (git.status !== 0) fail(`git log on the server: ${git.stderr}`)
+    const [who, ...body] = git.stdout.split('\n')
+    if (who !== 'Alice <alice@example.com>|Corral') fail(`the pushed commit is by ${who}, not Alice committed by Corral`)
+    for (const trailer of ['Corral-Run: ', 'Corral-Change-Set: ', 'Approved-By: Alice <alice@example.com>']) {
+      if (!body.some((l) => l.startsWith(trailer))) fail(`the pushed commit lacks the trailer ${trailer}: ${git.stdout}`)
+    }
+    const fsck = spawnSync('git', ['--git-dir', gitBare, 'fsck', '--strict', '--no-dangling'], { encoding: 'utf8' })
+    if (fsck.status !== 0) fail(`git fsck on the server: ${fsck.stdout}${fsck.stderr}`)
+    log(`  pushed: ${who}`)
     await alice.goto(agentURL)
   })
 
