@@ -34,10 +34,17 @@ const (
 	ReasonBusy            = "busy"             // a run of the agent is still active
 )
 
-// ViolationDisk is the violation of a run that used up its staged tree's
-// disk (limits.disk_bytes or limits.disk_inodes). The sandbox's own limits
-// name the others (sandbox.Violation*).
-const ViolationDisk = "disk"
+// Violations: the limit that ended a run.
+const (
+	ViolationTimeout = "timeout" // wall time: the run's, or one command's
+	ViolationMemory  = "memory"
+	ViolationPids    = "pids"
+	ViolationCPU     = "cpu"
+	ViolationOutput  = "output" // one command's output
+	// ViolationDisk: the run used up its staged tree's disk
+	// (limits.disk_bytes or limits.disk_inodes).
+	ViolationDisk = "disk"
+)
 
 // Tokens counts model tokens as the provider reported them.
 type Tokens struct {

@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"corral/internal/sandbox"
+	"corral/internal/supervisor"
 )
 
 // envList is a repeatable KEY=value flag.
@@ -82,9 +82,6 @@ func execCommand(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	return res.ExitCode, nil
 }
 
-// maybeInit turns this process into a sandbox's init when asked to.
-func maybeInit() {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.InitArg {
-		sandbox.Init()
-	}
-}
+// maybeInit turns this process into a sandbox's init or a session's
+// supervisor when asked to.
+func maybeInit() { supervisor.Dispatch() }

@@ -29,7 +29,7 @@ var version = "dev"
 
 const usage = `usage:
   corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
-               [--change-ttl 168h] [--quarantine-after 3] [--quarantine-window 1h]
+               [--change-ttl 168h] [--quarantine-after 3] [--quarantine-window 1h] [--session-grace 10m]
                [--max-conns N] [--max-conns-per-addr 128] [--trusted-proxy CIDR]...
   corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]
               [--timeout DUR] [--output BYTES] [--tmp BYTES] [--env K=V]... [--json] -- CMD [ARGS...]

@@ -14,6 +14,7 @@ import (
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
+	"corral/internal/supervisor"
 )
 
 // httpClient is one signed-in person talking to a real server.
@@ -85,10 +86,143 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestRestartMidRunReconciles kills the server in the middle of a run, as a
-// crash would, and starts it again: the run's processes are gone, the run
-// is reconciled with a trace event saying so, its staged work is kept as a
-// change set, and the next message continues the conversation.
+// signedIn signs a new person up on srv and creates an agent.
+func signedIn(t *testing.T, srv *server) (*httpClient, string) {
+	jar, _ := cookiejar.New(nil)
+	c := &httpClient{t: t, base: srv.base, c: &http.Client{Jar: jar}}
+	c.do("POST", "/auth/signup", map[string]string{"email": "a@example.com", "name": "A", "password": "correct horse battery"}, http.StatusCreated, nil)
+	var agent struct{ ID string }
+	c.do("POST", "/agents", map[string]string{"name": "worker"}, http.StatusCreated, &agent)
+	return c, agent.ID
+}
+
+// crash kills the server as a crash would: no chance to clean up.
+func crash(srv *server) {
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	srv.cmd.Wait()
+}
+
+// TestRestartMidRunReattaches kills the server (SIGKILL) while a tool
+// command sleeps, writes output and a file, then exits, and starts it
+// again, once while the command still runs and once after it ended: the
+// run's session outlived the server, the new server re-attaches, the
+// command's whole output and exit code reach the model, the file is in the
+// change set, the run completes with a trace that verifies, and nothing of
+// the session is left once the run has ended.
+func TestRestartMidRunReattaches(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		away bool // the server stays down until the command has ended
+	}{{"back while the command runs", false}, {"down for longer than the command", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const marker = "sleep 2.4246"
+			model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+				if r.Last().Role == "user" {
+					return modeltest.Calls(modeltest.ShellCall("c1", "echo part1; echo begun > begun.txt; "+marker+"; echo part2; exit 5"))
+				}
+				return modeltest.Text("done")
+			})
+			defer model.Close()
+			data := reachableTempDir(t)
+			env := []string{"CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+			srv := startServer(t, data, env...)
+			c, agentID := signedIn(t, srv)
+			var posted struct{ Run runAnswer }
+			c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "long job"}, http.StatusAccepted, &posted)
+			waitFor(t, "the tool to run", func() bool {
+				if !strings.Contains(srv.Log(), "level=ERROR") {
+					return len(processesWith(marker)) > 0
+				}
+				t.Fatalf("the server failed:\n%s", srv.Log())
+				return false
+			})
+
+			crash(srv)
+			exits := filepath.Join(data, "sessions", posted.Run.ID, "cmd", "*.exit")
+			if tc.away {
+				waitFor(t, "the command to end while the server is down", func() bool {
+					m, _ := filepath.Glob(exits)
+					return len(m) == 1
+				})
+			} else if len(processesWith(marker)) == 0 {
+				t.Fatal("the command died with the server")
+			}
+
+			srv = startServer(t, data, env...)
+			c.base = srv.base
+			var run runAnswer
+			waitFor(t, "the run to end", func() bool {
+				c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
+				return run.Status != "admitted" && run.Status != "running"
+			})
+			if run.Status != "completed" || run.ChangeSetID == nil {
+				t.Fatalf("after restart the run is %+v, want completed with a change set\n%s", run, srv.Log())
+			}
+			if !strings.Contains(srv.Log(), "re-attached") {
+				t.Fatalf("the server did not log the re-attachment:\n%s", srv.Log())
+			}
+			reqs := model.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("model calls = %d, want 2", len(reqs))
+			}
+			tool := reqs[1].Last()
+			if tool.Role != "tool" || !strings.Contains(tool.Content, `"exit_code":5`) || !strings.Contains(tool.Content, `part1\npart2\n`) {
+				t.Fatalf("the model got %s %q, want the whole output and exit 5", tool.Role, tool.Content)
+			}
+			var cs struct{ Entries []struct{ Path string } }
+			c.do("GET", "/changes/"+*run.ChangeSetID, nil, http.StatusOK, &cs)
+			if len(cs.Entries) != 1 || cs.Entries[0].Path != "begun.txt" {
+				t.Fatalf("the change set = %+v, want begun.txt", cs)
+			}
+			var trace struct{ Items []struct{ Type string } }
+			c.do("GET", "/runs/"+run.ID+"/trace", nil, http.StatusOK, &trace)
+			var types []string
+			for _, e := range trace.Items {
+				types = append(types, e.Type)
+			}
+			if got := strings.Join(types, " "); !strings.Contains(got, "tool_call reattached tool_call tool_result") || !strings.HasSuffix(got, "ended") {
+				t.Fatalf("trace = %s", got)
+			}
+			crash(srv) // the data lock: verify reads the database alone
+			if code, out := verifyTraces(t, data); code != 0 {
+				t.Fatalf("trace verify = %d %s", code, out)
+			}
+			if procs := processesWith(marker); len(procs) != 0 {
+				t.Fatalf("processes left after the run: %v", procs)
+			}
+			if procs := processesWith(supervisor.Arg + " " + data); len(procs) != 0 {
+				t.Fatalf("supervisors left after the run: %v", procs)
+			}
+			if _, err := os.Stat(filepath.Join(data, "sessions", run.ID)); !os.IsNotExist(err) {
+				t.Fatalf("the session's directory is left: %v", err)
+			}
+			if m := mountsUnder(filepath.Join(data, "sessions")); len(m) != 0 {
+				t.Fatalf("mounts left: %v", m)
+			}
+		})
+	}
+}
+
+// mountsUnder lists the mount points under dir.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var found []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			found = append(found, f[4])
+		}
+	}
+	return found
+}
+
+// TestRestartMidRunReconciles kills the server and the run's supervisor in
+// the middle of a run, as a crash of the machine would, and starts the
+// server again: the run's processes are gone, the run is reconciled with a
+// trace event saying so, its staged work is kept as a change set, and the
+// next message continues the conversation.
 func TestRestartMidRunReconciles(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
@@ -107,20 +241,18 @@ func TestRestartMidRunReconciles(t *testing.T) {
 	data := reachableTempDir(t)
 	env := []string{"CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
 	srv := startServer(t, data, env...)
-
-	jar, _ := cookiejar.New(nil)
-	c := &httpClient{t: t, base: srv.base, c: &http.Client{Jar: jar}}
-	c.do("POST", "/auth/signup", map[string]string{"email": "a@example.com", "name": "A", "password": "correct horse battery"}, http.StatusCreated, nil)
-	var agent struct{ ID string }
-	c.do("POST", "/agents", map[string]string{"name": "worker"}, http.StatusCreated, &agent)
+	c, agentID := signedIn(t, srv)
 	var posted struct{ Run runAnswer }
-	c.do("POST", "/agents/"+agent.ID+"/messages", map[string]string{"content": "long job"}, http.StatusAccepted, &posted)
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "long job"}, http.StatusAccepted, &posted)
 	waitFor(t, "the tool to run", func() bool { return len(processesWith(marker)) > 0 })
 
-	// A crash: no chance to clean up.
-	srv.cmd.Process.Signal(syscall.SIGKILL)
-	srv.cmd.Wait()
-	waitFor(t, "the sandbox to die with the server", func() bool { return len(processesWith(marker)) == 0 })
+	crash(srv)
+	st, err := supervisor.ReadState(filepath.Join(data, "sessions", posted.Run.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(st.PID, syscall.SIGKILL)
+	waitFor(t, "the sandbox to die with its supervisor", func() bool { return len(processesWith(marker)) == 0 })
 
 	srv = startServer(t, data, env...)
 	c.base = srv.base
@@ -151,7 +283,7 @@ func TestRestartMidRunReconciles(t *testing.T) {
 	}
 
 	// The next message continues the thread from the last checkpoint.
-	c.do("POST", "/agents/"+agent.ID+"/messages", map[string]string{"content": "go on"}, http.StatusAccepted, &posted)
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "go on"}, http.StatusAccepted, &posted)
 	waitFor(t, "the next run", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
 		return run.Status != "admitted" && run.Status != "running"

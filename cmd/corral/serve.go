@@ -27,6 +27,7 @@ import (
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
+	"corral/internal/node"
 	"corral/internal/store/sqlite"
 	"corral/internal/webui"
 	"corral/internal/workspace"
@@ -49,6 +50,9 @@ type serveConfig struct {
 	// agent.
 	QuarantineAfter  int
 	QuarantineWindow time.Duration
+	// SessionGrace is how long a run's session outlives a server that
+	// went away without coming back.
+	SessionGrace time.Duration
 	// MaxConns caps open connections in all: 0 takes
 	// netguard.DefaultMaxConns, or what the descriptor limit allows after
 	// its reserve when that is less; more than the limit allows is lowered.
@@ -90,6 +94,11 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: CORRAL_QUARANTINE_WINDOW: %v", errUsage, err)
 	}
 	fs.DurationVar(&c.QuarantineWindow, "quarantine-window", window, "the window in which violations count towards quarantine")
+	grace, err := time.ParseDuration(envOr(getenv, "CORRAL_SESSION_GRACE", "10m"))
+	if err != nil {
+		return c, fmt.Errorf("%w: CORRAL_SESSION_GRACE: %v", errUsage, err)
+	}
+	fs.DurationVar(&c.SessionGrace, "session-grace", grace, "how long runs' sandboxes outlive a server that does not come back")
 	maxConns, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_CONNS", "0"))
 	if err != nil {
 		return c, fmt.Errorf("%w: CORRAL_MAX_CONNS: %v", errUsage, err)
@@ -157,6 +166,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		if _, err := os.Stat(c.GitCAFile); err != nil {
 			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
 		}
+	}
+	if c.SessionGrace <= 0 {
+		return c, fmt.Errorf("%w: --session-grace must be positive", errUsage)
 	}
 	if c.ChangeTTL <= 0 {
 		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
@@ -261,14 +273,22 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		} else {
 			log.Info("model provider configured", "base_url", c.Model.BaseURL, "model", c.Model.Model)
 		}
-		runs := runner.New(db, model, changes, runner.Config{
+		sessions, err := node.New(node.Config{Dir: filepath.Join(c.Data, "sessions"), Grace: c.SessionGrace}, changes)
+		if err != nil {
+			return err
+		}
+		defer sessions.Close() // after the runs' loops: the sessions go on
+		runs := runner.New(db, model, changes, sessions, runner.Config{
 			QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Log: log,
 		})
 		defer runs.Close()
 		// Then settle the runs a stopped server left behind.
-		n, err := runs.Reconcile(ctx)
+		n, back, err := runs.Reconcile(ctx)
 		if err != nil {
 			return err
+		}
+		if back > 0 {
+			log.Info("runs whose sessions outlived the last stop were re-attached", "runs", back)
 		}
 		if n > 0 {
 			log.Warn("runs interrupted by the last stop were reconciled", "runs", n)

@@ -77,6 +77,9 @@ func reachableTempDir(t *testing.T) string {
 	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unmountStages(dir) }) // before the dir goes
+	t.Cleanup(func() {
+		endSessions(dir) // what a failed test left running
+		unmountStages(dir)
+	}) // before the dir goes
 	return dir
 }

@@ -22,12 +22,15 @@ func (e *env) propose(t *testing.T, agentID string, edit func(tree string)) corr
 		t.Fatal(err)
 	}
 	id := corral.NewID("chg")
-	st, err := e.changes.Begin(ctx, a, id)
+	if err := e.changes.Begin(ctx, a, id); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := e.changes.Tree(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit(st.Tree())
-	cs, err := e.changes.Finish(ctx, a, "", id, st, true)
+	edit(tree)
+	cs, err := e.changes.Finish(ctx, a, "", id, true)
 	if err != nil {
 		t.Fatal(err)
 	}

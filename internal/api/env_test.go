@@ -19,6 +19,7 @@ import (
 	"corral/internal/auth"
 	"corral/internal/gateway"
 	"corral/internal/modeltest"
+	"corral/internal/node"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/secrets"
@@ -28,17 +29,18 @@ import (
 
 // env is a real Corral API over a real SQLite database in a temp dir.
 type env struct {
-	t       testing.TB
-	db      *sqlite.DB
-	dbPath  string
-	api     *Server
-	srv     *httptest.Server
-	clock   *fakeClock
-	changes *service.Changes
-	dataDir string
-	model   *modeltest.Provider
-	runner  *runner.Runner
-	creds   *service.Credentials
+	t        testing.TB
+	db       *sqlite.DB
+	dbPath   string
+	api      *Server
+	srv      *httptest.Server
+	clock    *fakeClock
+	changes  *service.Changes
+	sessions *node.Local
+	dataDir  string
+	model    *modeltest.Provider
+	runner   *runner.Runner
+	creds    *service.Credentials
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -111,6 +113,15 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
+	sessions, err := node.New(node.Config{Dir: filepath.Join(e.dataDir, "sessions")}, e.changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sessions.EndAll(context.Background())
+		sessions.Close()
+	})
+	e.sessions = sessions
 	e.model = modeltest.New(func(r modeltest.Request) modeltest.Reply {
 		e.mu.Lock()
 		script := e.script
@@ -129,7 +140,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner = runner.New(db, model, e.changes, runner.Config{QuarantineAfter: 2, Now: clock.Now})
+	e.runner = runner.New(db, model, e.changes, sessions, runner.Config{QuarantineAfter: 2, Now: clock.Now})
 	t.Cleanup(e.runner.Close)
 	agents := service.NewAgents(db, cfg)
 	agents.SetResume(e.runner.Resume)

@@ -3,27 +3,15 @@ package runner
 import (
 	"sync"
 
-	"corral/internal/trace"
+	"corral"
 )
 
-// Event is what a watcher of a run receives: one of a trace event as
-// stored, a piece of the model's text as it streams (Delta), or a piece of
-// a tool's output as the command writes it (Output). Deltas and output are
-// never stored: the whole message and the tool's result follow as trace
-// events.
-type Event struct {
-	Trace  *trace.Event
-	Delta  string
-	Output *Output
-}
-
-// Output is a piece of a running tool's output: Text starts Offset bytes
-// into it.
-type Output struct {
-	ToolCallID string
-	Offset     int
-	Text       string
-}
+// Event and Output are the run events watchers receive (see
+// corral.RunEvent).
+type (
+	Event  = corral.RunEvent
+	Output = corral.RunOutput
+)
 
 // subscriberBuffer is how many events a slow watcher may fall behind
 // before it is cut off; it then reloads the trace and carries on.

@@ -4,14 +4,13 @@ import (
 	"os"
 	"testing"
 
-	"corral/internal/sandbox"
+	"corral/internal/supervisor"
 )
 
 // TestMain lets the test binary act as the sandbox's init: tool calls
 // re-execute it with sandbox.InitArg.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.InitArg {
-		sandbox.Init() // never returns
-	}
+	supervisor.Dispatch() // the sandbox's init and sessions' supervisors
+
 	os.Exit(m.Run())
 }

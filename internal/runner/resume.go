@@ -66,7 +66,7 @@ func (r *Runner) Resume(ctx context.Context, agentID string) error {
 			continue // stopped, killed or resumed by someone else meanwhile
 		}
 		if a := r.track(run); a != nil {
-			go r.execute(a, nil)
+			go r.execute(a, nil, false)
 		}
 	}
 	return nil
@@ -84,9 +84,9 @@ func (r *Runner) endPaused(ctx context.Context, runID, status, reason string) er
 			// Between states (being resumed or started): ask the loop.
 			if a := r.lookup(runID); a != nil {
 				if status == corral.RunKilled {
-					a.kill(true)
+					r.killActive(a)
 				} else {
-					a.stop()
+					r.stopActive(a)
 				}
 				return nil
 			}
@@ -112,7 +112,7 @@ func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
 		r.cfg.Log.Error("ended run's agent not loaded", "run", run.ID, "err", err)
 		return
 	}
-	st, err := r.ws.Reopen(ctx, run.AgentID, run.StageID)
+	err = r.ws.Reopen(ctx, run.AgentID, run.StageID)
 	switch {
 	case corral.ErrorCode(err) == corral.ENOTFOUND:
 		return // it never staged anything
@@ -121,7 +121,7 @@ func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
 		r.ws.Discard(run.StageID)
 		return
 	}
-	cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, false)
+	cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, false)
 	if err != nil {
 		r.cfg.Log.Error("ended run's changes not recorded", "run", run.ID, "err", err)
 		return
@@ -136,21 +136,42 @@ func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
 }
 
 // Reconcile settles the runs a stopped server left behind. It runs at
-// start-up, before anything is admitted. A run left admitted or running
-// becomes reconciled (its sandbox died with the server: the sandbox's init
-// is killed with its parent), what it had staged becomes a change set for
-// review, and a trace event says so; the next message continues from its
-// last checkpoint. Paused runs whose agent may go on are resumed.
-func (r *Runner) Reconcile(ctx context.Context) (int, error) {
+// start-up, before anything is admitted. A running run whose session is
+// still running (its supervisor outlived the server) is re-attached: its
+// loop goes on from its checkpoint, and the tool commands it had started
+// deliver their results, whether they finished meanwhile or still run.
+// Any other run left admitted or running becomes reconciled (its session
+// is gone), what it had staged becomes a change set for review, and a
+// trace event says so; the next message continues from its last
+// checkpoint. Paused runs whose agent may go on are resumed. It returns
+// how many runs it reconciled and how many it re-attached.
+func (r *Runner) Reconcile(ctx context.Context) (reconciled, reattached int, err error) {
 	left, err := r.store.RunsIn(ctx, corral.RunAdmitted, corral.RunRunning)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	n := 0
 	for _, run := range left {
+		if run.Status == corral.RunRunning {
+			if st, err := r.node.Session(ctx, run.ID); err == nil && st.Running {
+				// Reopened now, before anything is served: from here on an
+				// edit to the workspace is recorded in the stage.
+				if err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err != nil {
+					r.cfg.Log.Error("re-attached run's stage not reopened", "run", run.ID, "err", err)
+				}
+				if a := r.track(run); a != nil {
+					reattached++
+					go r.execute(a, nil, true)
+				}
+				continue
+			}
+		}
+		// Whatever the session left (its logs, an ended supervisor's
+		// state) goes.
+		r.endSession(run.ID)
 		from := run.Status
 		run.Status, run.EndedAt = corral.RunReconciled, r.cfg.Now().UTC()
-		run.Reason = "the server stopped while the run was " + from + "; its processes ended with it"
+		run.Reason = "the server stopped while the run was " + from + "; its session did not outlive it"
 		if err := r.store.UpdateRun(ctx, run, from); err != nil {
 			r.cfg.Log.Error("reconciling a run", "run", run.ID, "err", err)
 			continue
@@ -162,14 +183,14 @@ func (r *Runner) Reconcile(ctx context.Context) (int, error) {
 	}
 	paused, err := r.store.RunsIn(ctx, corral.RunPaused)
 	if err != nil {
-		return n, err
+		return n, reattached, err
 	}
 	seen := map[string]bool{}
 	for _, run := range paused {
 		// Open the paused run's stage now, before anything is served: from
 		// here on, an edit to the workspace is recorded in it (KeepBases),
 		// whether or not the run resumes at once.
-		if _, err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
+		if err := r.ws.Reopen(ctx, run.AgentID, run.StageID); err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
 			r.cfg.Log.Warn("paused run's stage not reopened", "run", run.ID, "err", err)
 		}
 		if !seen[run.AgentID] {
@@ -179,5 +200,5 @@ func (r *Runner) Reconcile(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	return n, nil
+	return n, reattached, nil
 }

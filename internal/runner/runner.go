@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -29,9 +28,7 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
-	"corral/internal/sandbox"
 	"corral/internal/trace"
-	"corral/internal/workspace"
 )
 
 // Store is what runs need from storage.
@@ -48,20 +45,24 @@ type Model interface {
 	Complete(ctx context.Context, req gateway.Request, m gateway.Meter) (gateway.Response, error)
 }
 
-// Workspaces stages runs' trees and turns them into change sets
-// (service.Changes).
+// Workspaces stages runs' trees, by the run's stage id, and turns them
+// into change sets (service.Changes).
 type Workspaces interface {
-	Begin(ctx context.Context, agent corral.Agent, id string) (*workspace.Stage, error)
-	Reopen(ctx context.Context, agentID, id string) (*workspace.Stage, error)
+	Begin(ctx context.Context, agent corral.Agent, id string) error
+	// Reopen opens a stage left by a paused run or an earlier process;
+	// ENOTFOUND when there is none.
+	Reopen(ctx context.Context, agentID, id string) error
 	// Finish records the stage's changes as change set id; auto false
 	// makes every entry wait for a person whatever the agent's policy.
-	Finish(ctx context.Context, agent corral.Agent, runID, id string, st *workspace.Stage, auto bool) (corral.ChangeSet, error)
+	Finish(ctx context.Context, agent corral.Agent, runID, id string, auto bool) (corral.ChangeSet, error)
 	Discard(id string) error
 }
 
 // Config holds the runner's settings.
 type Config struct {
-	Sandbox sandbox.Config
+	// Grace is how long a stopped tool command has between SIGTERM and
+	// SIGKILL. Default 5s.
+	Grace time.Duration
 	// MaxTurns bounds the model calls of one run. Default 50.
 	MaxTurns int
 	// RunTimeout bounds a run whose agent sets no run_timeout_s. It counts
@@ -79,6 +80,9 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.Grace == 0 {
+		c.Grace = 5 * time.Second
+	}
 	if c.MaxTurns == 0 {
 		c.MaxTurns = 50
 	}
@@ -107,6 +111,7 @@ type Runner struct {
 	store Store
 	model Model
 	ws    Workspaces
+	node  corral.Node
 	cfg   Config
 	rec   *trace.Recorder
 	hub   *hub
@@ -131,9 +136,9 @@ type active struct {
 	stopping bool
 	stopped  chan struct{} // closed by the first stop: ends a model call's wait to retry
 	killed   bool
-	sb       *sandbox.Sandbox // the tool command running now, if any
-	callID   string           // its tool call
-	out      *output          // and its output so far
+	cmdID    string  // the tool command running now in the run's session, if any
+	callID   string  // its tool call
+	out      *output // and its output so far
 }
 
 func (a *active) setOutput(callID string, out *output) {
@@ -159,12 +164,12 @@ func (r *Runner) OutputSoFar(runID string) (Output, bool) {
 	return Output{ToolCallID: callID, Text: out.head()}, true
 }
 
-// New returns a Runner.
-func New(store Store, model Model, ws Workspaces, cfg Config) *Runner {
+// New returns a Runner. Runs' sessions are started on node.
+func New(store Store, model Model, ws Workspaces, node corral.Node, cfg Config) *Runner {
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
 	return &Runner{
-		store: store, model: model, ws: ws, cfg: cfg,
+		store: store, model: model, ws: ws, node: node, cfg: cfg,
 		rec:  trace.NewRecorder(store, cfg.Now),
 		hub:  newHub(),
 		base: base, shutdown: cancel,
@@ -173,15 +178,10 @@ func New(store Store, model Model, ws Workspaces, cfg Config) *Runner {
 }
 
 // Close stops every run's loop without deciding its outcome and waits for
-// them: the sandboxes die, the runs stay running in the store, and the
-// next start-up reconciles them, exactly as after a crash.
+// them, exactly as a crash would: the runs stay running in the store and
+// their sessions go on, for the next start-up to re-attach to (Reconcile).
 func (r *Runner) Close() {
 	r.shutdown()
-	r.mu.Lock()
-	for _, a := range r.active {
-		a.kill(false)
-	}
-	r.mu.Unlock()
 	r.wg.Wait()
 }
 
@@ -235,16 +235,16 @@ func (r *Runner) Start(run corral.Run, msg corral.Message, ev corral.Admission) 
 			// What the agent's pending change sets held on disk.
 			"pending_disk_bytes": ev.PendingDiskBytes,
 		})
-		r.execute(a, &msg)
+		r.execute(a, &msg, false)
 	}()
 }
 
 // Stop asks a run to end at its next safe point: before a model call or a
 // tool call. The tool command running now, if any, gets SIGTERM and, after
-// the sandbox's grace period, SIGKILL. A paused run ends at once.
+// the grace period, SIGKILL. A paused run ends at once.
 func (r *Runner) Stop(ctx context.Context, runID string) error {
 	if a := r.lookup(runID); a != nil {
-		a.stop()
+		r.stopActive(a)
 		return nil
 	}
 	return r.endPaused(ctx, runID, corral.RunCancelled, "stopped on request while paused")
@@ -254,7 +254,7 @@ func (r *Runner) Stop(ctx context.Context, runID string) error {
 // of its sandbox dies.
 func (r *Runner) Kill(ctx context.Context, runID string) error {
 	if a := r.lookup(runID); a != nil {
-		a.kill(true)
+		r.killActive(a)
 		return nil
 	}
 	return r.endPaused(ctx, runID, corral.RunKilled, "killed on request while paused")
@@ -266,28 +266,49 @@ func (r *Runner) lookup(runID string) *active {
 	return r.active[runID]
 }
 
-func (a *active) stop() {
+// stopActive asks a's loop to end and the tool command running now to
+// end: SIGTERM, then SIGKILL after the grace period.
+func (r *Runner) stopActive(a *active) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.stopping {
 		close(a.stopped)
 	}
 	a.stopping = true
-	if a.sb != nil {
-		a.sb.Stop(0)
+	if a.cmdID != "" {
+		r.terminate(a.run.ID, a.cmdID)
 	}
 }
 
-// kill ends the loop; byRequest says a person asked (else: shutdown).
-func (a *active) kill(byRequest bool) {
+// terminate sends a command SIGTERM and, after the grace period, SIGKILL
+// (which finds nothing when it has ended by then).
+func (r *Runner) terminate(runID, cmdID string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Grace+30*time.Second)
+		defer cancel()
+		r.node.Signal(ctx, runID, cmdID, "TERM")
+		select {
+		case <-time.After(r.cfg.Grace):
+			r.node.Signal(ctx, runID, cmdID, "KILL")
+		case <-r.base.Done():
+		}
+	}()
+}
+
+// killActive ends a's loop at once: its model call is abandoned, its tool
+// command killed (its result still recorded), and the loop's end ends the
+// session with everything in it.
+func (r *Runner) killActive(a *active) {
 	a.mu.Lock()
-	if byRequest {
-		a.killed = true
-	}
-	sb := a.sb
+	a.killed = true
+	cmdID := a.cmdID
 	a.mu.Unlock()
-	if sb != nil {
-		sb.Kill()
+	if cmdID != "" {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r.node.Signal(ctx, a.run.ID, cmdID, "KILL")
+		}()
 	}
 	a.cancel()
 }
@@ -298,20 +319,34 @@ func (a *active) state() (stopping, killed bool) {
 	return a.stopping, a.killed
 }
 
-// setSandbox records the tool command now running; false when the run was
-// killed meanwhile (the command is then killed here).
-func (a *active) setSandbox(sb *sandbox.Sandbox) bool {
+// setCommand records the tool command now running ("" for none); false
+// when the run was killed meanwhile (the command is then killed). A run
+// being stopped has the command terminated at once.
+func (r *Runner) setCommand(a *active, cmdID string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.sb = sb
-	if sb != nil && (a.killed || a.ctx.Err() != nil) {
-		sb.Kill()
+	a.cmdID = cmdID
+	if a.killed || a.ctx.Err() != nil {
+		if cmdID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r.node.Signal(ctx, a.run.ID, cmdID, "KILL")
+		}
 		return false
 	}
-	if sb != nil && a.stopping {
-		sb.Stop(0)
+	if cmdID != "" && a.stopping {
+		r.terminate(a.run.ID, cmdID)
 	}
 	return true
+}
+
+// endSession ends a run's session; what ran in it dies.
+func (r *Runner) endSession(runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.node.EndSession(ctx, runID); err != nil {
+		r.cfg.Log.Error("run's session not ended", "run", runID, "err", err)
+	}
 }
 
 // outcome is how a loop ended.
@@ -324,49 +359,55 @@ type outcome struct {
 }
 
 // execute runs a's loop from its start (msg non-nil) or from its
-// checkpoint (a resumed run, msg nil), and records how it ended.
-func (r *Runner) execute(a *active, msg *corral.Message) {
+// checkpoint (a resumed or re-attached run, msg nil), and records how it
+// ended. A re-attached run's session is still running from before.
+func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 	defer r.wg.Done() // Close waits for the end to be recorded, not only the loop
-	out, agent, st := r.loop(a, msg)
+	out, agent, staged := r.loop(a, msg, reattach)
 	r.untrack(a)
 	ctx := context.WithoutCancel(a.ctx)
 	switch {
 	case out.shutdown:
-		// The stage stays; reconciliation turns it into a change set.
+		// The stage and the session stay: the next start-up re-attaches
+		// or reconciles.
 	case out.status == corral.RunPaused:
+		r.endSession(a.run.ID)
 		r.pause(ctx, a.run, agent)
 	default:
-		r.end(ctx, a.run, agent, st, out)
+		// Nothing runs any more when the manifest is taken.
+		r.endSession(a.run.ID)
+		r.end(ctx, a.run, agent, staged, out)
 	}
 }
 
 // loop prepares the run and drives the conversation. It returns the
-// agent and stage it used (nil stage when staging failed).
-func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *workspace.Stage) {
+// agent, and whether the run has a stage.
+func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, corral.Agent, bool) {
 	ctx, run := a.ctx, &a.run
 	agent, err := r.store.Agent(ctx, run.AgentID, "")
 	if err != nil {
-		return r.failed(a, "the agent could not be loaded", err), agent, nil
+		return r.failed(a, "the agent could not be loaded", err), agent, false
 	}
 
 	var conv conversation
-	var st *workspace.Stage
+	var pending []gateway.ToolCall // a re-attached run's calls without results
+	at := 0                        // and the index of their message
 	if msg != nil {
 		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
 		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
 			// Stopped or killed before it started, or reconciled.
 			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
-			return outcome{shutdown: true}, agent, nil
+			return outcome{shutdown: true}, agent, false
 		}
 		r.record(ctx, run.ID, trace.Started, map[string]any{
 			"model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
 		})
-		if st, err = r.ws.Begin(ctx, agent, run.StageID); err != nil {
-			return r.failed(a, "the workspace could not be staged", err), agent, nil
+		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
+			return r.failed(a, "the workspace could not be staged", err), agent, false
 		}
 		_, prior, err := r.store.LastCheckpoint(ctx, agent.ID)
 		if err != nil {
-			return r.failed(a, "the conversation could not be loaded", err), agent, st
+			return r.failed(a, "the conversation could not be loaded", err), agent, true
 		}
 		if conv, err = decodeConversation(prior); err != nil {
 			r.cfg.Log.Error("earlier conversation unreadable; starting afresh", "agent", agent.ID, "err", err)
@@ -374,21 +415,31 @@ func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *w
 		}
 		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: msg.Content})
 	} else {
-		r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
-		if st, err = r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
-			return r.failed(a, "the paused run's staged workspace could not be reopened", err), agent, nil
+		if reattach {
+			r.record(ctx, run.ID, trace.Reattached, map[string]any{})
+		} else {
+			r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+		}
+		if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
+			return r.failed(a, "the run's staged workspace could not be reopened", err), agent, false
 		}
 		b, err := r.store.Checkpoint(ctx, run.ID)
 		if err == nil {
 			conv, err = decodeConversation(b)
 		}
 		if err != nil {
-			return r.failed(a, "the paused run's conversation could not be loaded", err), agent, st
+			return r.failed(a, "the run's conversation could not be loaded", err), agent, true
 		}
-		conv = conv.repair()
+		if last := len(conv) - 1; reattach && last >= 0 && conv[last].Role == "assistant" && len(conv[last].ToolCalls) > 0 {
+			// The server stopped while these ran: their commands are in the
+			// session, finished or not, under the same ids.
+			pending, at = conv[last].ToolCalls, last
+		} else {
+			conv = conv.repair()
+		}
 	}
 	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
-		return r.failed(a, "the conversation could not be saved", err), agent, st
+		return r.failed(a, "the conversation could not be saved", err), agent, true
 	}
 
 	timeout := r.cfg.RunTimeout
@@ -398,15 +449,27 @@ func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *w
 	deadline := time.Now().Add(timeout)
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if !reattach {
+		if err := r.node.StartSession(ctx, sessionSpec(*run, agent, timeout)); err != nil {
+			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
+		}
+	}
+	if pending != nil {
+		var out outcome
+		var done bool
+		if conv, out, done = r.calls(a, agent, conv, at, pending, runCtx, deadline); done {
+			return out, agent, true
+		}
+	}
 	system := gateway.Message{Role: "system", Content: systemPrompt(agent)}
 	m := &meter{r: r, runID: run.ID, agentID: agent.ID}
 
 	for turn := 0; ; turn++ {
 		if out, done := r.interrupted(a, runCtx); done {
-			return out, agent, st
+			return out, agent, true
 		}
 		if turn == r.cfg.MaxTurns {
-			return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the run reached its limit of %d model calls", r.cfg.MaxTurns)}, agent, st
+			return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the run reached its limit of %d model calls", r.cfg.MaxTurns)}, agent, true
 		}
 		req := gateway.Request{
 			Model:    agent.Model,
@@ -424,47 +487,62 @@ func (r *Runner) loop(a *active, msg *corral.Message) (outcome, corral.Agent, *w
 		}
 		resp, err := r.model.Complete(runCtx, req, m)
 		if errors.Is(err, errBudget) {
-			return outcome{status: corral.RunPaused}, agent, st
+			return outcome{status: corral.RunPaused}, agent, true
 		}
 		if err != nil {
 			if out, done := r.interrupted(a, runCtx); done {
-				return out, agent, st
+				return out, agent, true
 			}
-			return r.failed(a, "the model call failed: "+safeMessage(err), err), agent, st
+			return r.failed(a, "the model call failed: "+safeMessage(err), err), agent, true
 		}
 		conv = append(conv, resp.Message)
 		r.record(ctx, run.ID, trace.Message, messageData(resp))
 		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
-			return r.failed(a, "the conversation could not be saved", err), agent, st
+			return r.failed(a, "the conversation could not be saved", err), agent, true
 		}
 		if len(resp.Message.ToolCalls) == 0 {
-			return outcome{status: corral.RunCompleted, reason: "the model answered", answer: resp.Message.Content}, agent, st
+			return outcome{status: corral.RunCompleted, reason: "the model answered", answer: resp.Message.Content}, agent, true
 		}
-		for _, call := range resp.Message.ToolCalls {
-			if out, done := r.interrupted(a, runCtx); done {
-				return out, agent, st
-			}
-			res, err := r.runTool(a, agent, st, call, deadline)
-			if err != nil {
-				return r.failed(a, "the sandbox failed: "+safeMessage(err), err), agent, st
-			}
-			conv = append(conv, gateway.Message{Role: "tool", ToolCallID: call.ID, Content: res.forModel(call.Name)})
-			if res.Violation != "" {
-				r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": call.ID})
-				if err := r.checkpoint(ctx, run.ID, conv); err != nil {
-					r.cfg.Log.Error("checkpoint", "run", run.ID, "err", err)
-				}
-				if _, killed := a.state(); killed {
-					return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, st
-				}
-				return outcome{status: corral.RunErrored, violation: res.Violation,
-					reason: fmt.Sprintf("the sandbox's %s limit ended the run", res.Violation)}, agent, st
-			}
-		}
-		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
-			return r.failed(a, "the conversation could not be saved", err), agent, st
+		var out outcome
+		var done bool
+		if conv, out, done = r.calls(a, agent, conv, len(conv)-1, resp.Message.ToolCalls, runCtx, deadline); done {
+			return out, agent, true
 		}
 	}
+}
+
+// calls runs the tool calls of the assistant message at index at of conv,
+// appends their results and checkpoints. done says the run must end, with
+// out.
+func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int, calls []gateway.ToolCall, runCtx context.Context, deadline time.Time) (_ conversation, out outcome, done bool) {
+	ctx, run := a.ctx, &a.run
+	for i, call := range calls {
+		if out, done := r.interrupted(a, runCtx); done {
+			return conv, out, true
+		}
+		// The command's id in the session is fixed by its place in the
+		// conversation, so a re-attached run finds it again.
+		res, err := r.runTool(a, agent, fmt.Sprintf("m%d-%d", at, i), call, deadline)
+		if err != nil {
+			return conv, r.failed(a, "the sandbox failed: "+safeMessage(err), err), true
+		}
+		conv = append(conv, gateway.Message{Role: "tool", ToolCallID: call.ID, Content: res.forModel(call.Name)})
+		if res.Violation != "" {
+			r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": call.ID})
+			if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+				r.cfg.Log.Error("checkpoint", "run", run.ID, "err", err)
+			}
+			if _, killed := a.state(); killed {
+				return conv, outcome{status: corral.RunKilled, reason: "killed on request"}, true
+			}
+			return conv, outcome{status: corral.RunErrored, violation: res.Violation,
+				reason: fmt.Sprintf("the sandbox's %s limit ended the run", res.Violation)}, true
+		}
+	}
+	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+		return conv, r.failed(a, "the conversation could not be saved", err), true
+	}
+	return conv, outcome{}, false
 }
 
 // interrupted reports whether the run must end now, and how: killed,
@@ -479,7 +557,7 @@ func (r *Runner) interrupted(a *active, runCtx context.Context) (outcome, bool) 
 	case stopping:
 		return outcome{status: corral.RunCancelled, reason: "stopped on request"}, true
 	case runCtx.Err() != nil:
-		return outcome{status: corral.RunErrored, violation: sandbox.ViolationTimeout, reason: "the run ran out of time"}, true
+		return outcome{status: corral.RunErrored, violation: corral.ViolationTimeout, reason: "the run ran out of time"}, true
 	}
 	return outcome{}, false
 }
@@ -526,12 +604,13 @@ func messageData(resp gateway.Response) map[string]any {
 	return map[string]any{"role": "assistant", "content": resp.Message.Content, "tool_calls": calls, "model": resp.Model}
 }
 
-// runTool runs one tool call in the sandbox. An error is Corral's failure
-// (the sandbox could not start); the model's mistakes are results.
-func (r *Runner) runTool(a *active, agent corral.Agent, st *workspace.Stage, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+// runTool runs one tool call as command cmdID of the run's session. An
+// error is Corral's failure (the session is gone); the model's mistakes
+// are results.
+func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
 	args, _ := capText(call.Arguments, maxTraceOutput)
-	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args})
-	res, err := r.tool(a, agent, st, call, deadline)
+	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args, "command": cmdID})
+	res, err := r.tool(a, agent, cmdID, call, deadline)
 	if err != nil {
 		return res, err
 	}
@@ -543,62 +622,54 @@ func (r *Runner) runTool(a *active, agent corral.Agent, st *workspace.Stage, cal
 	return res, nil
 }
 
-func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
 	spec, err := parseTool(call)
 	if err != nil {
 		return toolResult{ExitCode: -1, Error: err.Error()}, nil
-	}
-	mode := sandbox.ReadWrite
-	if agent.Policy.FS == corral.FSReadOnly {
-		mode = sandbox.ReadOnly
-	}
-	var stdin io.Reader // a nil *bytes.Reader would not be a nil io.Reader
-	if spec.stdin != nil {
-		stdin = bytes.NewReader(spec.stdin)
 	}
 	out := &output{live: func(offset int, text string) {
 		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: call.ID, Offset: offset, Text: text}})
 	}}
 	a.setOutput(call.ID, out)
 	defer a.setOutput("", nil)
-	sb, err := sandbox.Start(r.cfg.Sandbox, sandbox.Spec{
-		Workspace: st.Tree(),
-		Mode:      mode,
-		Limits:    limitsFor(agent.Limits, time.Until(deadline)),
-		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
-		Command:   spec.argv,
-	}, stdin, out, out)
-	if err != nil {
-		return toolResult{}, err
-	}
-	if !a.setSandbox(sb) {
-		sb.Wait()
+	if !r.setCommand(a, "") {
 		return toolResult{ExitCode: -1, Error: "the run was killed"}, nil
 	}
-	res, err := sb.Wait()
-	a.setSandbox(nil)
+	err = r.node.Exec(a.ctx, a.run.ID, corral.Command{
+		ID:        cmdID,
+		Argv:      spec.argv,
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
+		Stdin:     spec.stdin,
+		Timeout:   min(commandTimeout, max(time.Until(deadline), time.Millisecond)),
+		OutputMax: outputMax(agent.Limits),
+	})
 	if err != nil {
 		return toolResult{}, err
 	}
-	if res.Violation == "" {
-		// The kernel refused the command's writes past the disk limits
-		// (ENOSPC); a run that used its disk up ends, as for the
-		// sandbox's own limits.
-		full, err := st.DiskFull()
+	if !r.setCommand(a, cmdID) {
+		return toolResult{ExitCode: -1, Error: "the run was killed"}, nil
+	}
+	defer r.setCommand(a, "")
+	var offset int64
+	var exit *corral.CommandExit
+	for exit == nil {
+		// Not a.ctx: a killed run's command is killed, and its result
+		// still recorded; only the server's stop leaves it running.
+		o, err := r.node.Output(r.base, a.run.ID, cmdID, offset, true)
 		if err != nil {
 			return toolResult{}, err
 		}
-		if full {
-			res.Violation = corral.ViolationDisk
-		}
+		out.Write(o.Data)
+		offset += int64(len(o.Data))
+		exit = o.Exit
 	}
 	text, _ := capText(out.String(), maxToolOutput)
-	tr := toolResult{ExitCode: res.ExitCode, Output: text, Violation: res.Violation}
-	if call.Name == "shell" || res.Violation != "" {
+	tr := toolResult{ExitCode: exit.Code, Output: text, Violation: exit.Violation}
+	if call.Name == "shell" || exit.Violation != "" {
 		return tr, nil
 	}
-	if res.ExitCode != 0 {
-		tr.Error = toolError(call.Name, text, res.ExitCode, mode)
+	if exit.Code != 0 {
+		tr.Error = toolError(call.Name, text, exit.Code, agent.Policy.FS == corral.FSReadOnly)
 		return tr, nil
 	}
 	if call.Name == "write_file" {
@@ -608,12 +679,12 @@ func (r *Runner) tool(a *active, agent corral.Agent, st *workspace.Stage, call g
 }
 
 // toolError words a failed file tool's result for the model.
-func toolError(name, output string, code int, mode string) string {
+func toolError(name, output string, code int, readOnly bool) string {
 	msg := string(bytes.TrimSpace([]byte(output)))
 	if msg == "" {
 		msg = fmt.Sprintf("%s failed with exit status %d", name, code)
 	}
-	if name == "write_file" && mode == sandbox.ReadOnly {
+	if name == "write_file" && readOnly {
 		msg += " (the workspace is read-only for this agent)"
 	}
 	return msg
@@ -643,9 +714,9 @@ func (r *Runner) record(ctx context.Context, runID, typ string, data any) {
 // end records how a run ended: its changes become a change set, the
 // model's answer joins the thread, and repeated violations quarantine the
 // agent.
-func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, st *workspace.Stage, out outcome) {
-	if st != nil {
-		cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, st, out.status == corral.RunCompleted)
+func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, staged bool, out outcome) {
+	if staged {
+		cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, out.status == corral.RunCompleted)
 		if err != nil {
 			r.cfg.Log.Error("run's changes not recorded", "run", run.ID, "err", err)
 			if out.status == corral.RunCompleted {

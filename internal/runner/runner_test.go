@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,10 +16,12 @@ import (
 	"corral/internal/gateway"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/node"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
+	"corral/internal/supervisor"
 	"corral/internal/trace"
 )
 
@@ -30,12 +33,14 @@ const patience = 2 * time.Minute
 // temp dir, staged workspaces, the sandbox, and the gateway talking to the
 // fake provider.
 type harness struct {
-	t       testing.TB
-	db      *sqlite.DB
-	changes *service.Changes
-	model   *modeltest.Provider
-	gateway *gateway.Gateway
-	owner   corral.User
+	t        testing.TB
+	db       *sqlite.DB
+	changes  *service.Changes
+	sessions *node.Local
+	dataDir  string
+	model    *modeltest.Provider
+	gateway  *gateway.Gateway
+	owner    corral.User
 }
 
 // newHarness skips where the sandbox cannot run; the fake model answers
@@ -64,6 +69,16 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	// Pending change sets keep their staged trees mounted; the mounts must
 	// go before the temp dir does.
 	t.Cleanup(func() { unmountStages(dataDir) })
+	sessions, err := node.New(node.Config{Dir: filepath.Join(dataDir, "sessions")}, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Runs cut off by the end of a test leave their sessions running, as
+	// for a restart: they end before the stages are unmounted.
+	t.Cleanup(func() {
+		sessions.EndAll(context.Background())
+		sessions.Close()
+	})
 
 	model := modeltest.New(script)
 	t.Cleanup(model.Close)
@@ -75,7 +90,7 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, db: db, changes: changes, model: model, gateway: gw, owner: owner}
+	return &harness{t: t, db: db, changes: changes, sessions: sessions, dataDir: dataDir, model: model, gateway: gw, owner: owner}
 }
 
 // sandboxUID owns workspaces: the sandbox's host user when the tests run
@@ -90,7 +105,7 @@ func sandboxUID() int {
 // newRunner returns a runner over store and model, closed when the test
 // ends.
 func (h *harness) newRunner(store runner.Store, model runner.Model, cfg runner.Config) *runner.Runner {
-	r := runner.New(store, model, h.changes, cfg)
+	r := runner.New(store, model, h.changes, h.sessions, cfg)
 	h.t.Cleanup(r.Close)
 	return r
 }
@@ -330,7 +345,72 @@ func TestRunTimeout(t *testing.T) {
 	}
 }
 
-func TestCloseLeavesRunsForReconcile(t *testing.T) {
+// TestCloseLeavesRunsToReattach: a closing runner (a server stopping, or
+// dying) leaves its runs' sessions running; the next one re-attaches, the
+// command's whole output and exit reach the model, and the run completes.
+func TestCloseLeavesRunsToReattach(t *testing.T) {
+	ctx := context.Background()
+	const marker = "sleep 1.4245"
+	h := newHarness(t, func(req modeltest.Request) modeltest.Reply {
+		if req.Last().Role == "tool" {
+			return modeltest.Text("done")
+		}
+		return modeltest.Calls(modeltest.ShellCall("c1", "echo started; echo s > s.txt; "+marker+"; echo finished; exit 3"))
+	})
+	first := runner.New(h.db, h.gateway, h.changes, h.sessions, runner.Config{})
+	agent := h.agent(corral.Limits{})
+	run := h.start(first, agent, "work long")
+	h.waitProcess(run.ID, marker)
+
+	first.Close()
+	left, err := h.db.Run(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left.Status != corral.RunRunning || !left.EndedAt.IsZero() {
+		t.Fatalf("after Close, run = %s (%s), want still running", left.Status, left.Reason)
+	}
+
+	second := h.newRunner(h.db, h.gateway, runner.Config{})
+	n, back, err := second.Reconcile(ctx)
+	if err != nil || n != 0 || back != 1 {
+		t.Fatalf("Reconcile = %d reconciled, %d re-attached, %v; want 0, 1, nil", n, back, err)
+	}
+	done := h.waitRun(run.ID)
+	if done.Status != corral.RunCompleted {
+		t.Fatalf("re-attached run = %s (%s), want completed", done.Status, done.Reason)
+	}
+	reqs := h.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model calls = %d, want 2", len(reqs))
+	}
+	tool := reqs[1].Last()
+	if tool.Role != "tool" || !strings.Contains(tool.Content, `"exit_code":3`) || !strings.Contains(tool.Content, `started\nfinished\n`) {
+		t.Fatalf("the model got %s %q, want the whole output and exit 3", tool.Role, tool.Content)
+	}
+	cs, err := h.db.ChangeSet(ctx, done.ChangeSetID)
+	if err != nil || len(cs.Entries) != 1 || cs.Entries[0].Path != "s.txt" {
+		t.Fatalf("change set = %+v, %v; want s.txt", cs, err)
+	}
+	events, err := h.db.Trace(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Verify(events); err != nil {
+		t.Errorf("trace does not verify: %v", err)
+	}
+	if got := typesOf(events); !strings.Contains(got, "tool_call reattached tool_call tool_result usage message ended") {
+		t.Errorf("trace = %s, want the re-attachment between the tool's call and its result", got)
+	}
+	if procs := processesWith(marker); len(procs) != 0 {
+		t.Fatalf("processes left after the run: %v", procs)
+	}
+}
+
+// TestReconcileWhenTheSessionIsGone: when the supervisor died with the
+// server, nothing is left to attach to: the run is reconciled, its staged
+// work kept for review.
+func TestReconcileWhenTheSessionIsGone(t *testing.T) {
 	ctx := context.Background()
 	const marker = "sleep 4245"
 	h := newHarness(t, func(req modeltest.Request) modeltest.Reply {
@@ -339,40 +419,24 @@ func TestCloseLeavesRunsForReconcile(t *testing.T) {
 		}
 		return modeltest.Calls(modeltest.ShellCall("c1", "echo started > s.txt; "+marker))
 	})
-	first := runner.New(h.db, h.gateway, h.changes, runner.Config{})
+	first := runner.New(h.db, h.gateway, h.changes, h.sessions, runner.Config{})
 	agent := h.agent(corral.Limits{})
 	run := h.start(first, agent, "work long")
-
+	h.waitProcess(run.ID, marker)
+	first.Close()
+	h.killSupervisor(run.ID)
 	deadline := time.Now().Add(patience)
-	for len(processesWith(marker)) == 0 {
-		if got, err := h.db.Run(ctx, run.ID); err == nil && !corral.RunActive(got.Status) {
-			t.Fatalf("run ended %s (%s) before its tool was seen running", got.Status, got.Reason)
-		}
+	for len(processesWith(marker)) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%q never started", marker)
+			t.Fatalf("the session outlived its supervisor: %v", processesWith(marker))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	first.Close()
-	left, err := h.db.Run(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left.Status != corral.RunRunning || !left.EndedAt.IsZero() {
-		t.Fatalf("after Close, run = %s (%s), want still running for reconciliation", left.Status, left.Reason)
-	}
-	if procs := processesWith(marker); len(procs) != 0 {
-		t.Fatalf("processes left after Close: %v", procs)
-	}
-	if n := len(h.model.Requests()); n != 1 {
-		t.Errorf("model calls = %d, want 1: a closing runner makes no more", n)
-	}
-
 	second := h.newRunner(h.db, h.gateway, runner.Config{})
-	n, err := second.Reconcile(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("Reconcile = %d, %v; want 1, nil", n, err)
+	n, back, err := second.Reconcile(ctx)
+	if err != nil || n != 1 || back != 0 {
+		t.Fatalf("Reconcile = %d reconciled, %d re-attached, %v; want 1, 0, nil", n, back, err)
 	}
 	done, err := h.db.Run(ctx, run.ID)
 	if err != nil {
@@ -396,10 +460,42 @@ func TestCloseLeavesRunsForReconcile(t *testing.T) {
 	if err := trace.Verify(events); err != nil {
 		t.Errorf("trace does not verify: %v", err)
 	}
-	if got := typesOf(events); !strings.HasSuffix(got, "tool_call tool_result reconciled ended") {
-		t.Errorf("trace = %s, want it to end with the killed tool, then reconciled and ended", got)
+	if got := typesOf(events); !strings.HasSuffix(got, "tool_call reconciled ended") {
+		t.Errorf("trace = %s, want it to end with the tool's call, then reconciled and ended", got)
 	}
-	if n, err := second.Reconcile(ctx); err != nil || n != 0 {
-		t.Errorf("second Reconcile = %d, %v; want 0, nil", n, err)
+	if n, back, err := second.Reconcile(ctx); err != nil || n != 0 || back != 0 {
+		t.Errorf("second Reconcile = %d, %d, %v; want 0, 0, nil", n, back, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dataDir, "sessions", run.ID)); !os.IsNotExist(err) {
+		t.Errorf("the gone session's directory is still there: %v", err)
+	}
+}
+
+// waitProcess waits until a process of the run with marker in its command
+// line runs.
+func (h *harness) waitProcess(runID, marker string) {
+	h.t.Helper()
+	deadline := time.Now().Add(patience)
+	for len(processesWith(marker)) == 0 {
+		if got, err := h.db.Run(context.Background(), runID); err == nil && !corral.RunActive(got.Status) {
+			h.t.Fatalf("run ended %s (%s) before its tool was seen running", got.Status, got.Reason)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%q never started", marker)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// killSupervisor kills the supervisor of a run's session, as a crash of the
+// whole machine's processes would.
+func (h *harness) killSupervisor(runID string) {
+	h.t.Helper()
+	st, err := supervisor.ReadState(filepath.Join(h.dataDir, "sessions", runID))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
-	"corral/internal/sandbox"
 	"corral/internal/sanitize"
 )
 
@@ -209,20 +208,36 @@ func capText(s string, n int) (string, bool) {
 	return s[:cut] + fmt.Sprintf("\n[... %d more bytes not shown]", len(s)-cut), true
 }
 
-// limitsFor turns an agent's limits into one tool command's sandbox
-// limits; wall is what is left of the run's time.
-func limitsFor(l corral.Limits, wall time.Duration) sandbox.Limits {
-	sl := sandbox.Limits{
-		CPU:    time.Duration(l.CPUMillis) * time.Millisecond,
-		Memory: l.MemoryBytes,
-		Pids:   l.Pids,
-		Output: l.OutputBytes,
-		Wall:   sandbox.DefaultLimits.Wall,
+// commandTimeout bounds one tool command's wall time (the run's own time
+// left bounds it too).
+const commandTimeout = 10 * time.Minute
+
+// outputMax is the output one tool command may write.
+func outputMax(l corral.Limits) int64 {
+	if l.OutputBytes > 0 {
+		return l.OutputBytes
 	}
-	if wall < sl.Wall {
-		sl.Wall = max(wall, time.Millisecond)
+	return 1 << 20
+}
+
+// sessionSpec is a run's sandbox: the agent's limits bound the whole run
+// (every command together), and it lasts a little past the run's own time,
+// which ends the run first.
+func sessionSpec(run corral.Run, agent corral.Agent, timeout time.Duration) corral.SessionSpec {
+	spec := corral.SessionSpec{
+		ID:       run.ID,
+		StageID:  run.StageID,
+		ReadOnly: agent.Policy.FS == corral.FSReadOnly,
+		CPU:      time.Duration(agent.Limits.CPUMillis) * time.Millisecond,
+		Memory:   agent.Limits.MemoryBytes,
+		Pids:     agent.Limits.Pids,
+		Wall:     timeout + time.Minute,
 	}
-	return sl
+	if spec.CPU == 0 {
+		// One core for the whole run's time.
+		spec.CPU = timeout
+	}
+	return spec
 }
 
 // output collects a tool's stdout and stderr together; the sandbox copies

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -20,19 +19,17 @@ import (
 // The file descriptors the parent hands to the init, after stdin, stdout
 // and stderr.
 const (
-	fdSpec   = 3 // the childSpec, as JSON, then EOF
-	fdGo     = 4 // one byte once the init is inside its cgroup: the command may start
-	fdStatus = 5 // the init's reports: "ok", "error ...", "exit CODE SIGNAL"
+	fdSpec = 3 // the childSpec, as JSON, then EOF
+	fdGo   = 4 // one byte once the init is inside its cgroup: commands may start
+	fdCtl  = 5 // a SOCK_SEQPACKET socket: the parent's requests, the init's replies
 )
 
 // childSpec is what the init needs: built by the parent from a validated
-// Spec, and nothing else of the server crosses.
+// spec, and nothing else of the server crosses. Commands come later, one
+// request each, on the control socket.
 type childSpec struct {
-	Workspace string   // host path of the workspace
-	ReadWrite bool     // bind the workspace writable
-	Env       []string // the command's whole environment
-	Argv      []string
-	Dir       string
+	Workspace string // host path of the workspace
+	ReadWrite bool   // bind the workspace writable
 	Limits    Limits
 }
 
@@ -44,27 +41,26 @@ func Init() {
 	// thread alone (the bounding set) reach the command, because the
 	// command is forked from here and a fork copies the forking thread.
 	runtime.LockOSThread()
-	status := os.NewFile(fdStatus, "status")
-	code, err := initMain(status)
+	err := initMain()
 	if err != nil {
-		fmt.Fprintf(status, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		sendReply(reply{Op: "error", Error: strings.ReplaceAll(err.Error(), "\n", " ")})
 		os.Exit(125)
 	}
-	os.Exit(code)
+	os.Exit(0)
 }
 
-func initMain(status *os.File) (int, error) {
+func initMain() error {
 	// Descriptors the server held without close-on-exec came along into
 	// this process: none may reach the command (Landlock checks opens, not
 	// descriptors already open).
-	if err := unix.CloseRange(fdStatus+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return 0, fmt.Errorf("close inherited descriptors: %w", err)
+	if err := unix.CloseRange(fdCtl+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close inherited descriptors: %w", err)
 	}
-	syscall.CloseOnExec(fdStatus)
+	syscall.CloseOnExec(fdCtl)
 	// Not dumpable: the command, though it runs as the same user, cannot
 	// read the init's memory or descriptors through /proc/1, nor trace it.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, fmt.Errorf("set not dumpable: %w", err)
+		return fmt.Errorf("set not dumpable: %w", err)
 	}
 	// Signals the command could send the init to crash it (the Go runtime
 	// dumps and exits on these) are ignored; stop signals are forwarded.
@@ -72,23 +68,23 @@ func initMain(status *os.File) (int, error) {
 	var spec childSpec
 	specFile := os.NewFile(fdSpec, "spec")
 	if err := json.NewDecoder(specFile).Decode(&spec); err != nil {
-		return 0, fmt.Errorf("read spec: %w", err)
+		return fmt.Errorf("read spec: %w", err)
 	}
 	specFile.Close()
 	if err := buildRoot(spec); err != nil {
-		return 0, fmt.Errorf("build root: %w", err)
+		return fmt.Errorf("build root: %w", err)
 	}
 	if err := unix.Sethostname([]byte(insideHostname)); err != nil {
-		return 0, fmt.Errorf("hostname: %w", err)
+		return fmt.Errorf("hostname: %w", err)
 	}
 	if err := loopbackUp(); err != nil {
-		return 0, fmt.Errorf("loopback: %w", err)
+		return fmt.Errorf("loopback: %w", err)
 	}
 	if err := setRlimits(spec.Limits); err != nil {
-		return 0, fmt.Errorf("rlimits: %w", err)
+		return fmt.Errorf("rlimits: %w", err)
 	}
 	if err := dropPrivileges(); err != nil {
-		return 0, fmt.Errorf("drop privileges: %w", err)
+		return fmt.Errorf("drop privileges: %w", err)
 	}
 	rules := fsRules{
 		ReadOnlyDirs:   []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc"},
@@ -102,82 +98,20 @@ func initMain(status *os.File) (int, error) {
 		rules.ReadOnlyDirs = append(rules.ReadOnlyDirs, insideWorkspace)
 	}
 	if err := applyLandlock(rules); err != nil {
-		return 0, fmt.Errorf("landlock: %w", err)
+		return fmt.Errorf("landlock: %w", err)
 	}
 	if err := applySeccomp(); err != nil {
-		return 0, fmt.Errorf("seccomp: %w", err)
+		return fmt.Errorf("seccomp: %w", err)
 	}
 	// Everything above is the init's own, trusted work, done while the
 	// parent moves it into its cgroup; nothing untrusted runs before the
 	// parent says the move is done.
 	goFile := os.NewFile(fdGo, "go")
 	if _, err := goFile.Read(make([]byte, 1)); err != nil {
-		return 0, fmt.Errorf("wait for the parent: %w", err)
+		return fmt.Errorf("wait for the parent: %w", err)
 	}
 	goFile.Close()
-	return runCommand(spec, status)
-}
-
-// runCommand starts the command as the init's only child, forwards stop
-// signals to every process of the sandbox, reaps orphans, and returns the
-// command's exit status once it ends. Whatever is left then is killed.
-func runCommand(spec childSpec, status *os.File) (int, error) {
-	argv0, err := lookPath(spec.Argv[0], spec.Env)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "corral sandbox: %s: command not found\n", spec.Argv[0])
-		fmt.Fprintf(status, "ok\nexit 127 -\n")
-		return 127, nil
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	pid, err := syscall.ForkExec(argv0, spec.Argv, &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "corral sandbox: %s: %v\n", spec.Argv[0], err)
-		fmt.Fprintf(status, "ok\nexit 126 -\n")
-		return 126, nil
-	}
-	fmt.Fprintf(status, "ok\n")
-	go func() {
-		for range sigs {
-			// -1: every process the init may signal, which inside this PID
-			// namespace is every process but the init itself.
-			syscall.Kill(-1, syscall.SIGTERM)
-		}
-	}()
-	code, sig := 0, "-"
-	for {
-		var ws syscall.WaitStatus
-		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("wait: %w", err)
-		}
-		if wpid != pid {
-			continue // an orphan reparented to us
-		}
-		switch {
-		case ws.Exited():
-			code = ws.ExitStatus()
-		case ws.Signaled():
-			code, sig = 128+int(ws.Signal()), unix.SignalName(ws.Signal())
-		}
-		break
-	}
-	syscall.Kill(-1, syscall.SIGKILL)
-	for {
-		if _, err := syscall.Wait4(-1, nil, 0, nil); errors.Is(err, syscall.ECHILD) {
-			break
-		}
-	}
-	fmt.Fprintf(status, "exit %d %s\n", code, sig)
-	return code, nil
+	return serve()
 }
 
 // lookPath finds name in the PATH of the command's environment, inside the

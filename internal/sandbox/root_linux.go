@@ -124,7 +124,7 @@ func buildRoot(s childSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("remount / read-only: %w", err)
 	}
-	return unix.Chdir(s.Dir)
+	return unix.Chdir(insideWorkspace)
 }
 
 // bindFromHost binds the host's path (seen under /oldroot) at dst when it

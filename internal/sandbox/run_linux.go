@@ -1,15 +1,10 @@
 package sandbox
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,17 +65,13 @@ const (
 // top of the spec's pids limit (the Go runtime's threads).
 const initReserve = 8
 
-// Sandbox is one running command.
+// Sandbox is one command running in a session of its own: the session
+// ends when the command does, and everything the command left with it.
 type Sandbox struct {
-	cmd    *exec.Cmd
-	cg     cgroup
-	limits Limits
-	start  time.Time
-	status *bufio.Reader
-
-	mu        sync.Mutex
-	violation string // the first limit crossed
-	out       outputLimit
+	sess  *Session
+	proc  *Proc
+	start time.Time
+	out   outputLimit
 
 	copying sync.WaitGroup
 	done    chan struct{} // closed when the sandbox has ended and is cleaned up
@@ -130,135 +121,58 @@ func Start(cfg Config, spec Spec, stdin io.Reader, stdout, stderr io.Writer) (*S
 	if err != nil {
 		return nil, err
 	}
-	if err := Available(); err != nil {
-		return nil, err
-	}
-	cfg.defaults()
-	if cfg.HostUID == 0 || cfg.HostGID == 0 {
-		return nil, invalid("the sandbox user must not be root on the host")
-	}
-	if err := reachable(spec.Workspace, spec.Mode == ReadWrite, cfg.HostUID, cfg.HostGID); err != nil {
-		return nil, err
-	}
-
-	cgLimits := spec.Limits
-	cgLimits.Pids += initReserve
-	cg, err := newCgroup(corral.NewID("sbx"), cgLimits)
+	sess, err := StartSession(cfg, spec.session())
 	if err != nil {
-		return nil, corral.Errorf(corral.EUNAVAIL, "sandbox: %v", err)
-	}
-	s := &Sandbox{cg: cg, limits: spec.Limits, done: make(chan struct{})}
-	s.out.max = spec.Limits.Output
-	if err := s.spawn(cfg, spec, stdin, stdout, stderr); err != nil {
-		cg.kill()
-		cg.remove()
 		return nil, err
 	}
-	go s.watch(cfg.Poll)
+	s := &Sandbox{sess: sess, start: sess.start, done: make(chan struct{})}
+	s.out.max = spec.Limits.Output
+	var ps [3]pipe // stdin, stdout, stderr
+	for i := range ps {
+		if ps[i], err = newPipe(); err != nil {
+			sess.End()
+			sess.Wait()
+			return nil, corral.Internal("sandbox pipes", err)
+		}
+	}
+	in, outP, errP := ps[0], ps[1], ps[2]
+	cmdIn := in.r
+	if f, ok := stdin.(*os.File); ok {
+		// A file (a terminal, say) is handed over as it is, not copied.
+		cmdIn, stdin = f, nil
+	}
+	s.proc, err = sess.Exec(Command{Argv: spec.Command, Env: spec.Env, Dir: spec.Dir}, cmdIn, outP.w, errP.w)
+	// The command's ends now belong to the command.
+	in.r.Close()
+	outP.w.Close()
+	errP.w.Close()
+	if err != nil {
+		in.w.Close()
+		outP.r.Close()
+		errP.r.Close()
+		sess.End()
+		sess.Wait()
+		return nil, err
+	}
+	go func() {
+		if stdin != nil {
+			io.Copy(in.w, stdin)
+		}
+		in.w.Close()
+	}()
+	s.copying.Add(2)
+	go s.copy(outP.r, stdout)
+	go s.copy(errP.r, stderr)
 	go s.wait()
 	return s, nil
 }
 
-// pipes are the parent's and the init's ends of one pipe.
+// pipes are the parent's and the command's ends of one pipe.
 type pipe struct{ r, w *os.File }
 
 func newPipe() (pipe, error) {
 	r, w, err := os.Pipe()
 	return pipe{r, w}, err
-}
-
-func (s *Sandbox) spawn(cfg Config, spec Spec, stdin io.Reader, stdout, stderr io.Writer) (err error) {
-	var ps [5]pipe // spec, go, status, stdout, stderr
-	for i := range ps {
-		if ps[i], err = newPipe(); err != nil {
-			return corral.Internal("sandbox pipes", err)
-		}
-	}
-	defer func() {
-		for _, p := range ps {
-			if p.r != nil {
-				p.r.Close()
-			}
-			p.w.Close()
-		}
-	}()
-	specP, goP, statusP, outP, errP := ps[0], ps[1], ps[2], ps[3], ps[4]
-
-	s.cmd = &exec.Cmd{
-		Path:       cfg.InitPath,
-		Args:       []string{"corral-sandbox", InitArg},
-		Env:        []string{"GOMAXPROCS=1"}, // the init's own: nothing of the server's
-		Stdin:      stdin,
-		Stdout:     outP.w,
-		Stderr:     errP.w,
-		ExtraFiles: []*os.File{specP.r, goP.r, statusP.w},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: insideUID, HostID: cfg.HostUID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: cfg.HostGID, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			// The init runs as the sandbox's user from the start. An execve
-			// by a non-root user clears capabilities, so the few the init
-			// needs to build the root (mounts, pivot_root, the hostname,
-			// loopback) travel as ambient capabilities, valid only inside
-			// its own user namespace; it drops them before the command.
-			Credential:  &syscall.Credential{Uid: insideUID, Gid: insideGID, NoSetGroups: true},
-			AmbientCaps: []uintptr{capSysAdmin, capNetAdmin, capSetpcap},
-			Pdeathsig:   syscall.SIGKILL,
-			Setsid:      true,
-		},
-	}
-	if fd, ok := s.cg.intoFD(); ok {
-		s.cmd.SysProcAttr.UseCgroupFD = true
-		s.cmd.SysProcAttr.CgroupFD = fd
-	}
-	s.start = time.Now()
-	if err := s.cmd.Start(); err != nil {
-		return corral.Errorf(corral.EUNAVAIL, "sandbox: start init: %v", err)
-	}
-	// The init's ends now belong to the init.
-	for _, f := range []*os.File{specP.r, goP.r, statusP.w, outP.w, errP.w} {
-		f.Close()
-	}
-	fail := func(e error) error {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		return e
-	}
-	// The init builds its root while it is moved into its cgroup (on
-	// cgroup v1 the move can take milliseconds); it starts the command only
-	// after the go byte.
-	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Env: spec.Env, Argv: spec.Command, Dir: spec.Dir, Limits: spec.Limits}
-	if err := json.NewEncoder(specP.w).Encode(cs); err != nil {
-		return fail(corral.Internal("sandbox: send spec", err))
-	}
-	specP.w.Close()
-	if _, ok := s.cg.intoFD(); !ok {
-		if err := s.cg.add(s.cmd.Process.Pid); err != nil {
-			return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: enter cgroup: %v", err))
-		}
-	}
-	if _, err := goP.w.Write([]byte{1}); err != nil {
-		return fail(corral.Internal("sandbox: release init", err))
-	}
-	goP.w.Close()
-
-	s.status = bufio.NewReader(statusP.r)
-	line, _ := s.status.ReadString('\n')
-	switch {
-	case line == "ok\n":
-	case strings.HasPrefix(line, "error "):
-		return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: %s", strings.TrimSpace(strings.TrimPrefix(line, "error "))))
-	default:
-		return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: the init ended before starting the command"))
-	}
-	s.copying.Add(2)
-	go s.copy(outP.r, stdout)
-	go s.copy(errP.r, stderr)
-	// Kept: the status reader and the output readers belong to s now.
-	ps[2].r, ps[3].r, ps[4].r = nil, nil, nil
-	return nil
 }
 
 // outputLimit counts the bytes of both streams together and serialises
@@ -296,7 +210,7 @@ func (s *Sandbox) copy(r *os.File, w io.Writer) {
 			}
 			s.out.mu.Unlock()
 			if first {
-				s.end(ViolationOutput)
+				s.sess.end(ViolationOutput)
 			}
 		}
 		if err != nil {
@@ -305,69 +219,12 @@ func (s *Sandbox) copy(r *os.File, w io.Writer) {
 	}
 }
 
-// watch ends the sandbox when it crosses a limit the kernel does not end it
-// for by itself: wall time, CPU time, the process limit, and memory (the
-// kernel kills one process; the run ends with it).
-func (s *Sandbox) watch(poll time.Duration) {
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-		}
-		if time.Since(s.start) > s.limits.Wall {
-			s.end(ViolationTimeout)
-			return
-		}
-		u, err := s.cg.usage()
-		if err != nil {
-			continue // the cgroup goes away as the sandbox ends
-		}
-		switch {
-		case u.OOMKills > 0:
-			s.end(ViolationMemory)
-			return
-		case u.PidsMax > 0:
-			s.end(ViolationPids)
-			return
-		case u.CPU > s.limits.CPU:
-			s.end(ViolationCPU)
-			return
-		}
-	}
-}
-
-// end kills the whole sandbox at once, recording why. Killing the init is
-// enough: the kernel then kills every process in its PID namespace.
-func (s *Sandbox) end(violation string) {
-	s.mu.Lock()
-	if s.violation == "" {
-		s.violation = violation
-	}
-	s.mu.Unlock()
-	s.cmd.Process.Signal(syscall.SIGKILL)
-}
-
 // Kill ends the sandbox at once: every process dies.
-func (s *Sandbox) Kill() { s.end("") }
+func (s *Sandbox) Kill() { s.sess.End() }
 
 // Stop asks every process to end (SIGTERM) and kills what is left after
-// grace (Config.Grace when grace is 0).
-func (s *Sandbox) Stop(grace time.Duration) {
-	if grace <= 0 {
-		grace = 5 * time.Second
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	go func() {
-		select {
-		case <-s.done:
-		case <-time.After(grace):
-			s.Kill()
-		}
-	}()
-}
+// grace (5s when grace is 0).
+func (s *Sandbox) Stop(grace time.Duration) { s.sess.Stop(grace) }
 
 // Done is closed when the sandbox has ended.
 func (s *Sandbox) Done() <-chan struct{} { return s.done }
@@ -378,50 +235,24 @@ func (s *Sandbox) Wait() (Result, error) {
 	return s.result, s.err
 }
 
-// wait reaps the init, makes sure nothing of the sandbox is left, and
-// records the result.
+// wait waits for the command, ends its session (killing whatever the
+// command left), and records the result.
 func (s *Sandbox) wait() {
 	defer close(s.done)
-	s.cmd.Wait()
+	select {
+	case <-s.proc.Done():
+		s.sess.End()
+	case <-s.sess.Done():
+	}
+	s.err = s.sess.Wait()
 	end := time.Now()
 	s.copying.Wait()
-	r := Result{Duration: end.Sub(s.start), ExitCode: 128 + int(syscall.SIGKILL), Signal: "SIGKILL"}
-	if line, _ := s.status.ReadString('\n'); strings.HasPrefix(line, "exit ") {
-		f := strings.Fields(line)
-		if len(f) == 3 {
-			if code, err := strconv.Atoi(f[1]); err == nil {
-				r.ExitCode, r.Signal = code, f[2]
-				if r.Signal == "-" {
-					r.Signal = ""
-				}
-			}
-		}
-	}
-	// A limit the kernel enforced may have ended the command before the
-	// watchdog looked: the last reading decides.
-	if u, err := s.cg.usage(); err == nil {
-		s.mu.Lock()
-		switch {
-		case s.violation != "":
-		case u.OOMKills > 0:
-			s.violation = ViolationMemory
-		case u.PidsMax > 0:
-			s.violation = ViolationPids
-		}
-		s.mu.Unlock()
-	}
-	kerr := s.cg.kill()
-	rerr := s.cg.remove()
-	s.mu.Lock()
-	r.Violation = s.violation
-	s.mu.Unlock()
+	code, sig := s.proc.Exit()
+	r := Result{Duration: end.Sub(s.start), ExitCode: code, Signal: sig, Violation: s.sess.Violation()}
 	s.out.mu.Lock()
 	r.Output = s.out.n
 	s.out.mu.Unlock()
 	s.result = r
-	if err := errors.Join(kerr, rerr); err != nil {
-		s.err = corral.Internal("sandbox cleanup", err)
-	}
 }
 
 // reachable checks, before anything starts, that the sandbox's user can

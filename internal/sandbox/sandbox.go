@@ -15,6 +15,8 @@ package sandbox
 
 import (
 	"time"
+
+	"corral"
 )
 
 // Workspace modes.
@@ -25,11 +27,11 @@ const (
 
 // Violations: the limit that ended a run.
 const (
-	ViolationTimeout = "timeout"
-	ViolationMemory  = "memory"
-	ViolationPids    = "pids"
-	ViolationCPU     = "cpu"
-	ViolationOutput  = "output"
+	ViolationTimeout = corral.ViolationTimeout
+	ViolationMemory  = corral.ViolationMemory
+	ViolationPids    = corral.ViolationPids
+	ViolationCPU     = corral.ViolationCPU
+	ViolationOutput  = corral.ViolationOutput
 )
 
 // Limits bound one sandboxed command. Zero fields take the defaults.
@@ -89,7 +91,22 @@ func orDefault[T comparable](v *T, def T) {
 	}
 }
 
-// Spec is one command to run, as plain data.
+// SessionSpec is one sandbox that commands are exec'd into, as plain data.
+// Its limits bound all its commands together, for as long as it runs.
+type SessionSpec struct {
+	Workspace string // host directory bound at /workspace
+	Mode      string // ReadOnly or ReadWrite
+	Limits    Limits // zero fields take DefaultLimits
+}
+
+// Command is one command to exec into a session, as plain data.
+type Command struct {
+	Argv []string // a name without "/" is looked up in PATH inside
+	Env  []string // the whole environment; nothing is inherited
+	Dir  string   // default /workspace
+}
+
+// Spec is one command to run in a sandbox of its own, as plain data.
 type Spec struct {
 	Workspace string   // host directory bound at /workspace
 	Mode      string   // ReadOnly or ReadWrite
@@ -97,6 +114,10 @@ type Spec struct {
 	Env       []string // the whole environment, "KEY=value"; nothing is inherited
 	Command   []string // argv; a name without "/" is looked up in PATH inside
 	Dir       string   // working directory inside the sandbox; default /workspace
+}
+
+func (s Spec) session() SessionSpec {
+	return SessionSpec{Workspace: s.Workspace, Mode: s.Mode, Limits: s.Limits}
 }
 
 // Result is how a sandboxed command ended.

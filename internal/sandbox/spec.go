@@ -12,34 +12,58 @@ import (
 
 // check is one validation step of a spec. The checks run in order and the
 // first failure is reported, so each may rely on the ones before it.
-type check struct {
+type check[T any] struct {
 	name string
-	run  func(s *Spec) error
+	run  func(*T) error
 }
 
-// checks validate a spec before anything is started. Some also normalise:
-// the workspace becomes an absolute path with no symbolic links.
-var checks = []check{
-	{"command", checkCommand},
+// sessionChecks validate a session before anything is started. Some also
+// normalise: the workspace becomes an absolute path with no symbolic links.
+var sessionChecks = []check[SessionSpec]{
 	{"mode", checkMode},
 	{"limits", checkLimits},
-	{"environment", checkEnv},
 	{"workspace", checkWorkspace},
+}
+
+// commandChecks validate one command before it is exec'd.
+var commandChecks = []check[Command]{
+	{"command", checkCommand},
+	{"environment", checkEnv},
 	{"dir", checkDir},
 }
 
-// Validate checks a spec and returns it normalised: defaults applied, the
-// workspace resolved. Errors are *corral.Error with code EINVALID.
-func Validate(s Spec) (Spec, error) {
+// ValidateSession checks a session's spec and returns it normalised:
+// defaults applied, the workspace resolved. Errors are *corral.Error with
+// code EINVALID.
+func ValidateSession(s SessionSpec) (SessionSpec, error) {
 	s.Limits = s.Limits.withDefaults()
-	if s.Dir == "" {
-		s.Dir = insideWorkspace
-	}
-	for _, c := range checks {
+	for _, c := range sessionChecks {
 		if err := c.run(&s); err != nil {
+			return SessionSpec{}, err
+		}
+	}
+	return s, nil
+}
+
+// Validate checks a one-command spec and returns it normalised, as
+// ValidateSession and the command's checks do.
+func Validate(s Spec) (Spec, error) {
+	c := Command{Argv: s.Command, Env: s.Env, Dir: s.Dir}
+	if c.Dir == "" {
+		c.Dir = insideWorkspace
+	}
+	// The command's checks first, as before sessions: a spec with no
+	// command is refused before its workspace is looked at.
+	for _, ch := range commandChecks {
+		if err := ch.run(&c); err != nil {
 			return Spec{}, err
 		}
 	}
+	ss, err := ValidateSession(s.session())
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Workspace, s.Limits, s.Dir = ss.Workspace, ss.Limits, c.Dir
 	return s, nil
 }
 
@@ -47,11 +71,11 @@ func invalid(format string, args ...any) error {
 	return corral.Errorf(corral.EINVALID, "sandbox: "+format, args...)
 }
 
-func checkCommand(s *Spec) error {
-	if len(s.Command) == 0 || s.Command[0] == "" {
+func checkCommand(c *Command) error {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return invalid("no command to run")
 	}
-	for _, a := range s.Command {
+	for _, a := range c.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
 			return invalid("command argument contains a NUL byte")
 		}
@@ -59,14 +83,14 @@ func checkCommand(s *Spec) error {
 	return nil
 }
 
-func checkMode(s *Spec) error {
+func checkMode(s *SessionSpec) error {
 	if s.Mode != ReadOnly && s.Mode != ReadWrite {
 		return invalid("workspace mode must be %q or %q, not %q", ReadOnly, ReadWrite, s.Mode)
 	}
 	return nil
 }
 
-func checkLimits(s *Spec) error {
+func checkLimits(s *SessionSpec) error {
 	l, m := s.Limits, MaxLimits
 	for _, f := range []struct {
 		name     string
@@ -100,7 +124,7 @@ func checkLimits(s *Spec) error {
 	return nil
 }
 
-func checkEnv(s *Spec) error {
+func checkEnv(s *Command) error {
 	for _, kv := range s.Env {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsAny(k, "\x00") || strings.IndexByte(kv, 0) >= 0 {
@@ -110,7 +134,7 @@ func checkEnv(s *Spec) error {
 	return nil
 }
 
-func checkWorkspace(s *Spec) error {
+func checkWorkspace(s *SessionSpec) error {
 	if s.Workspace == "" {
 		return invalid("no workspace")
 	}
@@ -133,7 +157,7 @@ func checkWorkspace(s *Spec) error {
 	return nil
 }
 
-func checkDir(s *Spec) error {
+func checkDir(s *Command) error {
 	d := s.Dir
 	if !path.IsAbs(d) || path.Clean(d) != d {
 		return invalid("working directory %q must be an absolute, clean path inside the sandbox", d)

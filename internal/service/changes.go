@@ -101,13 +101,13 @@ func (c *Changes) Workspace(agentID string) (string, error) {
 // Begin stages the agent's workspace for a run under id, which the change
 // set made from it will carry. The caller (the runner) has already decided
 // the run may happen.
-func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) (*workspace.Stage, error) {
+func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) error {
 	dir, err := c.Workspace(agent.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(c.ws.DataDir, "stages"), 0o711); err != nil {
-		return nil, corral.Internal("stage", err)
+		return corral.Internal("stage", err)
 	}
 	opt := c.stageOptions()
 	opt.Secrets = append(append([]string(nil), opt.Secrets...), agent.Policy.Secrets...)
@@ -117,22 +117,56 @@ func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) (*wo
 	defer c.writers.lock(agent.ID)()
 	st, err := workspace.NewStage(dir, c.stageDir(id), opt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.track(agent.ID, id, st)
-	return st, nil
+	return nil
 }
 
 // Reopen opens the staged tree id of an agent left by an earlier process
 // or by a paused run. ENOTFOUND when there is none.
-func (c *Changes) Reopen(ctx context.Context, agentID, id string) (*workspace.Stage, error) {
+func (c *Changes) Reopen(ctx context.Context, agentID, id string) error {
 	defer c.writers.lock(agentID)()
+	if c.stage(id) != nil {
+		return nil // open already
+	}
 	st, err := workspace.OpenStage(c.workspaceDir(agentID), c.stageDir(id), c.stageOptions())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.track(agentID, id, st)
-	return st, nil
+	return nil
+}
+
+// stage is the open stage id, nil if it is not open.
+func (c *Changes) stage(id string) *workspace.Stage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, stages := range c.open {
+		if st := stages[id]; st != nil {
+			return st
+		}
+	}
+	return nil
+}
+
+// Tree is the host directory of the open stage id, for the machine that
+// runs its sandbox.
+func (c *Changes) Tree(id string) (string, error) {
+	st := c.stage(id)
+	if st == nil {
+		return "", corral.Errorf(corral.ENOTFOUND, "no open stage %s", id)
+	}
+	return st.Tree(), nil
+}
+
+// DiskFull reports whether the open stage id has used up its own disk.
+func (c *Changes) DiskFull(id string) (bool, error) {
+	st := c.stage(id)
+	if st == nil {
+		return false, corral.Errorf(corral.ENOTFOUND, "no open stage %s", id)
+	}
+	return st.DiskFull()
 }
 
 // Discard removes a staged tree that will not become a change set.
@@ -194,9 +228,13 @@ func (c *Changes) keepBases(agentID string, paths []string) error {
 // change set, so it stays readable after the decision. It returns a change
 // set with an empty ID when the run changed nothing. The stage is closed
 // unless the change set waits.
-func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id string, st *workspace.Stage, auto bool) (corral.ChangeSet, error) {
+func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id string, auto bool) (corral.ChangeSet, error) {
 	unlock := c.writers.lock(agent.ID)
 	defer unlock()
+	st := c.stage(id)
+	if st == nil {
+		return corral.ChangeSet{}, corral.Errorf(corral.ENOTFOUND, "no open stage %s", id)
+	}
 	m, err := st.Manifest()
 	c.forget(agent.ID, id)
 	if err != nil {

@@ -6,18 +6,15 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/runner"
 	"corral/internal/sanitize"
 	"corral/internal/trace"
 )
 
 // RunEvent is one live event of a run as Watch hands it on, and TraceEvent
-// one event of a run's trace: the service names them so that the HTTP layer
-// depends on the use cases alone, not on the runner or the trace behind
-// them.
+// one event of a run's trace.
 type (
-	RunEvent   = runner.Event
-	TraceEvent = trace.Event
+	RunEvent   = corral.RunEvent
+	TraceEvent = corral.TraceEvent
 )
 
 // RunStore is what the run use cases need from storage.
@@ -32,8 +29,8 @@ type Engine interface {
 	Start(run corral.Run, msg corral.Message, ev corral.Admission)
 	Stop(ctx context.Context, runID string) error
 	Kill(ctx context.Context, runID string) error
-	Subscribe(runID string) (<-chan runner.Event, func())
-	OutputSoFar(runID string) (runner.Output, bool)
+	Subscribe(runID string) (<-chan corral.RunEvent, func())
+	OutputSoFar(runID string) (corral.RunOutput, bool)
 }
 
 // Ready says whether runs can happen at all: a model provider is
@@ -242,13 +239,13 @@ const recheck = 2 * time.Second
 // one as it happens, until the run ends or ctx is done. Access is checked
 // afresh before every event and every few seconds, so a watcher whose
 // access is revoked is cut off on the next one (the error says so).
-func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit func(runner.Event) error) error {
+func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit func(corral.RunEvent) error) error {
 	if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
 		return err
 	}
 	var last int64
 	sent := map[string]int{} // bytes of each tool call's output sent
-	send := func(e runner.Event) error {
+	send := func(e corral.RunEvent) error {
 		if e.Trace != nil && e.Trace.Seq <= last {
 			return nil
 		}
@@ -259,8 +256,8 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit 
 				return nil
 			}
 			if o.Offset < done {
-				o = &runner.Output{ToolCallID: o.ToolCallID, Offset: done, Text: o.Text[done-o.Offset:]}
-				e = runner.Event{Output: o}
+				o = &corral.RunOutput{ToolCallID: o.ToolCallID, Offset: done, Text: o.Text[done-o.Offset:]}
+				e = corral.RunEvent{Output: o}
 			}
 			sent[o.ToolCallID] = o.Offset + len(o.Text)
 		}
@@ -305,7 +302,7 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit 
 
 // catchUp sends the stored events not sent yet and reports whether the
 // run has ended.
-func (s *Runs) catchUp(ctx context.Context, runID string, send func(runner.Event) error) (bool, error) {
+func (s *Runs) catchUp(ctx context.Context, runID string, send func(corral.RunEvent) error) (bool, error) {
 	run, err := s.store.Run(ctx, runID)
 	if err != nil {
 		return false, err
@@ -315,13 +312,13 @@ func (s *Runs) catchUp(ctx context.Context, runID string, send func(runner.Event
 		return false, err
 	}
 	for i := range events {
-		if err := send(runner.Event{Trace: &events[i]}); err != nil {
+		if err := send(corral.RunEvent{Trace: &events[i]}); err != nil {
 			return false, err
 		}
 	}
 	// What the running tool wrote before this watcher subscribed.
 	if o, ok := s.engine.OutputSoFar(runID); ok && o.Text != "" {
-		if err := send(runner.Event{Output: &o}); err != nil {
+		if err := send(corral.RunEvent{Output: &o}); err != nil {
 			return false, err
 		}
 	}
@@ -331,7 +328,7 @@ func (s *Runs) catchUp(ctx context.Context, runID string, send func(runner.Event
 	return !corral.RunActive(run.Status), nil
 }
 
-func (s *Runs) follow(ctx context.Context, ch <-chan runner.Event, tick <-chan time.Time, send func(runner.Event) error, check func() error) error {
+func (s *Runs) follow(ctx context.Context, ch <-chan corral.RunEvent, tick <-chan time.Time, send func(corral.RunEvent) error, check func() error) error {
 	for {
 		select {
 		case <-ctx.Done():

@@ -34,6 +34,7 @@ const (
 	Quarantined = "quarantined"
 	Ended       = "ended"
 	Reconciled  = "reconciled"
+	Reattached  = "reattached" // the server came back and found the run's session still running
 )
 
 // Event types of an agent's own chain (its id in place of a run's): what
@@ -46,15 +47,7 @@ const (
 )
 
 // Event is one entry of a run's trace.
-type Event struct {
-	RunID    string
-	Seq      int64 // 1, 2, 3, ... within the run
-	At       time.Time
-	Type     string
-	Data     json.RawMessage // the event's content, as recorded
-	PrevHash string          // hex SHA-256 of the previous event; "" for the first
-	Hash     string          // hex SHA-256 of this event (see HashOf)
-}
+type Event = corral.TraceEvent
 
 // HashOf computes an event's hash over a length-prefixed encoding of every
 // field but Hash, so no two different events encode alike.

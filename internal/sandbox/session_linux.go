@@ -1,0 +1,415 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"corral"
+)
+
+// Session is one running sandbox that commands are exec'd into: one init,
+// one cgroup, one set of namespaces, for as long as the session lasts. The
+// session's limits bound all its commands together; a command's own wall
+// time and output are bounded by whoever execs it.
+type Session struct {
+	cmd    *exec.Cmd
+	cg     cgroup
+	limits Limits
+	start  time.Time
+	ctl    *net.UnixConn
+	ready  chan error // the init's first reply
+	replies chan struct{} // closed when the last reply is read
+
+	sendMu sync.Mutex
+
+	mu        sync.Mutex
+	violation string
+	procs     map[uint64]*Proc
+	next      uint64
+	ended     bool
+
+	done chan struct{} // closed once the init is reaped and the cgroup removed
+	err  error
+}
+
+// Proc is one command exec'd into a session.
+type Proc struct {
+	id      uint64
+	s       *Session
+	started chan struct{} // closed when the init has started it (or failed to)
+	exited  chan struct{}
+	code    int
+	signal  string
+}
+
+// StartSession validates spec and starts its sandbox. The session runs until
+// End, until a limit of the session is crossed, or until this process dies.
+func StartSession(cfg Config, spec SessionSpec) (*Session, error) {
+	spec, err := ValidateSession(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	if cfg.HostUID == 0 || cfg.HostGID == 0 {
+		return nil, invalid("the sandbox user must not be root on the host")
+	}
+	if err := reachable(spec.Workspace, spec.Mode == ReadWrite, cfg.HostUID, cfg.HostGID); err != nil {
+		return nil, err
+	}
+	cgLimits := spec.Limits
+	cgLimits.Pids += initReserve
+	cg, err := newCgroup(corral.NewID("sbx"), cgLimits)
+	if err != nil {
+		return nil, corral.Errorf(corral.EUNAVAIL, "sandbox: %v", err)
+	}
+	s := &Session{cg: cg, limits: spec.Limits, procs: map[uint64]*Proc{}, ready: make(chan error, 1), replies: make(chan struct{}), done: make(chan struct{})}
+	if err := s.spawn(cfg, spec); err != nil {
+		cg.kill()
+		cg.remove()
+		return nil, err
+	}
+	go s.watch(cfg.Poll)
+	return s, nil
+}
+
+func (s *Session) spawn(cfg Config, spec SessionSpec) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return corral.Internal("sandbox control socket", err)
+	}
+	// Room for the largest request in one message.
+	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 2*maxRequest)
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-init")
+	defer theirs.Close()
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return corral.Internal("sandbox control socket", err)
+	}
+	s.ctl = c.(*net.UnixConn)
+	var ps [2]pipe // spec, go
+	for i := range ps {
+		if ps[i], err = newPipe(); err != nil {
+			s.ctl.Close()
+			return corral.Internal("sandbox pipes", err)
+		}
+	}
+	specP, goP := ps[0], ps[1]
+	defer func() {
+		for _, p := range ps {
+			p.r.Close()
+			p.w.Close()
+		}
+	}()
+	s.cmd = &exec.Cmd{
+		Path:       cfg.InitPath,
+		Args:       []string{"corral-sandbox", InitArg},
+		Env:        []string{"GOMAXPROCS=1"}, // the init's own: nothing of the server's
+		ExtraFiles: []*os.File{specP.r, goP.r, theirs},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: insideUID, HostID: cfg.HostUID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: cfg.HostGID, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			// The init runs as the sandbox's user from the start. An execve
+			// by a non-root user clears capabilities, so the few the init
+			// needs to build the root (mounts, pivot_root, the hostname,
+			// loopback) travel as ambient capabilities, valid only inside
+			// its own user namespace; it drops them before any command.
+			Credential:  &syscall.Credential{Uid: insideUID, Gid: insideGID, NoSetGroups: true},
+			AmbientCaps: []uintptr{capSysAdmin, capNetAdmin, capSetpcap},
+			Pdeathsig:   syscall.SIGKILL,
+			Setsid:      true,
+		},
+	}
+	if fd, ok := s.cg.intoFD(); ok {
+		s.cmd.SysProcAttr.UseCgroupFD = true
+		s.cmd.SysProcAttr.CgroupFD = fd
+	}
+	s.start = time.Now()
+	if err := s.cmd.Start(); err != nil {
+		s.ctl.Close()
+		return corral.Errorf(corral.EUNAVAIL, "sandbox: start init: %v", err)
+	}
+	specP.r.Close()
+	goP.r.Close()
+	theirs.Close()
+	go s.read()
+	go s.wait()
+	fail := func(e error) error {
+		s.cmd.Process.Kill()
+		<-s.done
+		return e
+	}
+	// The init builds its root while it is moved into its cgroup (on
+	// cgroup v1 the move can take milliseconds); it serves commands only
+	// after the go byte.
+	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Limits: spec.Limits}
+	if err := json.NewEncoder(specP.w).Encode(cs); err != nil {
+		return fail(corral.Internal("sandbox: send spec", err))
+	}
+	specP.w.Close()
+	if _, ok := s.cg.intoFD(); !ok {
+		if err := s.cg.add(s.cmd.Process.Pid); err != nil {
+			return fail(corral.Errorf(corral.EUNAVAIL, "sandbox: enter cgroup: %v", err))
+		}
+	}
+	if _, err := goP.w.Write([]byte{1}); err != nil {
+		return fail(corral.Internal("sandbox: release init", err))
+	}
+	goP.w.Close()
+	if err := <-s.ready; err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// read takes the init's replies until it ends: its end of the socket
+// closes only when it dies, so every reply it sent is read first.
+func (s *Session) read() {
+	defer close(s.replies)
+	defer s.ctl.Close()
+	buf := make([]byte, 4096)
+	first := true
+	for {
+		n, err := s.ctl.Read(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		var r reply
+		if json.Unmarshal(buf[:n], &r) != nil {
+			continue
+		}
+		if first {
+			first = false
+			switch r.Op {
+			case "ready":
+				s.ready <- nil
+			default:
+				s.ready <- corral.Errorf(corral.EUNAVAIL, "sandbox: %s", r.Error)
+			}
+			continue
+		}
+		s.mu.Lock()
+		p := s.procs[r.ID]
+		s.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		switch r.Op {
+		case "started":
+			closeOnce(p.started)
+		case "exit":
+			closeOnce(p.started)
+			s.mu.Lock()
+			delete(s.procs, r.ID)
+			s.mu.Unlock()
+			p.code, p.signal = r.Code, r.Signal
+			close(p.exited)
+		}
+	}
+	if first {
+		s.ready <- corral.Errorf(corral.EUNAVAIL, "sandbox: the init ended before it was ready")
+	}
+	// The init is gone, and with it every process of the sandbox: what
+	// still counts as running was killed.
+	s.mu.Lock()
+	s.ended = true
+	procs := s.procs
+	s.procs = map[uint64]*Proc{}
+	s.mu.Unlock()
+	for _, p := range procs {
+		closeOnce(p.started)
+		p.code, p.signal = 128+int(syscall.SIGKILL), "SIGKILL"
+		close(p.exited)
+	}
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// Exec starts a command in the session with the given descriptors (the
+// session keeps none of them) and returns once it runs.
+func (s *Session) Exec(c Command, stdin, stdout, stderr *os.File) (*Proc, error) {
+	if c.Dir == "" {
+		c.Dir = insideWorkspace
+	}
+	for _, check := range commandChecks {
+		if err := check.run(&c); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, corral.Errorf(corral.EUNAVAIL, "sandbox: the session has ended")
+	}
+	s.next++
+	p := &Proc{id: s.next, s: s, started: make(chan struct{}), exited: make(chan struct{})}
+	s.procs[p.id] = p
+	s.mu.Unlock()
+	b, _ := json.Marshal(request{Op: "exec", ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir})
+	if len(b) > maxRequest {
+		s.forget(p)
+		return nil, invalid("the command and its environment are over %d bytes", maxRequest)
+	}
+	rights := unix.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd()))
+	s.sendMu.Lock()
+	_, _, err := s.ctl.WriteMsgUnix(b, rights, nil)
+	s.sendMu.Unlock()
+	if err != nil {
+		s.forget(p)
+		return nil, corral.Errorf(corral.EUNAVAIL, "sandbox: the session has ended")
+	}
+	<-p.started
+	return p, nil
+}
+
+func (s *Session) forget(p *Proc) {
+	s.mu.Lock()
+	delete(s.procs, p.id)
+	s.mu.Unlock()
+}
+
+// Signal sends sig to the command's process group: the command and what it
+// started, unless they left the group.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	b, _ := json.Marshal(request{Op: "signal", ID: p.id, Signal: int(sig)})
+	p.s.sendMu.Lock()
+	defer p.s.sendMu.Unlock()
+	_, err := p.s.ctl.Write(b)
+	return err
+}
+
+// Done is closed when the command has ended.
+func (p *Proc) Done() <-chan struct{} { return p.exited }
+
+// Exit is how the command ended: its exit status (128+n for signal n) and
+// the signal's name. Valid once Done is closed.
+func (p *Proc) Exit() (int, string) {
+	<-p.exited
+	return p.code, p.signal
+}
+
+// watch ends the session when it crosses a limit the kernel does not end it
+// for by itself: wall time, CPU time, the process limit, and memory (the
+// kernel kills one process; the session ends with it).
+func (s *Session) watch(poll time.Duration) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if time.Since(s.start) > s.limits.Wall {
+			s.end(ViolationTimeout)
+			return
+		}
+		u, err := s.cg.usage()
+		if err != nil {
+			continue // the cgroup goes away as the session ends
+		}
+		switch {
+		case u.OOMKills > 0:
+			s.end(ViolationMemory)
+			return
+		case u.PidsMax > 0:
+			s.end(ViolationPids)
+			return
+		case u.CPU > s.limits.CPU:
+			s.end(ViolationCPU)
+			return
+		}
+	}
+}
+
+// end kills the whole session at once, recording why. Killing the init is
+// enough: the kernel then kills every process in its PID namespace.
+func (s *Session) end(violation string) {
+	s.mu.Lock()
+	if s.violation == "" {
+		s.violation = violation
+	}
+	s.mu.Unlock()
+	s.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// End kills the session at once: every process in it dies.
+func (s *Session) End() { s.end("") }
+
+// Stop asks every process of the session to end (SIGTERM) and kills what is
+// left after grace.
+func (s *Session) Stop(grace time.Duration) {
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	go func() {
+		select {
+		case <-s.done:
+		case <-time.After(grace):
+			s.End()
+		}
+	}()
+}
+
+// Violation is the limit of the session that ended it, "" if none did (yet).
+func (s *Session) Violation() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.violation
+}
+
+// Done is closed when the session has ended and is cleaned up.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait waits for the session to end. Its error is a failure to clean up.
+func (s *Session) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// wait reaps the init, makes sure nothing of the sandbox is left, and
+// records the last limit the kernel enforced.
+func (s *Session) wait() {
+	defer close(s.done)
+	s.cmd.Wait()
+	<-s.replies
+	// A limit the kernel enforced may have ended a process before the
+	// watchdog looked: the last reading decides.
+	if u, err := s.cg.usage(); err == nil {
+		s.mu.Lock()
+		switch {
+		case s.violation != "":
+		case u.OOMKills > 0:
+			s.violation = ViolationMemory
+		case u.PidsMax > 0:
+			s.violation = ViolationPids
+		}
+		s.mu.Unlock()
+	}
+	kerr := s.cg.kill()
+	rerr := s.cg.remove()
+	if err := errors.Join(kerr, rerr); err != nil {
+		s.err = corral.Internal("sandbox cleanup", err)
+	}
+}

@@ -1,0 +1,236 @@
+package supervisor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/kerneltest"
+	"corral/internal/sandbox"
+	"corral/internal/supervisor"
+)
+
+func TestMain(m *testing.M) {
+	supervisor.Dispatch()
+	os.Exit(m.Run())
+}
+
+func needSessions(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		kerneltest.Skip(t, "sessions need root (cgroups)")
+	}
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "%v", err)
+	}
+}
+
+// workspace is a directory the sandbox user (nobody) may write.
+func workspace(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p := dir; p != "/tmp" && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
+
+func spawn(t *testing.T, grace time.Duration) (string, *supervisor.Client) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sess")
+	c, err := supervisor.Spawn(dir, supervisor.Config{
+		Session: sandbox.SessionSpec{Workspace: workspace(t), Mode: sandbox.ReadWrite},
+		Grace:   grace,
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := supervisor.Dial(dir); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c.End(ctx)
+		}
+	})
+	return dir, c
+}
+
+// result waits for a command's end and returns its whole output.
+func result(t *testing.T, c *supervisor.Client, id string) (string, supervisor.Exit) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	for {
+		b, ex, err := c.Read(id, int64(out.Len()), 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(b)
+		if ex != nil {
+			return out.String(), *ex
+		}
+		if len(b) == 0 {
+			if err := c.Wait(ctx, id, int64(out.Len())); err != nil {
+				t.Fatalf("waiting for %s: %v", id, err)
+			}
+		}
+	}
+}
+
+func exec(t *testing.T, c *supervisor.Client, id, script string) {
+	t.Helper()
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: id, Argv: []string{"sh", "-c", script}, Env: env}); err != nil {
+		t.Fatalf("exec %s: %v", id, err)
+	}
+}
+
+// alive reports whether any host process has cmdline word w.
+func alive(t *testing.T, w string) bool {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), w) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCommandsShareTheSession(t *testing.T) {
+	needSessions(t)
+	_, c := spawn(t, time.Minute)
+	// A background process started by one command is there for the next.
+	exec(t, c, "c1", "sleep 4242.5 >/dev/null 2>&1 & echo $! > /tmp/bg; echo started")
+	out, ex := result(t, c, "c1")
+	if out != "started\n" || ex.Code != 0 {
+		t.Fatalf("c1: %q %+v", out, ex)
+	}
+	exec(t, c, "c2", "kill -0 $(cat /tmp/bg) && echo alive; echo err >&2; exit 3")
+	out, ex = result(t, c, "c2")
+	if out != "alive\nerr\n" || ex.Code != 3 {
+		t.Fatalf("c2: %q %+v", out, ex)
+	}
+	if !alive(t, "4242.5") {
+		t.Fatal("the background process is not running on the host")
+	}
+	// The same id again is the same command: not run twice.
+	exec(t, c, "c2", "echo again")
+	if out, _ := result(t, c, "c2"); out != "alive\nerr\n" {
+		t.Fatalf("c2 re-sent: %q", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if alive(t, "4242.5") {
+		t.Fatal("the background process outlived its session")
+	}
+}
+
+func TestCommandLimits(t *testing.T) {
+	needSessions(t)
+	_, c := spawn(t, time.Minute)
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: "slow", Argv: []string{"sh", "-c", "echo a; sleep 30"}, Env: env, Timeout: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	out, ex := result(t, c, "slow")
+	if out != "a\n" || ex.Violation != sandbox.ViolationTimeout || ex.Signal != "SIGKILL" {
+		t.Fatalf("timeout: %q %+v", out, ex)
+	}
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: "loud", Argv: []string{"sh", "-c", "yes"}, Env: env, OutputMax: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	out, ex = result(t, c, "loud")
+	if ex.Violation != sandbox.ViolationOutput || !strings.HasPrefix(out, "y\ny\n") || !strings.Contains(out, "output limit of 1000 bytes") || len(out) > 1200 {
+		t.Fatalf("output cap: %d bytes %+v", len(out), ex)
+	}
+	// The session outlives its commands' limits.
+	exec(t, c, "after", "echo still here")
+	if out, ex := result(t, c, "after"); out != "still here\n" || ex.Code != 0 {
+		t.Fatalf("after: %q %+v", out, ex)
+	}
+	// Stdin, and a command that is not there.
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: "in", Argv: []string{"cat"}, Env: env, Stdin: []byte("to stdin")}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := result(t, c, "in"); out != "to stdin" {
+		t.Fatalf("stdin: %q", out)
+	}
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: "none", Argv: []string{"no-such-command"}, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	if out, ex := result(t, c, "none"); ex.Code != 127 || !strings.Contains(out, "not found") {
+		t.Fatalf("missing command: %q %+v", out, ex)
+	}
+	if err := c.Exec(context.Background(), supervisor.Exec{ID: "../x", Argv: []string{"true"}, Env: env}); err == nil {
+		t.Fatal("a command id with a slash was accepted")
+	}
+}
+
+// TestReattach: the server goes away while a command runs and writes; a
+// new connection reads the whole output and the exit, and the command ran
+// once.
+func TestReattach(t *testing.T) {
+	needSessions(t)
+	dir, c := spawn(t, time.Minute)
+	exec(t, c, "long", "for i in 1 2 3; do echo line $i; sleep 0.2; done; echo done > /workspace/f; exit 7")
+	c.Close() // the server dies
+	<-c.Gone()
+	// Away for longer than the command: it ends while no one listens.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ex, err := supervisor.Read(dir, "long", 0, 1<<20); err != nil || ex != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not end while the server was away")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c2, err := supervisor.Dial(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ex := result(t, c2, "long")
+	if out != "line 1\nline 2\nline 3\n" || ex.Code != 7 {
+		t.Fatalf("after re-attach: %q %+v", out, ex)
+	}
+}
+
+func TestGracePeriod(t *testing.T) {
+	needSessions(t)
+	dir, c := spawn(t, 300*time.Millisecond)
+	exec(t, c, "bg", "sleep 4343.5 >/dev/null 2>&1 &")
+	result(t, c, "bg")
+	c.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := supervisor.ReadState(dir)
+		if err == nil && st.State == supervisor.StateAbandoned {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session was not abandoned: %+v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := supervisor.Dial(dir); err == nil {
+		t.Fatal("the abandoned session's supervisor still answers")
+	}
+	if alive(t, "4343.5") {
+		t.Fatal("a process of the abandoned session is still running")
+	}
+}

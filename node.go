@@ -1,0 +1,82 @@
+package corral
+
+import (
+	"context"
+	"time"
+)
+
+// Node is what a run needs from the machine that holds its staged tree and
+// its sandbox: a session per run (one sandbox, started when the run starts
+// and ended when it ends), commands exec'd into it, their output read from
+// any offset, signals. The runner and the services talk to that machine
+// only through this interface: internal/node implements it on this
+// machine; a relay client can implement it for another. Everything that
+// crosses is plain data and ids, never a host path.
+//
+// Sessions outlive the process that started them: a server that comes
+// back after a crash finds its sessions (Session) and reads what their
+// commands wrote meanwhile.
+type Node interface {
+	// StartSession starts the sandbox of a run on its staged tree.
+	StartSession(ctx context.Context, spec SessionSpec) error
+	// Session reports on a session; ENOTFOUND when there is none to
+	// attach to (it never started, or nothing of it is left running).
+	Session(ctx context.Context, id string) (SessionState, error)
+	// Exec starts a command in a session. Exec of an id the session has
+	// seen does nothing: a command is never run twice.
+	Exec(ctx context.Context, sessionID string, c Command) error
+	// Output returns what a command wrote from offset on (at most 64 KiB),
+	// and its exit once everything it wrote has been returned. With wait,
+	// it first waits for something new, the exit, or ctx.
+	Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (CommandOutput, error)
+	// Signal sends "TERM", "INT", "HUP" or "KILL" to a running command and
+	// what it started.
+	Signal(ctx context.Context, sessionID, commandID, signal string) error
+	// EndSession kills whatever still runs in a session and ends it.
+	EndSession(ctx context.Context, id string) error
+}
+
+// SessionSpec is one run's sandbox.
+type SessionSpec struct {
+	ID       string // the run's id
+	StageID  string // the staged tree at /workspace
+	ReadOnly bool   // the tree is read-only inside
+	// Limits bound the whole session: all its commands together.
+	CPU    time.Duration
+	Wall   time.Duration
+	Memory int64
+	Pids   int64
+}
+
+// SessionState is what a node knows of a session.
+type SessionState struct {
+	ID        string
+	Running   bool
+	Violation string // the limit of the session that ended it, if one did
+	// Abandoned: it ended because no server came back for it in time.
+	Abandoned bool
+}
+
+// Command is one command to exec into a session.
+type Command struct {
+	ID        string // the caller's, unique in the session: letters, digits, . _ -
+	Argv      []string
+	Env       []string // the whole environment; nothing is inherited
+	Stdin     []byte
+	Timeout   time.Duration // the command's own wall time; 0 for none
+	OutputMax int64         // bytes of output kept; past it the command is killed
+}
+
+// CommandOutput is a piece of a command's output.
+type CommandOutput struct {
+	Data []byte
+	Exit *CommandExit // set once Data reaches the end of the output
+}
+
+// CommandExit is how a command ended.
+type CommandExit struct {
+	Code      int    // exit status; 128+n when signal n ended it
+	Signal    string // the signal that ended it, if one did
+	Violation string // the limit that ended it (the command's or the session's), if one did
+	Output    int64  // bytes it wrote, kept or not
+}
