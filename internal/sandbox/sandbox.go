@@ -104,6 +104,9 @@ type Command struct {
 	Argv []string // a name without "/" is looked up in PATH inside
 	Env  []string // the whole environment; nothing is inherited
 	Dir  string   // default /workspace
+	// TTY: stdin is a terminal, which becomes the command's controlling
+	// terminal.
+	TTY bool
 }
 
 // Spec is one command to run in a sandbox of its own, as plain data.

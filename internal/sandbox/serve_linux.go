@@ -28,6 +28,7 @@ type request struct {
 	Argv   []string `json:"argv,omitempty"`
 	Env    []string `json:"env,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
+	TTY    bool     `json:"tty,omitempty"`    // exec: stdin is the command's controlling terminal
 	Signal int      `json:"signal,omitempty"` // signal: sent to the process group of command ID
 }
 
@@ -136,7 +137,9 @@ func start(mu *sync.Mutex, cmds map[int]uint64, req request, stdin, stdout, stde
 		Dir:   dir,
 		Env:   req.Env,
 		Files: []uintptr{uintptr(stdin), uintptr(stdout), uintptr(stderr)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		// Its own session and process group, which a signal request
+		// reaches whole; a terminal becomes its controlling terminal.
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: req.TTY, Ctty: 0},
 	})
 	if err == nil {
 		cmds[pid] = req.ID

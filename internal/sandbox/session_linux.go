@@ -20,12 +20,12 @@ import (
 // session's limits bound all its commands together; a command's own wall
 // time and output are bounded by whoever execs it.
 type Session struct {
-	cmd    *exec.Cmd
-	cg     cgroup
-	limits Limits
-	start  time.Time
-	ctl    *net.UnixConn
-	ready  chan error // the init's first reply
+	cmd     *exec.Cmd
+	cg      cgroup
+	limits  Limits
+	start   time.Time
+	ctl     *net.UnixConn
+	ready   chan error    // the init's first reply
 	replies chan struct{} // closed when the last reply is read
 
 	sendMu sync.Mutex
@@ -265,7 +265,7 @@ func (s *Session) Exec(c Command, stdin, stdout, stderr *os.File) (*Proc, error)
 	p := &Proc{id: s.next, s: s, started: make(chan struct{}), exited: make(chan struct{})}
 	s.procs[p.id] = p
 	s.mu.Unlock()
-	b, _ := json.Marshal(request{Op: "exec", ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir})
+	b, _ := json.Marshal(request{Op: "exec", ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY})
 	if len(b) > maxRequest {
 		s.forget(p)
 		return nil, invalid("the command and its environment are over %d bytes", maxRequest)
