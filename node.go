@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -34,6 +35,17 @@ type Node interface {
 	Signal(ctx context.Context, sessionID, commandID, signal string) error
 	// EndSession kills whatever still runs in a session and ends it.
 	EndSession(ctx context.Context, id string) error
+	// Terminal attaches one more viewer to the session's interactive
+	// shell, starting it on a terminal of cols × rows when none runs.
+	Terminal(ctx context.Context, sessionID string, cols, rows int) (Terminal, error)
+}
+
+// Terminal is one viewer of a session's shell. Read returns the screen so
+// far (its last 64 KiB), then what the shell writes, and io.EOF once the
+// shell has exited; Write types. Close detaches this viewer only.
+type Terminal interface {
+	io.ReadWriteCloser
+	Resize(cols, rows int) error
 }
 
 // SessionSpec is one run's sandbox.

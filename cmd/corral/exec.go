@@ -27,7 +27,7 @@ var defaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + "/works
 func execCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workspace := fs.String("workspace", "", "directory bound at /workspace (required)")
+	workspace := fs.String("workspace", "", "directory bound at /workspace (required); what the command writes there belongs to the directory's owner")
 	mode := fs.String("fs", sandbox.ReadOnly, "read-only or read-write")
 	memory := fs.Int64("memory", 0, "memory limit in bytes (0: default)")
 	pids := fs.Int64("pids", 0, "process limit (0: default)")

@@ -308,7 +308,9 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		// requests always find room.
 		apiCfg := api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done(),
 			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
-		apiServer := api.New(apiCfg, accounts, agents, changes, service.NewRuns(db, runs, ready, cfg))
+		runService := service.NewRuns(db, runs, ready, cfg)
+		runService.UseNode(sessions)
+		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
 		apiServer.SetCredentials(creds)
 		mux.Handle("/api/", apiServer)
 		mux.Handle("/v1/", api.NotFound())

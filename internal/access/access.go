@@ -28,6 +28,7 @@ const (
 	Share                       // grant, revoke, create and delete share links
 	Release                     // lift a quarantine
 	DeleteAgent                 // delete the agent and everything it owns
+	UseTerminal                 // open a shell in a run's sandbox, or a terminal run
 
 	numActions // keep last: the exhaustive test walks 0..numActions-1
 )
@@ -36,7 +37,7 @@ var actionNames = [numActions]string{
 	"view_agent", "read_messages", "view_runs", "view_changes", "read_files", "read_secrets",
 	"send_message", "stop_own_run", "stop_any_run", "kill_run", "edit_agent",
 	"decide_changes", "write_files", "set_budget", "share", "release",
-	"delete_agent",
+	"delete_agent", "use_terminal",
 }
 
 func (a Action) String() string {
@@ -76,6 +77,7 @@ var required = [numActions]corral.Level{
 	Share:         corral.LevelOwner,
 	Release:       corral.LevelOwner,
 	DeleteAgent:   corral.LevelOwner,
+	UseTerminal:   corral.LevelEditor,
 }
 
 // Decision is the outcome of Check.

@@ -35,6 +35,7 @@ var want = map[Action][5]Decision{
 	Share:         {N, F, F, F, A},
 	Release:       {N, F, F, F, A},
 	DeleteAgent:   {N, F, F, F, A},
+	UseTerminal:   {N, F, F, A, A},
 }
 
 func TestCheckEveryActionAndLevel(t *testing.T) {

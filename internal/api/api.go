@@ -121,6 +121,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/runs/{id}/events", true, s.runEvents},
 		{"POST", "/api/runs/{id}/stop", true, s.stopRun},
 		{"POST", "/api/runs/{id}/kill", true, s.killRun},
+		{"GET", "/api/runs/{id}/terminal", true, s.runTerminal},
 		{"GET", "/api/agents/{id}/changes", true, s.listChanges},
 		{"GET", "/api/changes/{id}", true, s.getChange},
 		{"POST", "/api/changes/{id}/approve", true, s.approveChange},

@@ -150,7 +150,9 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		}
 		return sandbox.Available()
 	}
-	e.api = New(opt.api, accounts, agents, e.changes, service.NewRuns(db, e.runner, ready, cfg))
+	runs := service.NewRuns(db, e.runner, ready, cfg)
+	runs.UseNode(sessions)
+	e.api = New(opt.api, accounts, agents, e.changes, runs)
 	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
 	if err != nil {
 		t.Fatal(err)

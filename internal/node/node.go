@@ -272,6 +272,15 @@ func (l *Local) EndSession(ctx context.Context, id string) error {
 	return nil
 }
 
+// Terminal attaches a viewer to a session's shell.
+func (l *Local) Terminal(ctx context.Context, sessionID string, cols, rows int) (corral.Terminal, error) {
+	cl, _, err := l.client(sessionID)
+	if err != nil {
+		return nil, l.gone(err)
+	}
+	return cl.Terminal(cols, rows)
+}
+
 // Close drops the connections to every supervisor; the sessions go on, for
 // the next server to attach to.
 func (l *Local) Close() {

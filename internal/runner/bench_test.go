@@ -3,6 +3,8 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +71,61 @@ func BenchmarkLoopGatewayOverhead(b *testing.B) {
 	b.ReportMetric(float64(gw)/float64(direct), "gateway/direct")
 	b.ReportMetric(float64(gw)/float64(i), "gateway-ns/run")
 	b.ReportMetric(float64(direct)/float64(i), "direct-ns/run")
+}
+
+// benchToolCalls is how many tool calls BenchmarkRunShellCalls makes in
+// one run.
+const benchToolCalls = 50
+
+// BenchmarkRunShellCalls measures the wall time of a whole agent run of
+// benchToolCalls trivial shell calls (`true`), one per model call, then an
+// answer: the run's staging, its sandbox, every exec, the model round trips
+// to the fake provider and the change set at the end. What it shows is what
+// one tool call costs a run: with a session per run only the first call
+// pays for a sandbox's start.
+//
+//	go test -run '^$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/
+func BenchmarkRunShellCalls(b *testing.B) {
+	h := newHarness(b, func(req modeltest.Request) modeltest.Reply {
+		n := req.CountRole("tool")
+		if n >= benchToolCalls {
+			return modeltest.Text("done")
+		}
+		return modeltest.Calls(modeltest.ShellCall(fmt.Sprintf("c%d", n), "true"))
+	})
+	r := h.newRunner(h.db, h.gateway, runner.Config{MaxTurns: benchToolCalls + 1})
+	var spent time.Duration
+	runs := 0
+	for b.Loop() {
+		agent := h.agent(corral.Limits{})
+		run, msg, ev := h.admit(agent, "run true fifty times")
+		events, cancel := r.Subscribe(run.ID)
+		start := time.Now()
+		r.Start(run, msg, ev)
+		if !drained(events, patience) {
+			b.Fatalf("run %s did not end within %v", run.ID, patience)
+		}
+		spent += time.Since(start)
+		cancel()
+		runs++
+		if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
+			b.Fatalf("run = %s (%s), %v; want completed", got.Status, got.Reason, err)
+		}
+		// The last model call saw every tool's result, each a success.
+		reqs := h.model.Requests()
+		last := reqs[len(reqs)-1]
+		if n := last.CountRole("tool"); n != benchToolCalls {
+			b.Fatalf("the model saw %d tool results, want %d", n, benchToolCalls)
+		}
+		for _, m := range last.Messages {
+			if m.Role == "tool" && !strings.Contains(m.Content, `"exit_code":0`) {
+				b.Fatalf("a tool call of the run ended %q, want exit 0", m.Content)
+			}
+		}
+	}
+	perRun := float64(spent.Microseconds()) / 1000 / float64(runs)
+	b.ReportMetric(perRun, "ms/run")
+	b.ReportMetric(perRun/benchToolCalls, "ms/tool-call")
 }
 
 // drained reads events until the channel closes; false if it is still

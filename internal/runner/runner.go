@@ -185,6 +185,13 @@ func (r *Runner) Close() {
 	r.wg.Wait()
 }
 
+// Note records an event of a run's trace that happened outside its loop
+// (a terminal opened or closed), on the runner's recorder, so that the
+// chain stays one: a terminal may close just after its run has ended.
+func (r *Runner) Note(ctx context.Context, runID, typ string, data any) {
+	r.record(ctx, runID, typ, data)
+}
+
 // TraceFailures counts trace events that could not be written. A failed
 // write is logged and counted; it never changes how a run ends.
 func (r *Runner) TraceFailures() int64 { return r.traceFailures.Load() }

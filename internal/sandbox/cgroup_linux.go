@@ -304,12 +304,24 @@ type procsDir struct {
 // while it signals so that none can fork one it would miss, until none is
 // left or the deadline passes.
 //
+// Each round first looks whether any process is left, without freezing:
+// most often none is (a session's processes die with its init, before its
+// cgroup is killed), and a process cannot join an empty cgroup by itself.
+// A freeze and thaw would then be two writes and a wait for nothing.
+//
 // A pid read from cgroup.procs may have been reused once its process ended,
 // so each is opened as a pidfd first, and only then checked to be in the
 // cgroup: the pidfd stays with the process it opened, and if that process
 // ended meanwhile, signalling it does nothing.
 func killEach(dirs []procsDir, freeze func(on bool), deadline time.Time) error {
+	var paths []string
+	for _, d := range dirs {
+		paths = append(paths, d.dir)
+	}
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if left, err := countPids(paths); err != nil || left == 0 {
+			return err
+		}
 		freeze(true)
 		left := 0
 		for _, d := range dirs {
@@ -344,19 +356,28 @@ func killEach(dirs []procsDir, freeze func(on bool), deadline time.Time) error {
 	}
 }
 
+// countPids counts the processes in dirs; a removed directory holds none.
+func countPids(dirs []string) (int, error) {
+	left := 0
+	for _, dir := range dirs {
+		pids, err := readPids(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sandbox: kill cgroup: %w", err)
+		}
+		left += len(pids)
+	}
+	return left, nil
+}
+
 // waitEmpty waits until no process is left in dirs, or the deadline passes.
 func waitEmpty(dirs []string, deadline time.Time) error {
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		left := 0
-		for _, dir := range dirs {
-			pids, err := readPids(dir)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("sandbox: kill cgroup: %w", err)
-			}
-			left += len(pids)
+		left, err := countPids(dirs)
+		if err != nil {
+			return err
 		}
 		if left == 0 {
 			return nil
@@ -369,7 +390,10 @@ func waitEmpty(dirs []string, deadline time.Time) error {
 }
 
 // removeDirs removes the cgroup directories dirs, none of which may hold a
-// process, then their parents if no other sandbox uses them.
+// process. Their parent (cgroupParent) stays, empty, for the next sandbox:
+// removing it with the last sandbox and making it again (and, on v2,
+// enabling its controllers again) cost each sandbox of a server that runs
+// one at a time two more directories per hierarchy to make and remove.
 func removeDirs(dirs []string) error {
 	for _, dir := range dirs {
 		pids, err := readPids(dir)
@@ -395,8 +419,6 @@ func removeDirs(dirs []string) error {
 		if err != nil && err != unix.ENOENT {
 			return fmt.Errorf("sandbox: remove cgroup %s: %w", dir, err)
 		}
-		// Fails while another sandbox's cgroup is in it, as it should.
-		unix.Rmdir(filepath.Dir(dir))
 	}
 	return nil
 }

@@ -483,3 +483,96 @@ func TestUnescapeMountinfo(t *testing.T) {
 		}
 	}
 }
+
+// TestKillEachFreezesOnlyWhatIsLeft runs killEach over stand-in cgroup
+// directories: a cgroup with no process left, as a session's is once its
+// init died, is neither frozen nor thawed; one with a process is frozen
+// while the process is killed.
+func TestKillEachFreezesOnlyWhatIsLeft(t *testing.T) {
+	tests := []struct {
+		name        string
+		process     bool // cgroup.procs lists a live process
+		missing     bool // the directory is gone
+		wantFreezes string
+	}{
+		{name: "empty", wantFreezes: ""},
+		{name: "removed", missing: true, wantFreezes: ""},
+		{name: "one process", process: true, wantFreezes: "freeze thaw "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "cg")
+			procs := filepath.Join(dir, "cgroup.procs")
+			if !tt.missing {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(procs, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var sleep *exec.Cmd
+			if tt.process {
+				sleep = exec.Command("sleep", "60")
+				if err := sleep.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+				if err := os.WriteFile(procs, []byte(strconv.Itoa(sleep.Process.Pid)+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var freezes strings.Builder
+			freeze := func(on bool) {
+				if on {
+					freezes.WriteString("freeze ")
+					return
+				}
+				freezes.WriteString("thaw ")
+				// The kernel takes a killed process out of its cgroup.
+				os.WriteFile(procs, nil, 0o644)
+			}
+			member := func(pid int) bool { return sleep != nil && pid == sleep.Process.Pid }
+			if err := killEach([]procsDir{{dir, member}}, freeze, time.Now().Add(killTimeout)); err != nil {
+				t.Fatalf("killEach: %v", err)
+			}
+			if got := freezes.String(); got != tt.wantFreezes {
+				t.Errorf("freezer calls = %q, want %q", got, tt.wantFreezes)
+			}
+			if sleep != nil {
+				if sig := waitSignal(t, sleep); sig != syscall.SIGKILL {
+					t.Errorf("the process ended by %v (%v), want SIGKILL", sig, sleep.ProcessState)
+				}
+			}
+		})
+	}
+}
+
+// TestCgroupRemoveKeepsParent: a removed cgroup's directories go, the
+// parent holding the sandboxes' cgroups stays for the next one, which is
+// made in it.
+func TestCgroupRemoveKeepsParent(t *testing.T) {
+	requireCgroups(t)
+	for i := range 2 {
+		cg, err := newCgroup(testCgroupName(t), DefaultLimits)
+		if err != nil {
+			t.Fatalf("newCgroup %d: %v", i, err)
+		}
+		if err := cg.kill(); err != nil {
+			t.Fatalf("kill %d: %v", i, err)
+		}
+		if err := cg.remove(); err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+		for ctrl, dir := range cgroupDirs(cg) {
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s cgroup %s still there after remove (stat: %v)", ctrl, dir, err)
+			}
+			if parent := filepath.Dir(dir); filepath.Base(parent) != cgroupParent {
+				t.Errorf("%s cgroup %s is not in a %q directory", ctrl, dir, cgroupParent)
+			} else if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+				t.Errorf("%s parent %s is gone after remove (stat: %v)", ctrl, parent, err)
+			}
+		}
+	}
+}

@@ -73,7 +73,8 @@ func makeV1Dir(dir string) error {
 				return fmt.Errorf("cgroup %s already exists", dir)
 			}
 		}
-		// The parent may vanish under us, removed with the last sandbox.
+		// The parent may vanish under us: an operator, or an older
+		// version that removed it with its last sandbox, may remove it.
 		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == 5 {
 			return err
 		}

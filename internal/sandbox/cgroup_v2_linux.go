@@ -43,8 +43,9 @@ func makeV2(h *hierarchy, name string, ctrls []string) (*cgroupV2, error) {
 	}
 	parent := filepath.Join(h.dir, cgroupParent)
 	dir := filepath.Join(parent, name)
-	// The parent may vanish under us: remove takes it away when its last
-	// sandbox ends. Then we make it again.
+	// The parent may vanish under us (an operator, or an older version
+	// that removed it with its last sandbox, may remove it): then we make
+	// it again.
 	for attempt := 1; ; attempt++ {
 		err := mkdirExisting(parent)
 		if err == nil {

@@ -22,6 +22,10 @@ const (
 	fdSpec = 3 // the childSpec, as JSON, then EOF
 	fdGo   = 4 // one byte once the init is inside its cgroup: commands may start
 	fdCtl  = 5 // a SOCK_SEQPACKET socket: the parent's requests, the init's replies
+	// fdWorkspace is the workspace as a detached mount, when childSpec's
+	// Mounted says so: opened (and idmapped) by the parent, attached by the
+	// init.
+	fdWorkspace = 6
 )
 
 // childSpec is what the init needs: built by the parent from a validated
@@ -30,6 +34,7 @@ const (
 type childSpec struct {
 	Workspace string // host path of the workspace
 	ReadWrite bool   // bind the workspace writable
+	Mounted   bool   // the workspace is the mount at fdWorkspace, not bound by its path
 	Limits    Limits
 }
 

@@ -76,7 +76,12 @@ func buildRoot(s childSpec) error {
 	if err := os.Mkdir(insideWorkspace, 0o755); err != nil {
 		return err
 	}
-	if err := bindMount("/oldroot"+s.Workspace, insideWorkspace, !s.ReadWrite, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	if s.Mounted {
+		// The parent made it nosuid, nodev, private and read-only as asked.
+		if err := attachWorkspace(fdWorkspace, insideWorkspace); err != nil {
+			return err
+		}
+	} else if err := bindMount("/oldroot"+s.Workspace, insideWorkspace, !s.ReadWrite, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return fmt.Errorf("bind workspace: %w", err)
 	}
 

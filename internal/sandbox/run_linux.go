@@ -255,52 +255,32 @@ func (s *Sandbox) wait() {
 	s.result = r
 }
 
-// reachable checks, before anything starts, that the sandbox's user can
-// reach the workspace (and write to it in read-write mode), so that a
-// permission problem is a clear error rather than a failed bind inside.
-func reachable(dir string, write bool, uid, gid int) error {
-	can := func(path string, want os.FileMode) (bool, error) {
-		fi, err := os.Stat(path)
+// reachable reports whether the sandbox's user can reach dir along its
+// path, every parent searchable by it: then the init, running as that user,
+// can bind it by its path. A workspace it cannot reach is opened by the
+// server instead (see openWorkspace).
+func reachable(dir string, uid, gid int) (bool, error) {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
 		if err != nil {
-			return false, err
+			return false, invalid("workspace: %v", err)
 		}
 		st := fi.Sys().(*syscall.Stat_t)
 		perm := fi.Mode().Perm()
+		var ok bool
 		switch {
 		case int(st.Uid) == uid:
-			return perm&(want<<6) == want<<6, nil
+			ok = perm&0o100 != 0
 		case int(st.Gid) == gid:
-			return perm&(want<<3) == want<<3, nil
+			ok = perm&0o010 != 0
 		default:
-			return perm&want == want, nil
-		}
-	}
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		ok, err := can(p, 0o1)
-		if err != nil {
-			return invalid("workspace: %v", err)
+			ok = perm&0o001 != 0
 		}
 		if !ok {
-			return invalid("workspace %s is not reachable by the sandbox user (uid %d): %s is not searchable by it", dir, uid, p)
+			return false, nil
 		}
 		if p == "/" {
-			break
+			return true, nil
 		}
 	}
-	want := os.FileMode(0o5)
-	if write {
-		want = 0o7
-	}
-	ok, err := can(dir, want)
-	if err != nil {
-		return invalid("workspace: %v", err)
-	}
-	if !ok {
-		verb := "readable"
-		if write {
-			verb = "writable"
-		}
-		return invalid("workspace %s is not %s by the sandbox user (uid %d): chown or chmod it", dir, verb, uid)
-	}
-	return nil
 }

@@ -93,6 +93,13 @@ func orDefault[T comparable](v *T, def T) {
 
 // SessionSpec is one sandbox that commands are exec'd into, as plain data.
 // Its limits bound all its commands together, for as long as it runs.
+//
+// The workspace keeps its host owner: inside, the directory's owner is the
+// sandbox's user, and what the commands create belongs on the host to the
+// directory's owner (uid and gid). A workspace that the sandbox's host user
+// does not own, or cannot reach along its path, is an idmapped mount the
+// server makes; where the kernel or the filesystem cannot idmap, the session
+// is refused (see idmap_linux.go).
 type SessionSpec struct {
 	Workspace string // host directory bound at /workspace
 	Mode      string // ReadOnly or ReadWrite

@@ -64,8 +64,15 @@ func StartSession(cfg Config, spec SessionSpec) (*Session, error) {
 	if cfg.HostUID == 0 || cfg.HostGID == 0 {
 		return nil, invalid("the sandbox user must not be root on the host")
 	}
-	if err := reachable(spec.Workspace, spec.Mode == ReadWrite, cfg.HostUID, cfg.HostGID); err != nil {
+	// On the host, before anything of the sandbox runs: the workspace is
+	// bound by its path, or opened here as a mount, idmapped to keep its
+	// owner (idmap_linux.go).
+	ws, err := openWorkspace(spec.Workspace, spec.Mode == ReadWrite, cfg.HostUID, cfg.HostGID, cfg.InitPath)
+	if err != nil {
 		return nil, err
+	}
+	if ws != nil {
+		defer ws.Close() // the init has its own copy once it started
 	}
 	cgLimits := spec.Limits
 	cgLimits.Pids += initReserve
@@ -74,7 +81,7 @@ func StartSession(cfg Config, spec SessionSpec) (*Session, error) {
 		return nil, corral.Errorf(corral.EUNAVAIL, "sandbox: %v", err)
 	}
 	s := &Session{cg: cg, limits: spec.Limits, procs: map[uint64]*Proc{}, ready: make(chan error, 1), replies: make(chan struct{}), done: make(chan struct{})}
-	if err := s.spawn(cfg, spec); err != nil {
+	if err := s.spawn(cfg, spec, ws); err != nil {
 		cg.kill()
 		cg.remove()
 		return nil, err
@@ -83,7 +90,9 @@ func StartSession(cfg Config, spec SessionSpec) (*Session, error) {
 	return s, nil
 }
 
-func (s *Session) spawn(cfg Config, spec SessionSpec) error {
+// spawn starts the init. ws, when not nil, is the workspace's detached
+// mount, passed as fdWorkspace.
+func (s *Session) spawn(cfg Config, spec SessionSpec, ws *os.File) error {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return corral.Internal("sandbox control socket", err)
@@ -112,11 +121,15 @@ func (s *Session) spawn(cfg Config, spec SessionSpec) error {
 			p.w.Close()
 		}
 	}()
+	extra := []*os.File{specP.r, goP.r, theirs}
+	if ws != nil {
+		extra = append(extra, ws)
+	}
 	s.cmd = &exec.Cmd{
 		Path:       cfg.InitPath,
 		Args:       []string{"corral-sandbox", InitArg},
 		Env:        []string{"GOMAXPROCS=1"}, // the init's own: nothing of the server's
-		ExtraFiles: []*os.File{specP.r, goP.r, theirs},
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
@@ -156,7 +169,7 @@ func (s *Session) spawn(cfg Config, spec SessionSpec) error {
 	// The init builds its root while it is moved into its cgroup (on
 	// cgroup v1 the move can take milliseconds); it serves commands only
 	// after the go byte.
-	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Limits: spec.Limits}
+	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Mounted: ws != nil, Limits: spec.Limits}
 	if err := json.NewEncoder(specP.w).Encode(cs); err != nil {
 		return fail(corral.Internal("sandbox: send spec", err))
 	}
@@ -370,6 +383,14 @@ func (s *Session) Stop(grace time.Duration) {
 			s.End()
 		}
 	}()
+}
+
+// Ended reports whether the session's init is gone: what runs in it now
+// is dead or dying.
+func (s *Session) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
 }
 
 // Violation is the limit of the session that ended it, "" if none did (yet).

@@ -31,6 +31,8 @@ type Engine interface {
 	Kill(ctx context.Context, runID string) error
 	Subscribe(runID string) (<-chan corral.RunEvent, func())
 	OutputSoFar(runID string) (corral.RunOutput, bool)
+	// Note records an event in a run's trace.
+	Note(ctx context.Context, runID, typ string, data any)
 }
 
 // Ready says whether runs can happen at all: a model provider is
@@ -42,6 +44,7 @@ type Runs struct {
 	store  RunStore
 	engine Engine
 	ready  Ready
+	node   corral.Node // where runs' sessions are; nil: no terminals
 	cfg    Config
 	// DefaultMaxPrompt is the prompt limit of agents that set none.
 	DefaultMaxPrompt int64
@@ -52,6 +55,9 @@ func NewRuns(store RunStore, engine Engine, ready Ready, cfg Config) *Runs {
 	cfg.defaults()
 	return &Runs{store: store, engine: engine, ready: ready, cfg: cfg, DefaultMaxPrompt: sanitize.MaxContent}
 }
+
+// UseNode lets people open terminals in runs' sessions on node.
+func (s *Runs) UseNode(node corral.Node) { s.node = node }
 
 // Send adds the actor's message to the agent's thread and starts a run for
 // it, if admission allows. Admission is decided from the agent's state,

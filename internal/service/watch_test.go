@@ -28,6 +28,7 @@ type fakeEngine struct {
 func (f *fakeEngine) Start(corral.Run, corral.Message, corral.Admission) {}
 func (f *fakeEngine) Stop(context.Context, string) error                 { return nil }
 func (f *fakeEngine) Kill(context.Context, string) error                 { return nil }
+func (f *fakeEngine) Note(context.Context, string, string, any)          {}
 func (f *fakeEngine) Subscribe(string) (<-chan runner.Event, func())     { return f.ch, func() {} }
 func (f *fakeEngine) OutputSoFar(string) (runner.Output, bool) {
 	f.calls++

@@ -69,6 +69,7 @@ type supervisor struct {
 	mu       sync.Mutex
 	state    State
 	cmds     map[string]*command
+	term     *terminal // the session's terminal, if its shell runs
 	conns    map[*conn]struct{}
 	grace    *time.Timer
 	finished sync.WaitGroup // commands whose exit is not recorded yet
@@ -88,14 +89,18 @@ type command struct {
 }
 
 type conn struct {
-	c  net.Conn
-	mu sync.Mutex
+	c   net.Conn
+	mu  sync.Mutex
+	raw bool // the connection is a terminal's now: no more messages
 }
 
 func (c *conn) send(m message) {
 	b, _ := json.Marshal(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.raw {
+		return
+	}
 	c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.c.Write(append(b, '\n')); err != nil {
 		c.c.Close() // a server that does not read is a server gone
@@ -229,13 +234,36 @@ func (s *supervisor) handle(c *conn) {
 		}
 		s.mu.Unlock()
 	}()
-	sc := bufio.NewScanner(c.c)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(c.c, maxFrame+5)
+	for {
+		line, err := readLine(br, maxLine)
+		if err != nil {
+			return
+		}
 		var m message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		if err := json.Unmarshal(line, &m); err != nil {
 			c.send(message{Error: "bad request"})
 			continue
+		}
+		if m.Op == "terminal" {
+			// The connection becomes the terminal's, in frames, for good.
+			t, err := s.openTerminal(m.Cols, m.Rows)
+			if err != nil {
+				c.send(message{Seq: m.Seq, Error: corral.ErrorMessage(err)})
+				return
+			}
+			s.mu.Lock()
+			delete(s.conns, c) // events are not for it
+			s.mu.Unlock()
+			// The reply and the switch at once: an event a broadcast had
+			// queued for this connection comes before the reply or never.
+			b, _ := jsonLine(message{Seq: m.Seq})
+			c.mu.Lock()
+			c.c.Write(b)
+			c.raw = true
+			c.mu.Unlock()
+			t.attach(c.c, br)
+			return
 		}
 		r := message{Seq: m.Seq}
 		if err := s.do(m, &r); err != nil {

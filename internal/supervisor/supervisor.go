@@ -26,7 +26,9 @@
 package supervisor
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,6 +113,8 @@ type message struct {
 	ID     string `json:"id,omitempty"`
 	Signal string `json:"signal,omitempty"`
 	Size   int64  `json:"size,omitempty"`
+	Cols   int    `json:"cols,omitempty"` // terminal: its size when it starts
+	Rows   int    `json:"rows,omitempty"`
 	Exit   *Exit  `json:"exit_record,omitempty"`
 	State  *State `json:"state,omitempty"`
 }
@@ -171,6 +175,31 @@ func writeJSON(name string, v any) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+func jsonLine(m message) ([]byte, error) {
+	b, err := json.Marshal(m)
+	return append(b, '\n'), err
+}
+
+func jsonDecode(b []byte, m *message) error { return json.Unmarshal(b, m) }
+
+// readLine reads one line of at most max bytes, without its newline.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > max {
+			return nil, fmt.Errorf("line over %d bytes", max)
+		}
+		if err == nil {
+			return line[:len(line)-1], nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
 }
 
 // ReadState reads a session's state.json.

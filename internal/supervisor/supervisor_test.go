@@ -2,6 +2,7 @@ package supervisor_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,5 +233,85 @@ func TestGracePeriod(t *testing.T) {
 	}
 	if alive(t, "4343.5") {
 		t.Fatal("a process of the abandoned session is still running")
+	}
+}
+
+// screen reads a terminal until its output holds want.
+func screen(t *testing.T, term *supervisor.Terminal, got *strings.Builder, want string) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for !strings.Contains(got.String(), want) {
+		n, err := term.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("reading the terminal for %q: %v; so far %q", want, err, got.String())
+		}
+	}
+}
+
+// TestTerminal: a shell on a pty in the session; two viewers see the same
+// screen, a late one gets the screen so far, a resize reaches the shell,
+// the shell outlives a viewer and the server's connection, and shares the
+// session with its commands.
+func TestTerminal(t *testing.T) {
+	needSessions(t)
+	dir, c := spawn(t, time.Minute)
+	exec(t, c, "bg", "echo from-a-command > /tmp/shared")
+	result(t, c, "bg")
+	term, err := c.Terminal(80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	var first strings.Builder
+	if _, err := term.Write([]byte("cat /tmp/shared; stty size; tty -s && echo is-a-tty\n")); err != nil {
+		t.Fatal(err)
+	}
+	screen(t, term, &first, "24 80")
+	screen(t, term, &first, "from-a-command")
+	screen(t, term, &first, "is-a-tty")
+
+	// A second viewer, from a new connection as a restarted server would.
+	c.Close()
+	c2, err := supervisor.Dial(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := c2.Terminal(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second strings.Builder
+	screen(t, late, &second, "from-a-command") // the screen so far
+	if err := late.Resize(100, 30); err != nil {
+		t.Fatal(err)
+	}
+	late.Write([]byte("stty size\n"))
+	screen(t, late, &second, "30 100")
+	screen(t, term, &first, "30 100") // both viewers see it
+	late.Close()
+
+	term.Write([]byte("exit 4\n"))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := term.Read(buf); err != nil {
+			if err != io.EOF || term.Exit() != 4 {
+				b, _ := os.ReadFile(filepath.Join(dir, "supervisor.log"))
+				t.Errorf("after exit: %v, status %d\n%s", err, term.Exit(), b)
+			}
+			break
+		}
+	}
+	// The next viewer gets a new shell.
+	again, err := c2.Terminal(80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var third strings.Builder
+	again.Write([]byte("echo $((6*7))\n"))
+	screen(t, again, &third, "42")
+	if strings.Contains(third.String(), "from-a-command") {
+		t.Errorf("the new shell's screen holds the old one's: %q", third.String())
 	}
 }

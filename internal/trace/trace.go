@@ -35,6 +35,9 @@ const (
 	Ended       = "ended"
 	Reconciled  = "reconciled"
 	Reattached  = "reattached" // the server came back and found the run's session still running
+
+	TerminalOpened = "terminal_opened" // a person opened the run's terminal
+	TerminalClosed = "terminal_closed" // and closed it: who, and the bytes each way
 )
 
 // Event types of an agent's own chain (its id in place of a run's): what

@@ -1,17 +1,22 @@
 // One run as it happens: its status, its timeline, the model's text as it
-// streams, and Stop and Kill for those allowed. A run still going is
-// followed over its event stream; one that is over is read from its trace.
+// streams, and Stop, Kill and the terminal for those allowed. A run still
+// going is followed over its event stream; one that is over is read from its
+// trace.
 
-import { useEffect, useReducer, useRef, useState } from 'react'
+import { lazy, Suspense, useEffect, useReducer, useRef, useState } from 'react'
 import { api } from './api'
 import { StatusBadge } from './badges'
 import { errorMessage, isNotFound } from './errors'
-import { ErrorText, noAccessText } from './feedback'
+import { ErrorText, Loading, noAccessText } from './feedback'
 import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
 import { can, canStop } from './permissions'
+import { canOpenTerminal } from './terminal'
 import { toTimeline } from './timeline'
 import { Timeline } from './Timeline'
 import type { Level, Run, TraceEvent, User } from './types'
+
+// xterm.js is loaded only when someone opens a terminal.
+const Terminal = lazy(() => import('./Terminal').then((m) => ({ default: m.Terminal })))
 
 interface Props {
   run: Run
@@ -27,6 +32,7 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
   const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
   const endedAtStart = useRef(isTerminal(run.status))
   const reported = useRef(false)
+  const [terminalOpen, setTerminalOpen] = useState(false)
 
   useEffect(() => {
     const id = run.id
@@ -120,11 +126,13 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
   let items = toTimeline(state.events)
   if (compact) items = items.filter((i) => i.type !== 'usage')
   const going = !finished(state)
+  const status = state.status === 'connecting' ? run.status : state.status
+  const terminal = canOpenTerminal(level, status) ? { open: terminalOpen, toggle: () => setTerminalOpen((o) => !o) } : undefined
 
   return (
     <div className="run-view">
       <p role="status" aria-live="polite" className="run-status">
-        Run status: <StatusBadge status={state.status === 'connecting' ? run.status : state.status} />
+        Run status: <StatusBadge status={status} />
         {state.reason && <span className="muted"> — {state.reason}</span>}
       </p>
       {state.error && (
@@ -132,7 +140,13 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
           {state.error}
         </p>
       )}
-      {going && <RunControls run={run} level={level} me={me} />}
+      {going && <RunControls run={run} level={level} me={me} terminal={terminal} />}
+      {/* Stays once opened, after the run ends too: the last screen and why it closed. */}
+      {terminalOpen && (
+        <Suspense fallback={<Loading what="the terminal" />}>
+          <Terminal runId={run.id} />
+        </Suspense>
+      )}
       <Timeline items={items} label="Run timeline" />
       {state.toolOutput && (
         <section className="streaming" aria-label="Tool output so far">
@@ -150,12 +164,17 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
   )
 }
 
-function RunControls({ run, level, me }: { run: Run; level: Level; me: User | null }) {
+interface TerminalToggle {
+  open: boolean
+  toggle: () => void
+}
+
+function RunControls({ run, level, me, terminal }: { run: Run; level: Level; me: User | null; terminal?: TerminalToggle }) {
   const [error, setError] = useState<unknown>()
   const [asked, setAsked] = useState<'stop' | 'kill'>()
   const stoppable = canStop(level, run, me)
   const killable = can(level, 'kill')
-  if (!stoppable && !killable) return null
+  if (!stoppable && !killable && !terminal) return null
 
   async function act(what: 'stop' | 'kill') {
     setError(undefined)
@@ -171,6 +190,11 @@ function RunControls({ run, level, me }: { run: Run; level: Level; me: User | nu
 
   return (
     <div className="run-controls">
+      {terminal && (
+        <button type="button" className="secondary" aria-expanded={terminal.open} onClick={terminal.toggle}>
+          Terminal
+        </button>
+      )}
       {stoppable && (
         <button type="button" className="secondary" onClick={() => act('stop')} disabled={asked !== undefined}>
           Stop

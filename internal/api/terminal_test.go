@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"corral/internal/modeltest"
+)
+
+// termConn is one browser's terminal.
+type termConn struct {
+	t      *testing.T
+	c      *websocket.Conn
+	screen strings.Builder
+}
+
+func (c *client) terminal(runID string) (*termConn, *http.Response, error) {
+	c.e.t.Helper()
+	url := "ws" + strings.TrimPrefix(c.e.srv.URL, "http") + "/api/runs/" + runID + "/terminal"
+	h := http.Header{}
+	h.Set("Cookie", CookieName+"="+c.cookie)
+	h.Set("Origin", c.e.srv.URL)
+	ws, res, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, res, err
+	}
+	tc := &termConn{t: c.e.t.(*testing.T), c: ws}
+	c.e.t.Cleanup(func() { ws.CloseNow() })
+	return tc, res, nil
+}
+
+func (tc *termConn) typeIn(s string) {
+	tc.t.Helper()
+	if err := tc.c.Write(context.Background(), websocket.MessageBinary, []byte(s)); err != nil {
+		tc.t.Fatalf("typing %q: %v", s, err)
+	}
+}
+
+// until reads the screen until it holds want; it returns the read error
+// that ended the screen first, if one did.
+func (tc *termConn) until(want string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	for !strings.Contains(tc.screen.String(), want) {
+		typ, b, err := tc.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if typ == websocket.MessageBinary {
+			tc.screen.Write(b)
+		}
+	}
+	return nil
+}
+
+func (tc *termConn) see(want string) {
+	tc.t.Helper()
+	if err := tc.until(want); err != nil {
+		tc.t.Fatalf("waiting for %q on the terminal: %v; screen so far %q", want, err, tc.screen.String())
+	}
+}
+
+// closed reads until the connection closes and returns its close code.
+func (tc *termConn) closed() websocket.StatusCode {
+	tc.t.Helper()
+	err := tc.until("\x00never\x00")
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) {
+		tc.t.Fatalf("the terminal ended with %v, not a close frame", err)
+	}
+	return ce.Code
+}
+
+func TestRunTerminal(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	bob := e.signup("bob@example.com", "Bob")
+	carol := e.signup("carol@example.com", "Carol")
+	id := owner.createAgent("worker")
+	owner.grant(id, bob.user.ID, "editor")
+	owner.grant(id, carol.user.ID, "runner")
+	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "echo from-the-agent > /tmp/note; sleep 600"))))
+	run := owner.send(id, "work while we watch")
+	waitFor(t, "the tool to run", func() bool {
+		for _, ev := range owner.trace(run.ID) {
+			if ev.Type == "tool_call" {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A runner may not open it; the answer comes before any upgrade.
+	if _, res, err := carol.terminal(run.ID); err == nil || res == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a runner's terminal: %v %v, want 403", err, res)
+	}
+
+	term, _, err := owner.terminal(run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same session as the agent's commands: its /tmp.
+	term.typeIn("cat /tmp/note; stty size\n")
+	term.see("from-the-agent")
+	term.see("24 80")
+	b, _ := json.Marshal(map[string]any{"type": "resize", "cols": 120, "rows": 40})
+	term.c.Write(context.Background(), websocket.MessageText, b)
+	term.typeIn("stty size\n")
+	term.see("40 120")
+
+	// A second viewer joins late: the screen so far first, then both see
+	// what is typed.
+	late, _, err := bob.terminal(run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.see("from-the-agent")
+	late.typeIn("echo $((40+2))\n")
+	late.see("42")
+	term.see("42")
+
+	// Bob's grant goes: his terminal is closed with 4403, the owner's stays.
+	owner.do("DELETE", "/api/agents/"+id+"/grants/"+bob.user.ID, nil).want(http.StatusNoContent)
+	if code := late.closed(); code != 4403 {
+		t.Fatalf("a revoked viewer's terminal closed with %d, want 4403", code)
+	}
+	term.typeIn("echo still-here\n")
+	term.see("still-here")
+
+	// The run ends: the terminal closes with 4404.
+	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
+	if code := term.closed(); code != 4404 {
+		t.Fatalf("the terminal of a run that ended closed with %d, want 4404", code)
+	}
+	waitFor(t, "the run to end", func() bool { return owner.run(run.ID).Status == "killed" })
+	if _, res, err := owner.terminal(run.ID); err == nil || res == nil || res.StatusCode != http.StatusConflict {
+		t.Fatalf("an ended run's terminal: %v %v, want 409", err, res)
+	}
+
+	// The trace says who opened and closed it, with byte counts.
+	deadline := time.Now().Add(patience)
+	for {
+		var opened, closed []map[string]any
+		for _, ev := range owner.trace(run.ID) {
+			var d map[string]any
+			json.Unmarshal(ev.Data, &d)
+			switch ev.Type {
+			case "terminal_opened":
+				opened = append(opened, d)
+			case "terminal_closed":
+				closed = append(closed, d)
+			}
+		}
+		if len(opened) == 2 && len(closed) == 2 {
+			if opened[0]["user_id"] != owner.user.ID || opened[1]["user_id"] != bob.user.ID {
+				t.Fatalf("terminal_opened = %v", opened)
+			}
+			for _, d := range closed {
+				if d["bytes_in"].(float64) <= 0 || d["bytes_out"].(float64) <= 0 {
+					t.Fatalf("terminal_closed without byte counts: %v", d)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal events: opened %v closed %v", opened, closed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	verify(t, run.ID, owner.trace(run.ID))
+}
