@@ -35,9 +35,19 @@ var forbidden = []struct {
 	why  string
 }{
 	{
-		from: []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/runner"},
+		from: []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/runner", "corral/internal/supervisor", "corral/internal/node"},
 		to:   []string{"corral/internal/store/...", "corral/internal/auth", "corral/internal/api"},
 		why:  "what runs agents' code must not reach storage, accounts or HTTP",
+	},
+	{
+		from: []string{"corral/internal/runner"},
+		to:   []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/supervisor", "corral/internal/node"},
+		why:  "runs reach the machine that holds their trees and sandboxes only through corral.Node",
+	},
+	{
+		from: []string{"corral/internal/service"},
+		to:   []string{"corral/internal/runner", "corral/internal/sandbox", "corral/internal/supervisor", "corral/internal/node"},
+		why:  "the services reach runs through their Engine and sandboxes only through corral.Node",
 	},
 	{
 		from: []string{"corral/cmd/corral"},
@@ -97,21 +107,24 @@ func (g *graph) violations() []string {
 func TestImportRulesNameTheChain(t *testing.T) {
 	root := t.TempDir()
 	files := map[string]string{
-		"go.mod":                           "module corral\n",
-		"corral.go":                        "package corral\n\nimport _ \"corral/internal/trace\"\n",
-		"internal/trace/trace.go":          "package trace\n",
-		"internal/sandbox/sandbox.go":      "package sandbox\n",
-		"internal/sandbox/sandbox_test.go": "package sandbox\n\nimport _ \"corral/internal/store/sqlite\"\n",
-		"internal/runner/runner.go":        "package runner\n\nimport (\n\t\"fmt\"\n\n\t_ \"corral/internal/workspace\"\n)\n",
-		"internal/workspace/ws_other.go":   "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store/sqlite\"\n",
-		"internal/store/sqlite/db.go":      "package sqlite\n",
-		"internal/api/api.go":              "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
-		"internal/service/service.go":      "package service\n\nimport _ \"corral/internal/gittest\"\n",
-		"internal/gittest/gittest.go":      "package gittest\n",
-		"cmd/corral/main.go":               "package main\n\nimport _ \"corral/internal/service\"\n",
-		"internal/auth/auth.go":            "package auth\n",
-		"web/node_modules/x/api.go":        "package x\n\nimport _ \"corral/internal/api\"\n",
-		"internal/sandbox/testdata/bad.go": "package bad\n\nimport _ \"corral/internal/api\"\n",
+		"go.mod":                            "module corral\n",
+		"corral.go":                         "package corral\n\nimport _ \"corral/internal/trace\"\n",
+		"internal/trace/trace.go":           "package trace\n",
+		"internal/sandbox/sandbox.go":       "package sandbox\n",
+		"internal/sandbox/sandbox_test.go":  "package sandbox\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/runner/runner.go":         "package runner\n\nimport (\n\t\"fmt\"\n\n\t_ \"corral/internal/workspace\"\n)\n",
+		"internal/workspace/ws_other.go":    "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/store/sqlite/db.go":       "package sqlite\n",
+		"internal/api/api.go":               "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
+		"internal/service/service.go":       "package service\n\nimport _ \"corral/internal/gittest\"\n",
+		"internal/service/runs.go":          "package service\n\nimport _ \"corral/internal/sandbox\"\n",
+		"internal/supervisor/supervisor.go": "package supervisor\n",
+		"internal/node/node.go":             "package node\n",
+		"internal/gittest/gittest.go":       "package gittest\n",
+		"cmd/corral/main.go":                "package main\n\nimport _ \"corral/internal/service\"\n",
+		"internal/auth/auth.go":             "package auth\n",
+		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
+		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
 	for name, content := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -130,6 +143,10 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"corral/internal/runner must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)\n" +
 			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
+		"corral/internal/runner must not import corral/internal/workspace (runs reach the machine that holds their trees and sandboxes only through corral.Node):\n" +
+			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)",
+		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine and sandboxes only through corral.Node):\n" +
+			"\tcorral/internal/service imports corral/internal/sandbox (internal/service/runs.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",

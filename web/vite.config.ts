@@ -11,7 +11,7 @@ export default defineConfig({
   },
   server: {
     // `npm run dev` next to a `corral serve` on its default address.
-    proxy: { '/api': 'http://127.0.0.1:8080' },
+    proxy: { '/api': { target: 'http://127.0.0.1:8080', ws: true } },
   },
   test: {
     environment: 'jsdom',

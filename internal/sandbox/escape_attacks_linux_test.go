@@ -47,6 +47,7 @@ type attackEnv struct {
 	hostPID   int      // the test process
 	hostPGID  int      // its process group
 	sleepPID  int      // a host process of the sandbox's own host uid
+	otherPID  int      // a command in another run's session, by its host pid
 	tcp       string   // a TCP listener on the host's 127.0.0.1
 	tcp6      string   // one on the host's ::1, "" if none
 	hostTCP   string   // one on the host's network address, "" if none
@@ -71,7 +72,7 @@ func (e *attackEnv) environ() []string {
 		"ESC_SIBLING=" + e.sibling, "ESC_PARENT=" + e.parent, "ESC_SENTINEL=" + e.sentinel,
 		"ESC_CANARIES=" + strings.Join(hexed, ","),
 		"ESC_HOSTPID=" + strconv.Itoa(e.hostPID), "ESC_HOSTPGID=" + strconv.Itoa(e.hostPGID),
-		"ESC_SLEEPPID=" + strconv.Itoa(e.sleepPID),
+		"ESC_SLEEPPID=" + strconv.Itoa(e.sleepPID), "ESC_OTHERPID=" + strconv.Itoa(e.otherPID),
 		"ESC_TCP=" + e.tcp, "ESC_TCP6=" + e.tcp6, "ESC_HOSTTCP=" + e.hostTCP, "ESC_UDP=" + e.udp,
 		"ESC_ABSTRACT=" + e.abstract, "ESC_UNIX=" + e.unixSock,
 		"ESC_SUID=" + strings.Join(e.suid, ":"), "ESC_DEVICES=" + strings.Join(e.devices, ":"),
@@ -95,7 +96,7 @@ func loadAttackEnv() *attackEnv {
 	e := &attackEnv{
 		ws: g("ESC_WS"), nonce: g("ESC_NONCE"), data: g("ESC_DATA"), other: g("ESC_OTHER"),
 		sibling: g("ESC_SIBLING"), parent: g("ESC_PARENT"), sentinel: g("ESC_SENTINEL"),
-		shmKey: num("ESC_SHMKEY"), hostPID: num("ESC_HOSTPID"), hostPGID: num("ESC_HOSTPGID"), sleepPID: num("ESC_SLEEPPID"),
+		shmKey: num("ESC_SHMKEY"), hostPID: num("ESC_HOSTPID"), hostPGID: num("ESC_HOSTPGID"), sleepPID: num("ESC_SLEEPPID"), otherPID: num("ESC_OTHERPID"),
 		tcp: g("ESC_TCP"), tcp6: g("ESC_TCP6"), hostTCP: g("ESC_HOSTTCP"), udp: g("ESC_UDP"),
 		abstract: g("ESC_ABSTRACT"), unixSock: g("ESC_UNIX"),
 		suid: list(g("ESC_SUID"), ":"), devices: list(g("ESC_DEVICES"), ":"), blockDevs: list(g("ESC_BLOCKDEVS"), ":"),

@@ -107,6 +107,7 @@ type escapeHost struct {
 	accepted map[string]*atomic.Int64 // connections each host listener accepted
 	sleep    *exec.Cmd                // a host process of uid 65534, the sandbox's host uid
 	slept    chan struct{}            // closed when it ends
+	otherProc *Proc                   // a command in another session
 	watched  []string                 // hashed before and after each case
 	sums     sync.Map                 // content hashes by file identity and metadata
 	skipped  map[string]bool          // cases whose setup skipped them
@@ -476,6 +477,13 @@ func escapeCases() []escapeCase {
 		}),
 		sg("F_SETOWN to a host process", func(e *attackEnv) []step { return []step{setown(e.hostPID)} }),
 		{name: "renice the host's processes of the same uid", class: classSignals, attack: renice, verify: sleepNotReniced},
+		{name: "reach another run's session", class: classSignals, verify: otherSessionAlive, attack: fails(func(e *attackEnv) []step {
+			return []step{
+				killStep(e.otherPID, unix.SIGKILL, "another session's command"), pidfdOpen(e.otherPID, "another session's command"),
+				openFor(fmt.Sprintf("/proc/%d/root/workspace", e.otherPID), unix.O_RDONLY),
+				openFor(fmt.Sprintf("/proc/%d/fd/0", e.otherPID), unix.O_RDONLY),
+			}
+		})},
 		{name: "SIGKILL the init", class: classSignals, attack: killInit},
 		{name: "SIGTERM the init", class: classSignals, attack: signalInit(unix.SIGTERM)},
 		{name: "SIGQUIT the init", class: classSignals, attack: signalInit(unix.SIGQUIT)},
@@ -715,6 +723,17 @@ func newEscapeHost(t *testing.T) *escapeHost {
 	go func() { h.sleep.Wait(); close(h.slept) }()
 	t.Cleanup(func() { h.sleep.Process.Kill(); <-h.slept })
 	h.env.sleepPID = h.sleep.Process.Pid
+
+	// Another run's session, with a command of the same host uid in it.
+	other, err := StartSession(Config{}, SessionSpec{Workspace: h.ro, Mode: ReadOnly})
+	must(t, err)
+	t.Cleanup(func() { other.End(); other.Wait() })
+	null, err := os.Open(os.DevNull)
+	must(t, err)
+	defer null.Close()
+	h.otherProc, err = other.Exec(Command{Argv: []string{"sleep", "3601"}, Env: testEnv}, null, null, null)
+	must(t, err)
+	h.env.otherPID = hostPIDOf(t, "sleep\x003601")
 
 	// A SysV shared memory segment: it lives in the host's IPC namespace.
 	var b [4]byte
@@ -965,6 +984,35 @@ func udpSilent(t *testing.T, r *caseRun) {
 	buf := make([]byte, 512)
 	if n, from, err := r.h.udp.ReadFrom(buf); err == nil {
 		t.Errorf("the host's UDP socket received %q from %v", buf[:n], from)
+	}
+}
+
+// hostPIDOf finds the one host process whose command line is cmdline
+// (arguments separated by NULs), waiting for it to start.
+func hostPIDOf(t *testing.T, cmdline string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, d := range dirs {
+			if b, err := os.ReadFile(d); err == nil && string(bytes.TrimRight(b, "\x00")) == cmdline {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process %q", cmdline)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// otherSessionAlive checks the other session's command still runs.
+func otherSessionAlive(t *testing.T, r *caseRun) {
+	select {
+	case <-r.h.otherProc.Done():
+		t.Errorf("the other session's command ended")
+	default:
 	}
 }
 
