@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
@@ -301,4 +305,66 @@ func TestRestartMidRunReconciles(t *testing.T) {
 	if !strings.Contains(conv, "user:long job") || !strings.Contains(conv, "tool:") || !strings.Contains(conv, "user:go on") {
 		t.Fatalf("the next run did not continue the conversation:\n%s", conv)
 	}
+}
+
+// TestRestartKeepsTheTerminal: a terminal's shell lives in the run's
+// session, so it outlives the server; re-opened after a restart, it shows
+// the screen so far and goes on.
+func TestRestartKeepsTheTerminal(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	const marker = "sleep 4249"
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		return modeltest.Calls(modeltest.ShellCall("c1", marker))
+	})
+	defer model.Close()
+	data := reachableTempDir(t)
+	env := []string{"CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	srv := startServer(t, data, env...)
+	c, agentID := signedIn(t, srv)
+	var posted struct{ Run runAnswer }
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "wait"}, http.StatusAccepted, &posted)
+	waitFor(t, "the tool to run", func() bool { return len(processesWith(marker)) > 0 })
+
+	open := func() *websocket.Conn {
+		u, _ := url.Parse(c.base)
+		h := http.Header{}
+		for _, k := range c.c.Jar.Cookies(u) {
+			h.Add("Cookie", k.Name+"="+k.Value)
+		}
+		h.Set("Origin", c.base)
+		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(c.base, "http")+"/api/runs/"+posted.Run.ID+"/terminal", &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	see := func(ws *websocket.Conn, screen *strings.Builder, want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for !strings.Contains(screen.String(), want) {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("waiting for %q: %v; screen %q", want, err, screen.String())
+			}
+			screen.Write(b)
+		}
+	}
+	ws := open()
+	var before strings.Builder
+	ws.Write(context.Background(), websocket.MessageBinary, []byte("echo $$ > /tmp/shell.pid; echo before-the-$((6*7))\n"))
+	see(ws, &before, "before-the-42")
+
+	crash(srv)
+	srv = startServer(t, data, env...)
+	c.base = srv.base
+	ws = open()
+	defer ws.CloseNow()
+	var after strings.Builder
+	see(ws, &after, "before-the-42") // the screen so far
+	ws.Write(context.Background(), websocket.MessageBinary, []byte("[ $$ = $(cat /tmp/shell.pid) ] && echo same-$((1+1))-shell\n"))
+	see(ws, &after, "same-2-shell")
+	c.do("POST", "/runs/"+posted.Run.ID+"/kill", nil, http.StatusAccepted, nil)
 }

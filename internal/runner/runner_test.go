@@ -499,3 +499,28 @@ func (h *harness) killSupervisor(runID string) {
 		h.t.Fatal(err)
 	}
 }
+
+// TestBackgroundProcessesLiveUntilTheRunEnds: what one tool call leaves
+// running is there for the next, in the same sandbox, and gone once the
+// run has ended.
+func TestBackgroundProcessesLiveUntilTheRunEnds(t *testing.T) {
+	const marker = "sleep 4248"
+	h := newHarness(t, modeltest.Sequence(
+		modeltest.Calls(modeltest.ShellCall("c1", marker+" >/dev/null 2>&1 & echo $! > /tmp/bg.pid; echo started")),
+		modeltest.Calls(modeltest.ShellCall("c2", "kill -0 $(cat /tmp/bg.pid) && echo still-running")),
+		modeltest.Text("done"),
+	))
+	r := h.newRunner(h.db, h.gateway, runner.Config{})
+	run := h.start(r, h.agent(corral.Limits{}), "start a server, then check on it")
+	done := h.waitRun(run.ID)
+	if done.Status != corral.RunCompleted {
+		t.Fatalf("run = %s (%s)", done.Status, done.Reason)
+	}
+	reqs := h.model.Requests()
+	if got := reqs[2].Last().Content; !strings.Contains(got, "still-running") {
+		t.Fatalf("the second tool call did not find the first one's background process: %s", got)
+	}
+	if procs := processesWith(marker); len(procs) != 0 {
+		t.Fatalf("the background process outlived its run: %v", procs)
+	}
+}
