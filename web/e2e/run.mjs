@@ -585,7 +585,7 @@ async function main() {
     await alice.goto(agentURL)
   })
 
-  await step('Alice stops a long run, then kills another', async () => {
+  await step('Alice stops a long run, opens a terminal in another and kills it', async () => {
     await alice.getByRole('navigation', { name: 'Agent sections' }).getByRole('link', { name: 'Conversation' }).click()
     for (const [button, status] of [['Stop', 'cancelled'], ['Kill', 'killed']]) {
       await alice.getByLabel('Message', { exact: true }).fill('work slowly, please')
@@ -595,6 +595,16 @@ async function main() {
       await hasText(live.getByRole('region', { name: 'Tool output so far' }), 'working slowly', 'the slow command’s output while it runs')
       await hasText(live.getByRole('status'), 'running', 'the run status while it works')
       if (button === 'Stop') await shot(alice, 'run-in-progress')
+      if (button === 'Kill') {
+        // A shell in the run's own sandbox, next to the agent's command.
+        await live.getByRole('button', { name: 'Terminal', exact: true }).click()
+        const term = live.getByTestId('terminal')
+        await visible(term, 'the terminal')
+        await term.locator('.xterm').click()
+        await alice.keyboard.type('echo sum=$((40+2)); pgrep -c sleep\n')
+        await hasText(term.locator('.xterm-rows'), 'sum=42', 'the shell’s answer in the terminal')
+        await shot(alice, 'terminal')
+      }
       await live.getByRole('button', { name: button, exact: true }).click()
       await hasText(live.getByRole('status'), status, `the run status after ${button}`)
       await count(live.getByRole('button', { name: button, exact: true }), 0, `${button} buttons after the run ended`)
