@@ -105,6 +105,26 @@ describe('toTimelineItem', () => {
       tone: 'warn',
     },
     {
+      name: 'reattached',
+      event: ev(15, 'reattached', {}),
+      title: 'Re-attached after a restart',
+      detail: 'The run’s sandbox outlived the server; the run goes on from where it was.',
+      tone: 'warn',
+    },
+    {
+      name: 'terminal opened',
+      event: ev(16, 'terminal_opened', { user: 'Alice', user_id: 'usr_1' }),
+      title: 'Terminal opened by Alice',
+      tone: 'info',
+    },
+    {
+      name: 'terminal closed with its byte counts',
+      event: ev(17, 'terminal_closed', { user: 'Alice', user_id: 'usr_1', bytes_in: 1, bytes_out: 420 }),
+      title: 'Terminal closed by Alice',
+      facts: ['1 byte typed', '420 bytes shown'],
+      tone: 'info',
+    },
+    {
       name: 'an unknown type keeps its data',
       event: ev(14, 'delegated', { to: 'agt_2' }),
       title: 'delegated',

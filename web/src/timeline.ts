@@ -163,6 +163,23 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
         tone: 'warn',
       }
     }
+    case 'reattached':
+      return {
+        ...base,
+        title: 'Re-attached after a restart',
+        detail: 'The run’s sandbox outlived the server; the run goes on from where it was.',
+        facts,
+        tone: 'warn',
+      }
+    case 'terminal_opened':
+      return { ...base, title: `Terminal opened by ${str(d.user) ?? 'someone'}`, facts, tone: 'info' }
+    case 'terminal_closed': {
+      const typed = num(d.bytes_in)
+      const shown = num(d.bytes_out)
+      if (typed !== undefined) facts.push(`${plural(typed, 'byte')} typed`)
+      if (shown !== undefined) facts.push(`${plural(shown, 'byte')} shown`)
+      return { ...base, title: `Terminal closed by ${str(d.user) ?? 'someone'}`, facts, tone: 'info' }
+    }
     default:
       return { ...base, title: ev.type, detail: JSON.stringify(d, null, 2), facts, tone: 'info' }
   }
