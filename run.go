@@ -34,6 +34,10 @@ const (
 	ReasonBusy            = "busy"             // a run of the agent is still active
 )
 
+// DriverTerminal drives a run that is a person at its terminal: no model,
+// no message. A run whose Driver is "" is the built-in agent loop.
+const DriverTerminal = "terminal"
+
 // Violations: the limit that ended a run.
 const (
 	ViolationTimeout = "timeout" // wall time: the run's, or one command's
@@ -59,7 +63,8 @@ type Run struct {
 	Status      string
 	TriggeredBy *UserRef // who sent the message; nil when the account is gone
 	ParentRunID string   // "" for a run a person started
-	MessageID   string   // the message that started it
+	MessageID   string   // the message that started it; "" for a terminal run
+	Driver      string   // "" for the built-in agent loop, or DriverTerminal
 	// StageID names the run's staged tree; it is also the id of the change
 	// set the run's changes become.
 	StageID     string

@@ -122,6 +122,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/runs/{id}/stop", true, s.stopRun},
 		{"POST", "/api/runs/{id}/kill", true, s.killRun},
 		{"GET", "/api/runs/{id}/terminal", true, s.runTerminal},
+		{"POST", "/api/agents/{id}/terminal", true, s.startTerminal},
 		{"GET", "/api/agents/{id}/changes", true, s.listChanges},
 		{"GET", "/api/changes/{id}", true, s.getChange},
 		{"POST", "/api/changes/{id}/approve", true, s.approveChange},

@@ -18,6 +18,7 @@ type runView struct {
 	TriggeredBy *userRefView `json:"triggered_by"`
 	ParentRunID *string      `json:"parent_run_id"`
 	MessageID   string       `json:"message_id"`
+	Driver      string       `json:"driver"`
 	ChangeSetID *string      `json:"change_set_id"`
 	Tokens      tokensView   `json:"tokens"`
 	Violation   *string      `json:"violation"`
@@ -34,10 +35,13 @@ type tokensView struct {
 
 func viewRun(r corral.Run) runView {
 	v := runView{
-		ID: r.ID, AgentID: r.AgentID, Status: r.Status, MessageID: r.MessageID,
+		ID: r.ID, AgentID: r.AgentID, Status: r.Status, MessageID: r.MessageID, Driver: "builtin",
 		ParentRunID: optional(r.ParentRunID), ChangeSetID: optional(r.ChangeSetID),
 		Tokens:    tokensView{Input: r.Tokens.Input, Output: r.Tokens.Output},
 		Violation: optional(r.Violation), Reason: r.Reason, CreatedAt: rfc3339(r.CreatedAt),
+	}
+	if r.Driver != "" {
+		v.Driver = r.Driver
 	}
 	if r.TriggeredBy != nil {
 		v.TriggeredBy = &userRefView{ID: r.TriggeredBy.ID, Name: r.TriggeredBy.Name}
@@ -101,6 +105,16 @@ func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, actor corral.U
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewAll(events, viewTrace))
+	return nil
+}
+
+// startTerminal is POST /api/agents/{id}/terminal: a terminal run.
+func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	run, err := s.runs.StartTerminal(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"run": viewRun(run)})
 	return nil
 }
 

@@ -177,3 +177,60 @@ func TestRunTerminal(t *testing.T) {
 	}
 	verify(t, run.ID, owner.trace(run.ID))
 }
+
+// TestTerminalRun: a run with no model, started to give a person a shell
+// in the agent's sandbox; what they change becomes a change set for
+// review when they stop it.
+func TestTerminalRun(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	runnerUser := e.signup("runner@example.com", "Runner")
+	id := owner.createAgent("worker")
+	owner.grant(id, runnerUser.user.ID, "runner")
+	runnerUser.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusForbidden)
+
+	var started struct{ Run runView }
+	owner.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusCreated).decode(&started)
+	run := started.Run
+	if run.Driver != "terminal" || run.MessageID != "" {
+		t.Fatalf("terminal run = %+v", run)
+	}
+	waitFor(t, "the run to start", func() bool { return owner.run(run.ID).Status == "running" })
+	// One run at a time: a message now is refused as busy.
+	owner.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": "hello"}).want(http.StatusUnprocessableEntity)
+
+	term, _, err := owner.terminal(run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term.typeIn("echo by-hand > made.txt && echo wrote-$((1+1))\n")
+	term.see("wrote-2")
+	owner.do("POST", "/api/runs/"+run.ID+"/stop", nil).want(http.StatusAccepted)
+	if code := term.closed(); code != 4404 {
+		t.Fatalf("the stopped run's terminal closed with %d, want 4404", code)
+	}
+	var done runView
+	waitFor(t, "the run to end", func() bool { done = owner.run(run.ID); return done.Status == "cancelled" })
+	if done.ChangeSetID == nil {
+		t.Fatalf("the terminal run's changes were not proposed: %+v", done)
+	}
+	var cs struct {
+		Status  string
+		Entries []struct{ Path string }
+	}
+	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+	if cs.Status != "pending" || len(cs.Entries) != 1 || cs.Entries[0].Path != "made.txt" {
+		t.Fatalf("change set = %+v, want made.txt pending review", cs)
+	}
+	var types []string
+	for _, ev := range owner.trace(run.ID) {
+		types = append(types, ev.Type)
+	}
+	if got := strings.Join(types, " "); !strings.HasPrefix(got, "admitted started terminal_opened") || !strings.HasSuffix(got, "ended") {
+		t.Fatalf("trace = %s", got)
+	}
+	if len(e.model.Requests()) != 0 {
+		t.Fatalf("a terminal run called the model")
+	}
+}

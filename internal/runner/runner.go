@@ -390,6 +390,9 @@ func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 // loop prepares the run and drives the conversation. It returns the
 // agent, and whether the run has a stage.
 func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, corral.Agent, bool) {
+	if a.run.Driver == corral.DriverTerminal {
+		return r.terminalLoop(a, reattach)
+	}
 	ctx, run := a.ctx, &a.run
 	agent, err := r.store.Agent(ctx, run.AgentID, "")
 	if err != nil {
@@ -516,6 +519,62 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 			return out, agent, true
 		}
 	}
+}
+
+// terminalLoop drives a terminal run: its session is all there is, for the
+// person at its terminal. It lasts until it is stopped or killed, its time
+// runs out, or the server stops.
+func (r *Runner) terminalLoop(a *active, reattach bool) (outcome, corral.Agent, bool) {
+	ctx, run := a.ctx, &a.run
+	agent, err := r.store.Agent(ctx, run.AgentID, "")
+	if err != nil {
+		return r.failed(a, "the agent could not be loaded", err), agent, false
+	}
+	if reattach {
+		r.record(ctx, run.ID, trace.Reattached, map[string]any{})
+		if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
+			return r.failed(a, "the run's staged workspace could not be reopened", err), agent, false
+		}
+	}
+	timeout := r.cfg.RunTimeout
+	if agent.Limits.RunTimeoutS > 0 {
+		timeout = time.Duration(agent.Limits.RunTimeoutS) * time.Second
+	}
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !reattach {
+		// The tree and the session first: a terminal run that is running
+		// has a terminal to open.
+		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
+			return r.failed(a, "the workspace could not be staged", err), agent, false
+		}
+		if err := r.node.StartSession(ctx, sessionSpec(*run, agent, timeout)); err != nil {
+			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
+		}
+		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
+		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
+			// Stopped or killed before it started: nothing ran.
+			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
+			r.endSession(run.ID)
+			if err := r.ws.Discard(run.StageID); err != nil {
+				r.cfg.Log.Error("unstarted run's stage not removed", "run", run.ID, "err", err)
+			}
+			return outcome{shutdown: true}, agent, false
+		}
+		r.record(ctx, run.ID, trace.Started, map[string]any{
+			"driver": corral.DriverTerminal, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
+		})
+	}
+	select {
+	case <-a.stopped:
+	case <-runCtx.Done():
+	}
+	out, _ := r.interrupted(a, runCtx)
+	if out.violation == corral.ViolationTimeout {
+		// A person's time at a terminal is not the agent's misconduct.
+		out = outcome{status: corral.RunCancelled, reason: "the terminal run's time ran out"}
+	}
+	return out, agent, true
 }
 
 // calls runs the tool calls of the assistant message at index at of conv,

@@ -82,3 +82,36 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	}
 	return t, nil
 }
+
+// StartTerminal admits a terminal run on the agent for actor (editor or
+// more): a run with no model and no message, its staged tree and session
+// like any run's, whose terminal is opened as any run's is (Terminal). It
+// goes on until it is stopped or killed, or its time runs out; what it
+// changed then becomes a change set for review. Admission is a message's,
+// with no prompt.
+func (s *Runs) StartTerminal(ctx context.Context, actor corral.User, agentID string) (corral.Run, error) {
+	if _, err := s.load(ctx, actor, agentID, access.UseTerminal); err != nil {
+		return corral.Run{}, err
+	}
+	if s.node == nil {
+		return corral.Run{}, corral.Errorf(corral.EUNAVAIL, "this server runs no sessions")
+	}
+	now := s.cfg.Now().UTC()
+	run := corral.Run{
+		ID: corral.NewID("run"), AgentID: agentID, Status: corral.RunAdmitted, Driver: corral.DriverTerminal,
+		TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: now,
+		StageID: corral.NewID("chg"),
+	}
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: actor.ID, At: now}
+	decided, err := s.store.Admit(ctx, corral.Message{}, run, ev, func(f corral.AdmissionFacts) string {
+		return Admit(f, 0, s.DefaultMaxPrompt)
+	})
+	if err != nil {
+		return corral.Run{}, err
+	}
+	if decided.Reason != "" {
+		return corral.Run{}, &corral.Error{Code: corral.EADMISSION, Reason: decided.Reason, Message: refusal(decided)}
+	}
+	s.engine.Start(run, corral.Message{}, decided)
+	return run, nil
+}

@@ -156,6 +156,7 @@ export const api = {
   messages: (id: string) => request<Items<Message>>('GET', `/api/agents/${enc(id)}/messages`).then((a) => a.items),
   postMessage: (id: string, content: string) =>
     request<PostedMessage>('POST', `/api/agents/${enc(id)}/messages`, { content }),
+  startTerminal: (id: string) => request<{ run: Run }>('POST', `/api/agents/${enc(id)}/terminal`).then((a) => a.run),
 
   runs: (id: string) => request<Items<Run>>('GET', `/api/agents/${enc(id)}/runs`).then((a) => a.items),
   run: (runId: string) => request<Run>('GET', `/api/runs/${enc(runId)}`),

@@ -115,6 +115,8 @@ export interface Run {
   triggered_by: UserRef | null
   parent_run_id: string | null
   message_id: string
+  /** builtin: the agent loop; terminal: a person at the run's terminal, no model. */
+  driver?: 'builtin' | 'terminal'
   change_set_id: string | null
   tokens: { input: number; output: number }
   violation: string | null

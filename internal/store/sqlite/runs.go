@@ -135,44 +135,52 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 // transaction.
 func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, m corral.Message, r corral.Run, agentID string) error {
 	const op = "sqlite.Admit"
-	if err := needID(op, m.ID); err != nil {
-		return err
-	}
+	terminal := r.Driver == corral.DriverTerminal
 	if err := needID(op, r.ID); err != nil {
 		return err
 	}
+	if !terminal {
+		if err := needID(op, m.ID); err != nil {
+			return err
+		}
+	}
 	// A message or run of another agent would be admitted on facts that
 	// are not its own: a bug in the caller, not a user's mistake.
-	if m.AgentID != agentID || r.AgentID != agentID {
+	if (!terminal && m.AgentID != agentID) || r.AgentID != agentID {
 		return corral.Internal(op, errors.New("message or run is not of the admitted agent"))
 	}
-
-	var author sql.NullString
-	if m.Author != nil {
-		author = sql.NullString{String: m.Author.ID, Valid: true}
+	if terminal && (m.ID != "" || r.MessageID != "") {
+		return corral.Internal(op, errors.New("a terminal run has no message"))
 	}
-	_, err := tx.ExecContext(ctx, `
-		INSERT INTO messages (id, agent_id, role, content, author_id, run_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.AgentID, m.Role, m.Content, author, m.RunID, millis(db.orNow(m.CreatedAt)))
-	switch {
-	case isForeignKey(err):
-		return corral.NotFound("user")
-	case isUnique(err):
-		return conflict("message already exists")
-	case err != nil:
-		return corral.Internal(op, err)
+
+	if !terminal {
+		var author sql.NullString
+		if m.Author != nil {
+			author = sql.NullString{String: m.Author.ID, Valid: true}
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO messages (id, agent_id, role, content, author_id, run_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			m.ID, m.AgentID, m.Role, m.Content, author, m.RunID, millis(db.orNow(m.CreatedAt)))
+		switch {
+		case isForeignKey(err):
+			return corral.NotFound("user")
+		case isUnique(err):
+			return conflict("message already exists")
+		case err != nil:
+			return corral.Internal(op, err)
+		}
 	}
 
 	var by sql.NullString
 	if r.TriggeredBy != nil {
 		by = sql.NullString{String: r.TriggeredBy.ID, Valid: true}
 	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO runs (id, agent_id, status, triggered_by, parent_run_id, message_id, stage_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO runs (id, agent_id, status, triggered_by, parent_run_id, message_id, stage_id, created_at, driver)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AgentID, corral.RunAdmitted, by, r.ParentRunID, r.MessageID, r.StageID,
-		millis(db.orNow(r.CreatedAt)))
+		millis(db.orNow(r.CreatedAt)), r.Driver)
 	switch {
 	case isForeignKey(err):
 		return corral.NotFound("user")
@@ -216,7 +224,7 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 // that triggered it; scanRun reads them in this order.
 const runColumns = `r.id, r.agent_id, r.status, u.id, u.name, r.parent_run_id, r.message_id,
 	r.stage_id, r.change_set_id, r.tokens_input, r.tokens_output, r.violation, r.reason,
-	r.created_at, r.started_at, r.ended_at`
+	r.created_at, r.started_at, r.ended_at, r.driver`
 
 const runFrom = ` FROM runs r LEFT JOIN users u ON u.id = r.triggered_by `
 
@@ -227,7 +235,7 @@ func scanRun(s scanner) (corral.Run, error) {
 	var started, ended sql.NullInt64
 	if err := s.Scan(&r.ID, &r.AgentID, &r.Status, &byID, &byName, &r.ParentRunID, &r.MessageID,
 		&r.StageID, &r.ChangeSetID, &r.Tokens.Input, &r.Tokens.Output, &r.Violation, &r.Reason,
-		&created, &started, &ended); err != nil {
+		&created, &started, &ended, &r.Driver); err != nil {
 		return corral.Run{}, err
 	}
 	if byID.Valid {

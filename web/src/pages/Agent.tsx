@@ -13,7 +13,7 @@ import { Field } from '../Field'
 import { formatTime, shortId } from '../format'
 import { shownName } from '../names'
 import { can, isActive } from '../permissions'
-import { Link, useLocation } from '../router'
+import { Link, navigate, useLocation } from '../router'
 import { RunView } from '../RunView'
 import { useSession } from '../session'
 import { SharingPanel } from '../Sharing'
@@ -178,6 +178,35 @@ function Conversation({
       ) : (
         <p className="muted">You can read this agent’s conversation; your access does not include sending it messages.</p>
       )}
+      {(agent.access === 'editor' || agent.access === 'owner') && <TerminalRunButton agent={agent} />}
+    </div>
+  )
+}
+
+/** Starts a terminal run: a shell in the agent's sandbox, with no model; its changes are reviewed like a run's. */
+function TerminalRunButton({ agent }: { agent: Agent }) {
+  const [error, setError] = useState<unknown>()
+  const [busy, setBusy] = useState(false)
+  async function start() {
+    setBusy(true)
+    setError(undefined)
+    try {
+      const run = await api.startTerminal(agent.id)
+      navigate(`/runs/${encodeURIComponent(run.id)}`)
+    } catch (err) {
+      setError(err)
+      setBusy(false)
+    }
+  }
+  return (
+    <div className="stack">
+      <ErrorText error={error} />
+      <div>
+        <button type="button" disabled={busy} onClick={() => void start()}>
+          Start a terminal run
+        </button>{' '}
+        <span className="muted small">A shell in {agent.name}’s sandbox, without the model; what you change is proposed for review when you stop it.</span>
+      </div>
     </div>
   )
 }
