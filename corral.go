@@ -249,7 +249,6 @@ type ChangeSet struct {
 	Status    string
 	Mode      string // the agent's policy.changes when it was made
 	Entries   []ChangeEntry
-	StageDir  string // where the staged tree lives; never leaves the server
 	DiskBytes int64  // what the staged tree takes on the host's disk while the change set waits
 	CreatedAt time.Time
 	ExpiresAt time.Time

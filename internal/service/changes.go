@@ -252,7 +252,7 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id stri
 	now := c.cfg.Now().UTC()
 	cs := corral.ChangeSet{
 		ID: id, AgentID: agent.ID, RunID: runID, Mode: mode,
-		StageDir: c.stageDir(id), CreatedAt: now, ExpiresAt: now.Add(c.ws.ChangeTTL),
+		CreatedAt: now, ExpiresAt: now.Add(c.ws.ChangeTTL),
 	}
 	for _, e := range m {
 		ce := corral.ChangeEntry{
@@ -414,7 +414,7 @@ func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral
 	// A set made before diffs were kept has none stored: while it waits,
 	// its staged tree is still there to make them from.
 	if cs.Status == corral.ChangePending && !slices.ContainsFunc(cs.Entries, func(e corral.ChangeEntry) bool { return e.Diff != "" }) {
-		if st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions()); err == nil {
+		if st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), c.stageDir(cs.ID), c.stageOptions()); err == nil {
 			addDiffs(cs.Entries, workspace.DirSource(c.workspaceDir(cs.AgentID)), st.Source())
 		}
 	}
@@ -463,7 +463,7 @@ func (c *Changes) decide(ctx context.Context, actor corral.User, id string, appr
 	decided.DecidedBy, decided.DecidedAt = &corral.UserRef{ID: actor.ID, Name: actor.Name}, now
 	var decideErr error
 	if approve {
-		st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), cs.StageDir, c.stageOptions())
+		st, err := workspace.OpenStage(c.workspaceDir(cs.AgentID), c.stageDir(cs.ID), c.stageOptions())
 		if err != nil {
 			return cs, err
 		}
@@ -535,7 +535,7 @@ func chosen(cs corral.ChangeSet, paths []string, approve bool) ([]int, error) {
 
 // closeStage removes a decided change set's staged tree, mounted or not.
 func (c *Changes) closeStage(cs corral.ChangeSet) {
-	if err := workspace.RemoveStage(cs.StageDir); err != nil {
+	if err := workspace.RemoveStage(c.stageDir(cs.ID)); err != nil {
 		c.cfg.Log.Warn("removing a staged tree", "change_set", cs.ID, "err", err)
 	}
 }

@@ -23,9 +23,9 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 	}
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO change_sets (id, agent_id, run_id, status, mode, stage_dir, created_at, expires_at, disk_bytes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		cs.ID, cs.AgentID, cs.RunID, cs.Status, cs.Mode, cs.StageDir, millis(cs.CreatedAt), millis(cs.ExpiresAt), cs.DiskBytes)
+		INSERT INTO change_sets (id, agent_id, run_id, status, mode, created_at, expires_at, disk_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		cs.ID, cs.AgentID, cs.RunID, cs.Status, cs.Mode, millis(cs.CreatedAt), millis(cs.ExpiresAt), cs.DiskBytes)
 	switch {
 	case isForeignKey(err):
 		return corral.NotFound("agent")
@@ -49,7 +49,7 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 	return nil
 }
 
-const changeSetColumns = `c.id, c.agent_id, c.run_id, c.status, c.mode, c.stage_dir, c.created_at, c.expires_at,
+const changeSetColumns = `c.id, c.agent_id, c.run_id, c.status, c.mode, c.created_at, c.expires_at,
 	c.decided_at, u.id, u.name, c.disk_bytes`
 
 func scanChangeSet(s scanner) (corral.ChangeSet, error) {
@@ -57,7 +57,7 @@ func scanChangeSet(s scanner) (corral.ChangeSet, error) {
 	var created, expires int64
 	var decidedAt sql.NullInt64
 	var byID, byName sql.NullString
-	if err := s.Scan(&cs.ID, &cs.AgentID, &cs.RunID, &cs.Status, &cs.Mode, &cs.StageDir, &created, &expires,
+	if err := s.Scan(&cs.ID, &cs.AgentID, &cs.RunID, &cs.Status, &cs.Mode, &created, &expires,
 		&decidedAt, &byID, &byName, &cs.DiskBytes); err != nil {
 		return corral.ChangeSet{}, err
 	}

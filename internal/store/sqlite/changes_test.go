@@ -16,7 +16,7 @@ func TestChangeSets(t *testing.T) {
 	a := mustAgent(t, db, owner, "a", 0)
 	cs := corral.ChangeSet{
 		ID: corral.NewID("chg"), AgentID: a.ID, RunID: "run_1", Status: corral.ChangePending, Mode: corral.ChangesAuto,
-		StageDir: "/data/stages/x", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
 		Entries: []corral.ChangeEntry{
 			{Path: "b.go", Op: "modify", OldSHA256: "aa", NewSHA256: "bb", Size: 3, Mode: 0o644, OldMode: 0o644, Class: "ordinary", State: corral.EntryApplied},
 			{Path: "a/link", Op: "create", NewSHA256: "cc", Size: 1, Mode: 0o777, Class: "protected", Flags: []string{"symlink", "escape"}, State: corral.EntryDenied},

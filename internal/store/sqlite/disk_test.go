@@ -47,7 +47,7 @@ func TestAdmitPendingDiskBytes(t *testing.T) {
 		t.Helper()
 		cs := corral.ChangeSet{
 			ID: corral.NewID("chg"), AgentID: agent.ID, Status: status, Mode: corral.ChangesReview,
-			StageDir: "/data/stages/x", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), DiskBytes: bytes,
+			CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), DiskBytes: bytes,
 		}
 		if err := db.CreateChangeSet(ctx, cs); err != nil {
 			t.Fatal(err)
