@@ -202,14 +202,16 @@ func seccompPolicy() seccomp.Policy {
 			{Argument: 2, Operation: seccomp.BitsSet, Value: sIFCHR},
 		}},
 	)
+	conditioned = append(conditioned, setIDModes()...)
 
 	return seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{
 			{Action: eperm, Names: seccompDenied, NamesWithCondtions: conditioned},
-			// clone3 passes its flags in memory, which a filter cannot read.
-			// ENOSYS makes glibc and Go fall back to clone, filtered above.
-			{Action: seccompErrno(unix.ENOSYS), Names: []string{"clone3"}},
+			// clone3 passes its flags in memory, which a filter cannot read,
+			// and openat2 its mode. ENOSYS makes glibc and Go fall back to
+			// clone and openat, filtered above.
+			{Action: seccompErrno(unix.ENOSYS), Names: []string{"clone3", "openat2"}},
 			// Only AF_UNSPEC, AF_UNIX, AF_INET and AF_INET6. family is an
 			// int; any value with high bits set is above 10, so refused.
 			{Action: seccompErrno(unix.EAFNOSUPPORT), NamesWithCondtions: []seccomp.NameWithConditions{
@@ -222,6 +224,39 @@ func seccompPolicy() seccomp.Policy {
 				}},
 			}},
 		},
+	}
+}
+
+// setIDBits are the mode bits that make a file run as its owner or group.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// createFlags are the open flags with which open takes a mode: O_CREAT,
+// and O_TMPFILE (its own bit, without O_DIRECTORY).
+const createFlags = unix.O_CREAT | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+
+// setIDModes refuse every way of giving a file the setuid or setgid bit:
+// chmod and its kin, creation with such a mode, mknod of a regular file.
+// In a workspace that keeps its host owner (an idmapped mount), such a
+// file would be setuid to that owner on the host, root's for a root-owned
+// project: the sandbox's nosuid mount protects the sandbox, not the host.
+// openat2, whose mode is in memory a filter cannot read, answers ENOSYS
+// (see seccompPolicy); libraries fall back to openat.
+func setIDModes() []seccomp.NameWithConditions {
+	mode := func(name string, arg uint32) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name, Conditions: seccomp.ArgumentConditions{
+			{Argument: arg, Operation: seccomp.BitsSet, Value: setIDBits},
+		}}
+	}
+	create := func(name string, flagsArg, modeArg uint32) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name, Conditions: seccomp.ArgumentConditions{
+			{Argument: flagsArg, Operation: seccomp.BitsSet, Value: createFlags},
+			{Argument: modeArg, Operation: seccomp.BitsSet, Value: setIDBits},
+		}}
+	}
+	return []seccomp.NameWithConditions{
+		mode("chmod", 1), mode("fchmod", 1), mode("fchmodat", 2), mode("fchmodat2", 2),
+		mode("creat", 1), mode("mknod", 1), mode("mknodat", 2),
+		create("open", 1, 2), create("openat", 2, 3),
 	}
 }
 

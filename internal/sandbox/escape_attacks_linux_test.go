@@ -202,6 +202,65 @@ func rawErr(e syscall.Errno) error {
 
 func call(what string, f func() error) step { return step{what, f} }
 
+// cstr is s as a NUL-terminated C string.
+func cstr(s string) *byte {
+	p, err := unix.BytePtrFromString(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// makeSetID tries every way of giving a file under base the setuid or
+// setgid bit. The file it starts from is made first, with plain modes.
+func makeSetID(base string) []step {
+	plain := base + "-plain"
+	if fd, err := unix.Open(plain, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o755); err == nil {
+		unix.Close(fd)
+	}
+	fchmod := func(mode uint32) error {
+		fd, err := unix.Open(plain, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Fchmod(fd, mode)
+	}
+	create := func(name string, flags int, mode uint32) error {
+		fd, err := unix.Open(name, flags|unix.O_CLOEXEC, mode)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	}
+	return []step{
+		call("chmod(4755)", func() error { return unix.Chmod(plain, 0o4755) }),
+		call("chmod(2755)", func() error { return unix.Chmod(plain, 0o2755) }),
+		call("fchmod(6755)", func() error { return fchmod(0o6755) }),
+		call("fchmodat(4755)", func() error { return unix.Fchmodat(unix.AT_FDCWD, plain, 0o4755, 0) }),
+		call("fchmodat2(4755)", func() error {
+			_, _, e := unix.Syscall6(452, atFDCWD, uintptr(unsafe.Pointer(cstr(plain))), 0o4755, 0, 0, 0)
+			return rawErr(e)
+		}),
+		call("open(O_CREAT, 4755)", func() error { return create(base+"-open", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o4755) }),
+		call("open(O_CREAT, 2755)", func() error { return create(base+"-open2", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o2755) }),
+		call("open(O_TMPFILE, 4755)", func() error { return create(filepath.Dir(base), unix.O_WRONLY|unix.O_TMPFILE, 0o4755) }),
+		call("creat(4755)", func() error {
+			_, _, e := unix.Syscall(unix.SYS_CREAT, uintptr(unsafe.Pointer(cstr(base+"-creat"))), 0o4755, 0)
+			return rawErr(e)
+		}),
+		call("mknod(S_IFREG|4755)", func() error { return unix.Mknod(base+"-mknod", unix.S_IFREG|0o4755, 0) }),
+		call("openat2(O_CREAT, 4755)", func() error {
+			how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL, Mode: 0o4755}
+			fd, err := unix.Openat2(unix.AT_FDCWD, base+"-openat2", &how)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}),
+	}
+}
+
 // openFor opens path and closes it at once: it writes nothing, so that an
 // escape through it damages nothing on the host.
 func openFor(path string, flags int) step {

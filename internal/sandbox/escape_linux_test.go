@@ -391,6 +391,9 @@ func escapeCases() []escapeCase {
 		{name: "planted setgid-root binary", class: classSetuid, rw: true, setup: plant("attack-sgid", 0o2755), attack: plantedRuns("attack-sgid")},
 		{name: "planted file capabilities", class: classSetuid, rw: true, setup: plantFileCaps, attack: plantedRuns("attack-fcaps")},
 		{name: "become root", class: classSetuid, attack: fails(func(e *attackEnv) []step { return becomeRoot() })},
+		{name: "make a setuid or setgid file", class: classSetuid, rw: true, want: "EPERM", verify: noSetIDFiles, attack: fails(func(e *attackEnv) []step {
+			return makeSetID(e.in(e.mine("")))
+		})},
 		{name: "raise capabilities", class: classSetuid, attack: fails(func(e *attackEnv) []step { return raiseCaps() })},
 
 		{name: "mknod a character device", class: classDevices, want: "EPERM", attack: fails(func(e *attackEnv) []step {
@@ -1005,6 +1008,20 @@ func hostPIDOf(t *testing.T, cmdline string) int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// noSetIDFiles checks that nothing in the case's workspace has the setuid
+// or setgid bit.
+func noSetIDFiles(t *testing.T, r *caseRun) {
+	filepath.WalkDir(r.ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			t.Errorf("%s has mode %v", p, fi.Mode())
+		}
+		return nil
+	})
 }
 
 // otherSessionAlive checks the other session's command still runs.
