@@ -107,6 +107,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/
+	$(GO) test -run '^$$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench StageDisk -benchtime 40x -count 3 ./internal/workspace/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
 

@@ -73,59 +73,79 @@ func BenchmarkLoopGatewayOverhead(b *testing.B) {
 	b.ReportMetric(float64(direct)/float64(i), "direct-ns/run")
 }
 
-// benchToolCalls is how many tool calls BenchmarkRunShellCalls makes in
-// one run.
+// benchToolCalls is how many tool calls the long run of
+// BenchmarkRunShellCalls makes.
 const benchToolCalls = 50
 
 // BenchmarkRunShellCalls measures the wall time of a whole agent run of
 // benchToolCalls trivial shell calls (`true`), one per model call, then an
 // answer: the run's staging, its sandbox, every exec, the model round trips
-// to the fake provider and the change set at the end. What it shows is what
-// one tool call costs a run: with a session per run only the first call
-// pays for a sandbox's start.
+// to the fake provider, the trace and the change set at the end. Each
+// iteration also runs the same with one tool call, alternating which goes
+// first: the difference, over the benchToolCalls-1 more calls, is what one
+// more tool call costs a run (ms/extra-call), apart from what every run
+// pays once (ms/run-1-call).
 //
 //	go test -run '^$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/
 func BenchmarkRunShellCalls(b *testing.B) {
+	// The user's message says how many calls to make: "call true N times".
 	h := newHarness(b, func(req modeltest.Request) modeltest.Reply {
+		want := 0
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				fmt.Sscanf(m.Content, "call true %d times", &want)
+			}
+		}
 		n := req.CountRole("tool")
-		if n >= benchToolCalls {
+		if n >= want {
 			return modeltest.Text("done")
 		}
 		return modeltest.Calls(modeltest.ShellCall(fmt.Sprintf("c%d", n), "true"))
 	})
 	r := h.newRunner(h.db, h.gateway, runner.Config{MaxTurns: benchToolCalls + 1})
-	var spent time.Duration
-	runs := 0
-	for b.Loop() {
+	run := func(calls int) time.Duration {
 		agent := h.agent(corral.Limits{})
-		run, msg, ev := h.admit(agent, "run true fifty times")
+		run, msg, ev := h.admit(agent, fmt.Sprintf("call true %d times", calls))
 		events, cancel := r.Subscribe(run.ID)
+		defer cancel()
 		start := time.Now()
 		r.Start(run, msg, ev)
 		if !drained(events, patience) {
 			b.Fatalf("run %s did not end within %v", run.ID, patience)
 		}
-		spent += time.Since(start)
-		cancel()
-		runs++
+		spent := time.Since(start)
 		if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
 			b.Fatalf("run = %s (%s), %v; want completed", got.Status, got.Reason, err)
 		}
 		// The last model call saw every tool's result, each a success.
 		reqs := h.model.Requests()
 		last := reqs[len(reqs)-1]
-		if n := last.CountRole("tool"); n != benchToolCalls {
-			b.Fatalf("the model saw %d tool results, want %d", n, benchToolCalls)
+		if n := last.CountRole("tool"); n != calls {
+			b.Fatalf("the model saw %d tool results, want %d", n, calls)
 		}
 		for _, m := range last.Messages {
 			if m.Role == "tool" && !strings.Contains(m.Content, `"exit_code":0`) {
 				b.Fatalf("a tool call of the run ended %q, want exit 0", m.Content)
 			}
 		}
+		return spent
 	}
-	perRun := float64(spent.Microseconds()) / 1000 / float64(runs)
-	b.ReportMetric(perRun, "ms/run")
-	b.ReportMetric(perRun/benchToolCalls, "ms/tool-call")
+	var long, short time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			long += run(benchToolCalls)
+			short += run(1)
+		} else {
+			short += run(1)
+			long += run(benchToolCalls)
+		}
+		i++
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(i) }
+	b.ReportMetric(ms(long), "ms/run")
+	b.ReportMetric(ms(short), "ms/run-1-call")
+	b.ReportMetric((ms(long)-ms(short))/(benchToolCalls-1), "ms/extra-call")
 }
 
 // drained reads events until the channel closes; false if it is still
