@@ -84,6 +84,10 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 	if err != nil {
 		return err
 	}
+	// Probed here, once per server: the supervisor need not again.
+	if err := sandbox.Available(); err != nil {
+		return err
+	}
 	tree, err := l.trees.Tree(spec.StageID)
 	if err != nil {
 		return err
@@ -108,11 +112,13 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 	if spec.ReadOnly {
 		mode = sandbox.ReadOnly
 	}
+	sbx := l.cfg.Sandbox
+	sbx.Probed = true
 	c, err := supervisor.Spawn(dir, supervisor.Config{
 		Session: sandbox.SessionSpec{Workspace: tree, Mode: mode, Limits: sandbox.Limits{
 			CPU: spec.CPU, Wall: spec.Wall, Memory: spec.Memory, Pids: spec.Pids,
 		}},
-		Sandbox: l.cfg.Sandbox,
+		Sandbox: sbx,
 		Grace:   l.cfg.Grace,
 	}, l.cfg.Exe)
 	if err != nil {

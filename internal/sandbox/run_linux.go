@@ -27,6 +27,12 @@ type Config struct {
 	Grace time.Duration
 	// Poll is the watchdog's period. Default 20ms.
 	Poll time.Duration
+	// Probed says the machine was found able to run sandboxes (Available)
+	// by the process that asks for this one: a session's supervisor,
+	// started by a server that checked, skips probing again (a probe
+	// cgroup made and removed per session). Nothing weaker runs for it:
+	// without a kernel feature the init refuses to start the command.
+	Probed bool
 }
 
 func (c *Config) defaults() {

@@ -14,6 +14,7 @@ type Config struct {
 	HostUID, HostGID int
 	InitPath         string
 	Grace, Poll      time.Duration
+	Probed           bool
 }
 
 // Sandbox is never started off Linux.

@@ -57,8 +57,10 @@ func StartSession(cfg Config, spec SessionSpec) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := Available(); err != nil {
-		return nil, err
+	if !cfg.Probed {
+		if err := Available(); err != nil {
+			return nil, err
+		}
 	}
 	cfg.defaults()
 	if cfg.HostUID == 0 || cfg.HostGID == 0 {
