@@ -393,10 +393,7 @@ func (s *supervisor) run(c *command, r *os.File, timeout time.Duration) {
 	if ex.Violation == "" {
 		ex.Violation = s.sess.Violation()
 	}
-	if err := c.log.Sync(); err != nil {
-		s.log.Error("command log not synced", "id", c.id, "err", err)
-	}
-	c.log.Close()
+	c.log.Close() // no fsync: see writeJSON
 	if err := writeJSON(exitPath(s.dir, c.id), ex); err != nil {
 		s.log.Error("exit not recorded", "id", c.id, "err", err)
 	}

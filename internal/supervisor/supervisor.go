@@ -143,8 +143,11 @@ func readJSON(name string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// writeJSON replaces name with v's JSON, durably: a crash leaves the old
-// file or the new one.
+// writeJSON replaces name with v's JSON at once: a reader sees the old
+// file or the new one, never a part. It does not fsync: a session's files
+// need to outlive the server's process, which the page cache does, not
+// the machine, whose crash takes the supervisor and its session along (the
+// run is then reconciled from its stage and the store).
 func writeJSON(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -159,22 +162,13 @@ func writeJSON(name string, v any) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		return fmt.Errorf("replace %s: %w", name, err)
 	}
-	d, err := os.Open(filepath.Dir(name))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 func jsonLine(m message) ([]byte, error) {
