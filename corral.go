@@ -249,7 +249,7 @@ type ChangeSet struct {
 	Status    string
 	Mode      string // the agent's policy.changes when it was made
 	Entries   []ChangeEntry
-	DiskBytes int64  // what the staged tree takes on the host's disk while the change set waits
+	DiskBytes int64 // what the staged tree takes on the host's disk while the change set waits
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	DecidedBy *UserRef // nil until a person decides

@@ -158,7 +158,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "/api/agents/{id}/runs", need: "viewer", ok: 200},
 	{method: "GET", path: "/api/runs/{id}", need: "viewer", ok: 200},
 	{method: "GET", path: "/api/runs/{id}/trace", need: "viewer", ok: 200},
-	{method: "GET", path: "/api/runs/{id}/events", need: "viewer", ok: 200}, // an ended run: the stream closes at once
+	{method: "GET", path: "/api/runs/{id}/events", need: "viewer", ok: 200},   // an ended run: the stream closes at once
 	{method: "GET", path: "/api/runs/{id}/terminal", need: "editor", ok: 409}, // an ended run has no terminal
 	{method: "POST", path: "/api/agents/{id}/terminal", need: "editor", ok: 201},
 	{method: "POST", path: "/api/runs/{id}/stop", run: pausedRun, note: "a paused run", need: "editor", ok: 202},

@@ -94,23 +94,23 @@ type caseRun struct {
 
 // escapeHost is the host the attacks aim at.
 type escapeHost struct {
-	root     string // parent of the workspaces: /workspace/.. on the host
-	data     string // the server's data directory
-	other    string // another agent's workspace
-	sibling  string // a file next to the workspaces
-	sentinel string // a file outside /tmp
-	ro       string // the read-only workspace, shared by the cases
-	bin      string // the attack binary, hard-linked into each read-write workspace
-	nonce    string
-	env      attackEnv
-	udp      *net.UDPConn
-	accepted map[string]*atomic.Int64 // connections each host listener accepted
-	sleep    *exec.Cmd                // a host process of uid 65534, the sandbox's host uid
-	slept    chan struct{}            // closed when it ends
-	otherProc *Proc                   // a command in another session
-	watched  []string                 // hashed before and after each case
-	sums     sync.Map                 // content hashes by file identity and metadata
-	skipped  map[string]bool          // cases whose setup skipped them
+	root      string // parent of the workspaces: /workspace/.. on the host
+	data      string // the server's data directory
+	other     string // another agent's workspace
+	sibling   string // a file next to the workspaces
+	sentinel  string // a file outside /tmp
+	ro        string // the read-only workspace, shared by the cases
+	bin       string // the attack binary, hard-linked into each read-write workspace
+	nonce     string
+	env       attackEnv
+	udp       *net.UDPConn
+	accepted  map[string]*atomic.Int64 // connections each host listener accepted
+	sleep     *exec.Cmd                // a host process of uid 65534, the sandbox's host uid
+	slept     chan struct{}            // closed when it ends
+	otherProc *Proc                    // a command in another session
+	watched   []string                 // hashed before and after each case
+	sums      sync.Map                 // content hashes by file identity and metadata
+	skipped   map[string]bool          // cases whose setup skipped them
 }
 
 // escapeCases is the suite. Most cases are a list of steps that must all

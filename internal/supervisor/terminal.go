@@ -231,8 +231,8 @@ type Terminal struct {
 	r    *bufio.Reader
 	wmu  sync.Mutex
 
-	rbuf []byte
-	left []byte // of the last output frame, not read yet
+	rbuf  []byte
+	left  []byte // of the last output frame, not read yet
 	code  int
 	done  bool
 	ended bool // the session ended, not only the shell
