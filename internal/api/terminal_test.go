@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +238,109 @@ func TestTerminalRun(t *testing.T) {
 	if len(e.model.Requests()) != 0 {
 		t.Fatalf("a terminal run called the model")
 	}
+}
+
+// TestTerminalBackpressure: a browser that reads nothing holds the shell
+// up, not the server's memory. The shell writes 64 MiB to the terminal
+// while the viewer reads nothing: the writer ends up blocked in the tty
+// (wchan wait_woken), having written a fraction of it, and the server's
+// heap has not grown by anything like what was written. Then the viewer
+// reads, and everything arrives.
+func TestTerminalBackpressure(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("worker")
+	var started struct{ Run runView }
+	owner.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusCreated).decode(&started)
+	waitFor(t, "the run to start", func() bool { return owner.run(started.Run.ID).Status == "running" })
+	term, _, err := owner.terminal(started.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term.typeIn("stty -echo; echo ready-$((1+1))\n")
+	term.see("ready-2")
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	const flood = 64 << 20
+	term.typeIn(fmt.Sprintf("yes 0123456789abcdef | head -c %d; echo; echo end-$((2+2))\n", flood))
+	// The writer on the terminal is head; find it and wait until it is
+	// blocked on the tty and writes no more.
+	pid := 0
+	var wchar, last int64 = 0, -1
+	deadline := time.Now().Add(patience)
+	for {
+		if pid == 0 {
+			pid = processOf(fmt.Sprintf("head\x00-c\x00%d", flood))
+		}
+		if pid != 0 {
+			wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+			wchar = ioWritten(pid)
+			if string(wchan) == "wait_woken" && wchar == last {
+				break
+			}
+			last = wchar
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal's writer never blocked (pid %d, %d bytes written): something holds its output", pid, wchar)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	if wchar >= flood/2 {
+		t.Fatalf("the writer got %d of %d bytes out with nobody reading", wchar, flood)
+	}
+	if grew := int64(during.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
+		t.Fatalf("the server's heap grew by %d bytes while the terminal was not read", grew)
+	}
+	t.Logf("blocked after %d bytes; heap %d -> %d", wchar, before.HeapInuse, during.HeapInuse)
+	// Reading again lets everything through; the screen is not kept here.
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	var total int64
+	var tail []byte
+	for !strings.Contains(string(tail), "end-4") {
+		typ, b, err := term.c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", total, err)
+		}
+		if typ == websocket.MessageBinary {
+			total += int64(len(b))
+			tail = append(tail, b...)
+			if len(tail) > 64 {
+				tail = tail[len(tail)-64:]
+			}
+		}
+	}
+	if total < flood {
+		t.Fatalf("the viewer got %d bytes, want the whole %d", total, flood)
+	}
+}
+
+// processOf is the host pid of the process whose command line is cmdline
+// (arguments separated by NULs), 0 if none.
+func processOf(cmdline string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if b, err := os.ReadFile(d); err == nil && strings.TrimRight(string(b), "\x00") == cmdline {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// ioWritten is the bytes a process has written (wchar of /proc/PID/io).
+func ioWritten(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
