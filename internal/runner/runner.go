@@ -1,13 +1,16 @@
 // Package runner is Corral's agent loop. A run sends the agent's
 // instructions and the conversation to the model through the gateway, runs
-// each tool call the model makes inside the sandbox on the run's staged
-// tree, and feeds the results back until the model answers without tools or
+// each tool call the model makes as a command of the run's session (one
+// sandbox on the run's staged tree for the whole run, on a corral.Node),
+// and feeds the results back until the model answers without tools or
 // something ends the run: a stop or kill, a sandbox limit, the run's time,
 // its turn limit, or the agent's token budget (which pauses it instead).
 //
 // After every model turn the conversation is checkpointed in the store, so
-// a paused run resumes where it was and a run cut off by a restart leaves a
-// conversation the next message continues. Every step is recorded in the
+// a paused run resumes where it was, a run whose session outlived a
+// restart is re-attached and goes on (its commands are found again by
+// their ids), and one whose session did not leaves a conversation the next
+// message continues. Every step is recorded in the
 // run's hash-chained trace and published to live watchers. When a run ends,
 // what it changed becomes a change set; only a completed run's ordinary
 // changes may be applied without a person.
