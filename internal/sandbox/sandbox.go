@@ -5,10 +5,12 @@
 // the violation. Nothing of the server (its environment, files, processes,
 // network) is visible inside.
 //
-// The sandbox re-executes the current binary as its init (see Init), which
-// builds the root, confines itself and starts the command as PID 2. When the
-// init dies, the kernel kills every process left in the PID namespace, so no
-// process of a sandbox outlives it.
+// A sandbox is a session (StartSession): the current binary re-executed as
+// its init (see Init), which builds the root, confines itself, and then
+// starts each command it is asked to (Session.Exec) as its child, with the
+// descriptors it is handed, until its parent goes away. When the init dies,
+// the kernel kills every process left in the PID namespace, so no process
+// of a sandbox outlives it. Run and Start are a session of one command.
 //
 // The Linux implementation is in *_linux.go; elsewhere Start refuses to run.
 package sandbox
