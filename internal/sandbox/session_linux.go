@@ -323,24 +323,35 @@ func (p *Proc) Exit() (int, string) {
 	return p.code, p.signal
 }
 
+// idlePoll is the watchdog's longest period: it backs off towards it while
+// the session uses no CPU, and is back at Config.Poll as soon as it does.
+const idlePoll = 500 * time.Millisecond
+
 // watch ends the session when it crosses a limit the kernel does not end it
-// for by itself: wall time, CPU time, the process limit, and memory (the
-// kernel kills one process; the session ends with it).
+// for by itself: wall time (a timer), CPU time, the process limit, and
+// memory (the kernel kills one process; the session ends with it). An idle
+// session is looked at less often: a process that starts spinning is seen
+// within idlePoll, then every poll, so an idle session costs little.
 func (s *Session) watch(poll time.Duration) {
-	t := time.NewTicker(poll)
+	wall := time.AfterFunc(s.limits.Wall-time.Since(s.start), func() {
+		if !s.Ended() { // not a session that has just ended by itself
+			s.end(ViolationTimeout)
+		}
+	})
+	defer wall.Stop()
+	period := poll
+	t := time.NewTimer(period)
 	defer t.Stop()
+	last := time.Duration(-1)
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 		}
-		if time.Since(s.start) > s.limits.Wall {
-			s.end(ViolationTimeout)
-			return
-		}
 		u, err := s.cg.usage()
 		if err != nil {
+			t.Reset(period)
 			continue // the cgroup goes away as the session ends
 		}
 		switch {
@@ -354,6 +365,13 @@ func (s *Session) watch(poll time.Duration) {
 			s.end(ViolationCPU)
 			return
 		}
+		if u.CPU == last {
+			period = min(period*2, max(idlePoll, poll))
+		} else {
+			period = poll
+		}
+		last = u.CPU
+		t.Reset(period)
 	}
 }
 
