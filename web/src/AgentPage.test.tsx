@@ -104,11 +104,11 @@ beforeEach(() => {
 afterEach(() => vi.unstubAllGlobals())
 
 describe('AgentPage per level, with a run of mine going', () => {
-  const cases: { level: Level; send: boolean; stop: boolean; kill: boolean; sharing: boolean }[] = [
-    { level: 'viewer', send: false, stop: false, kill: false, sharing: false },
-    { level: 'runner', send: true, stop: true, kill: false, sharing: false },
-    { level: 'editor', send: true, stop: true, kill: true, sharing: false },
-    { level: 'owner', send: true, stop: true, kill: true, sharing: true },
+  const cases: { level: Level; send: boolean; stop: boolean; kill: boolean; sharing: boolean; terminal: boolean }[] = [
+    { level: 'viewer', send: false, stop: false, kill: false, sharing: false, terminal: false },
+    { level: 'runner', send: true, stop: true, kill: false, sharing: false, terminal: false },
+    { level: 'editor', send: true, stop: true, kill: true, sharing: false, terminal: true },
+    { level: 'owner', send: true, stop: true, kill: true, sharing: true, terminal: true },
   ]
   for (const c of cases) {
     it(`offers a ${c.level} only what it may do`, async () => {
@@ -122,6 +122,7 @@ describe('AgentPage per level, with a run of mine going', () => {
       expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(c.stop ? 1 : 0)
       expect(screen.queryAllByRole('button', { name: 'Kill' })).toHaveLength(c.kill ? 1 : 0)
       expect(screen.queryAllByRole('link', { name: 'Sharing' })).toHaveLength(c.sharing ? 1 : 0)
+      expect(screen.queryAllByRole('button', { name: 'Start a terminal run' })).toHaveLength(c.terminal ? 1 : 0)
     })
   }
 
@@ -131,6 +132,27 @@ describe('AgentPage per level, with a run of mine going', () => {
     await screen.findByRole('status')
     await stream()
     expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(0)
+  })
+})
+
+describe('AgentPage terminal run', () => {
+  it('starts one and goes to its run page', async () => {
+    serve('editor', [])
+    const fetchFn = globalThis.fetch as ReturnType<typeof vi.fn>
+    fetchFn.mockImplementation(async (url: string, init?: RequestInit) => {
+      const path = url.split('?')[0]
+      if (path === '/api/agents/agt_1/terminal' && init?.method === 'POST') {
+        return new Response(JSON.stringify({ run: { ...run('admitted'), id: 'run_term', driver: 'terminal', message_id: '' } }), { status: 201 })
+      }
+      const body: unknown = path === '/api/agents/agt_1' ? agent('editor') : { items: [] }
+      return new Response(JSON.stringify(body), { status: 200 })
+    })
+    page()
+    const button = await screen.findByRole('button', { name: 'Start a terminal run' })
+    act(() => button.click())
+    await waitFor(() => expect(window.location.pathname).toBe('/runs/run_term'))
+    expect(fetchFn.mock.calls.some(([u, i]) => u === '/api/agents/agt_1/terminal' && (i as RequestInit | undefined)?.method === 'POST')).toBe(true)
+    window.history.replaceState(null, '', '/')
   })
 })
 
