@@ -1045,7 +1045,7 @@ func sleepNotReniced(t *testing.T, r *caseRun) {
 // outputBounded checks the kept output is the limit plus the marker at most.
 func outputBounded(limit int) func(t *testing.T, r *caseRun) {
 	return func(t *testing.T, r *caseRun) {
-		if max := limit + len(fmt.Sprintf(outputMarker, limit)); len(r.out) > max {
+		if max := limit + len(fmt.Sprintf(OutputMarker, limit)); len(r.out) > max {
 			t.Errorf("kept %d bytes of output, want at most %d", len(r.out), max)
 		}
 	}

@@ -189,7 +189,8 @@ type outputLimit struct {
 	exceeded bool
 }
 
-const outputMarker = "\n[corral: output limit of %d bytes reached; the rest was discarded]\n"
+// OutputMarker is what follows output cut at a limit of %d bytes.
+const OutputMarker = "\n[corral: output limit of %d bytes reached; the rest was discarded]\n"
 
 func (s *Sandbox) copy(r *os.File, w io.Writer) {
 	defer s.copying.Done()
@@ -211,7 +212,7 @@ func (s *Sandbox) copy(r *os.File, w io.Writer) {
 			if first {
 				s.out.exceeded = true
 				if w != nil {
-					fmt.Fprintf(w, outputMarker, s.out.max)
+					fmt.Fprintf(w, OutputMarker, s.out.max)
 				}
 			}
 			s.out.mu.Unlock()

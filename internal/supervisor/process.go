@@ -369,8 +369,6 @@ func newPipe() (pipe, error) {
 
 func (p pipe) close() { p.r.Close(); p.w.Close() }
 
-const outputMarker = "\n[corral: output limit of %d bytes reached; the rest was discarded]\n"
-
 // run copies a command's output to its log until the command ends, then
 // records its exit. What is still in the pipe when the command ends is its
 // own output and is kept; what processes it left in the background write
@@ -399,13 +397,20 @@ func (s *supervisor) run(c *command, r *os.File, timeout time.Duration) {
 	}
 	s.mu.Lock()
 	delete(s.cmds, c.id)
+	s.mu.Unlock()
+	s.broadcast(message{Event: "exit", ID: c.id, Exit: &ex})
+}
+
+// broadcast sends an event to every attached server, outside s.mu.
+func (s *supervisor) broadcast(m message) {
+	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
 	for cn := range s.conns {
 		conns = append(conns, cn)
 	}
 	s.mu.Unlock()
 	for _, cn := range conns {
-		cn.send(message{Event: "exit", ID: c.id, Exit: &ex})
+		cn.send(m)
 	}
 }
 
@@ -497,24 +502,15 @@ func (s *supervisor) keep(c *command, p []byte) {
 		c.kept += keep
 	}
 	if over {
-		fmt.Fprintf(c.log, outputMarker, c.max)
-		c.kept += int64(len(fmt.Sprintf(outputMarker, c.max)))
+		n, _ := fmt.Fprintf(c.log, sandbox.OutputMarker, c.max)
+		c.kept += int64(n)
 	}
 	size := c.kept
 	c.mu.Unlock()
 	if over {
 		c.kill(sandbox.ViolationOutput)
 	}
-	if keep <= 0 && !over {
-		return // nothing new in the log
-	}
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for cn := range s.conns {
-		conns = append(conns, cn)
-	}
-	s.mu.Unlock()
-	for _, cn := range conns {
-		cn.send(message{Event: "output", ID: c.id, Size: size})
+	if keep > 0 || over {
+		s.broadcast(message{Event: "output", ID: c.id, Size: size})
 	}
 }

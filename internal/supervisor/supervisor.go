@@ -176,8 +176,6 @@ func jsonLine(m message) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-func jsonDecode(b []byte, m *message) error { return json.Unmarshal(b, m) }
-
 // readLine reads one line of at most max bytes, without its newline.
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	var line []byte

@@ -13,6 +13,7 @@ package supervisor
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -260,7 +261,7 @@ func (c *Client) Terminal(cols, rows int) (*Terminal, error) {
 			return nil, errGone
 		}
 		m = message{}
-		if err := jsonDecode(line, &m); err != nil {
+		if err := json.Unmarshal(line, &m); err != nil {
 			conn.Close()
 			return nil, errGone
 		}
