@@ -256,6 +256,14 @@ type ChangeSet struct {
 	DecidedAt time.Time
 }
 
+// Classes of a change entry: the node classifies each against the agent's
+// policy (see internal/workspace).
+const (
+	ClassOrdinary  = "ordinary"  // applied at once in auto mode
+	ClassRisky     = "risky"     // always waits for a person
+	ClassProtected = "protected" // denied: never applied
+)
+
 // ChangeEntry is one path of a change set.
 type ChangeEntry struct {
 	Path      string

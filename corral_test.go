@@ -108,3 +108,19 @@ func TestBudgetSpent(t *testing.T) {
 		}
 	}
 }
+
+func TestGitCommitTrailer(t *testing.T) {
+	msg := "Apply change set chg_1\n\nCorral-Run: run_1\nCorral-Change-Set: chg_1 \nApproved-By: Ann <a@x>\n"
+	tests := []struct{ key, want string }{
+		{"Corral-Change-Set", "chg_1"},
+		{"Corral-Run", "run_1"},
+		{"Approved-By", "Ann <a@x>"},
+		{"Apply change set", ""}, // not a "key: value" line
+		{"Missing", ""},
+	}
+	for _, tt := range tests {
+		if got := (GitCommit{Message: msg}).Trailer(tt.key); got != tt.want {
+			t.Errorf("Trailer(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}

@@ -46,8 +46,8 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/internal/service"},
-		to:   []string{"corral/internal/runner", "corral/internal/sandbox", "corral/internal/supervisor", "corral/internal/node"},
-		why:  "the services reach runs through their Engine and sandboxes only through corral.Node",
+		to:   []string{"corral/internal/runner", "corral/internal/sandbox", "corral/internal/supervisor", "corral/internal/node", "corral/internal/workspace", "corral/internal/archive"},
+		why:  "the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node",
 	},
 	{
 		from: []string{"corral/cmd/corral"},
@@ -118,6 +118,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/api/api.go":               "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
 		"internal/service/service.go":       "package service\n\nimport _ \"corral/internal/gittest\"\n",
 		"internal/service/runs.go":          "package service\n\nimport _ \"corral/internal/sandbox\"\n",
+		"internal/service/changes.go":       "package service\n\nimport _ \"corral/internal/workspace\"\n",
 		"internal/supervisor/supervisor.go": "package supervisor\n",
 		"internal/node/node.go":             "package node\n",
 		"internal/gittest/gittest.go":       "package gittest\n",
@@ -145,8 +146,10 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
 		"corral/internal/runner must not import corral/internal/workspace (runs reach the machine that holds their trees and sandboxes only through corral.Node):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)",
-		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine and sandboxes only through corral.Node):\n" +
+		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node):\n" +
 			"\tcorral/internal/service imports corral/internal/sandbox (internal/service/runs.go)",
+		"corral/internal/service must not import corral/internal/workspace (the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node):\n" +
+			"\tcorral/internal/service imports corral/internal/workspace (internal/service/changes.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",

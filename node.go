@@ -6,18 +6,22 @@ import (
 	"time"
 )
 
-// Node is what a run needs from the machine that holds its staged tree and
-// its sandbox: a session per run (one sandbox, started when the run starts
-// and ended when it ends), commands exec'd into it, their output read from
-// any offset, signals. The runner and the services talk to that machine
-// only through this interface: internal/node implements it on this
-// machine; a relay client can implement it for another. Everything that
-// crosses is plain data and ids, never a host path.
+// Node is what runs and people need from the machine that holds agents'
+// workspaces and runs' sandboxes: the trees (Trees: workspaces, staged
+// trees, applies, files, repositories) and a session per run (one sandbox,
+// started when the run starts and ended when it ends), commands exec'd
+// into it, their output read from any offset, signals. The runner and the
+// services talk to that machine only through this interface:
+// internal/node implements it on this machine; a relay client can
+// implement it for another. Everything that crosses is plain data and ids,
+// never a host path.
 //
 // Sessions outlive the process that started them: a server that comes
 // back after a crash finds its sessions (Session) and reads what their
 // commands wrote meanwhile.
 type Node interface {
+	Trees
+
 	// StartSession starts the sandbox of a run on its staged tree.
 	StartSession(ctx context.Context, spec SessionSpec) error
 	// Session reports on a session; ENOTFOUND when there is none to

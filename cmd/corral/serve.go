@@ -251,13 +251,23 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		}
 		creds := service.NewCredentials(db, key, cfg)
 		agents := service.NewAgents(db, cfg)
-		changes := service.NewChanges(db, service.WorkspaceConfig{DataDir: c.Data, UID: sandboxUser(), GID: sandboxUser(), ChangeTTL: c.ChangeTTL, Imports: c.Imports}, cfg)
+		// The node holds the workspaces, staged trees and sessions; what
+		// an earlier process left half done of an import or a clone goes.
+		sessions, err := node.New(node.Config{
+			Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
+			Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer sessions.Close() // after the runs' loops: the sessions go on
+		changes := service.NewChanges(db, sessions, c.ChangeTTL, cfg)
 		// Before anything touches a workspace: finish or roll back every
 		// apply a crash interrupted.
 		if err := changes.Recover(ctx); err != nil {
 			return err
 		}
-		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds, Trace: db, Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}})
+		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds, Trace: db})
 		defer changes.CloseRepositories() // stops running clones before the database closes
 		if n, err := changes.ReconcileRepositories(ctx); err != nil {
 			return err
@@ -273,11 +283,6 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		} else {
 			log.Info("model provider configured", "base_url", c.Model.BaseURL, "model", c.Model.Model)
 		}
-		sessions, err := node.New(node.Config{Dir: filepath.Join(c.Data, "sessions"), Grace: c.SessionGrace}, changes)
-		if err != nil {
-			return err
-		}
-		defer sessions.Close() // after the runs' loops: the sessions go on
 		runs := runner.New(db, model, changes, sessions, runner.Config{
 			QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Log: log,
 		})

@@ -197,7 +197,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, actor corral.U
 
 // writeFile takes the request body as the file's bytes.
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, service.MaxFile))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, corral.MaxFile))
 	if err != nil {
 		return decodeError(err)
 	}

@@ -25,11 +25,8 @@ func (e *env) propose(t *testing.T, agentID string, edit func(tree string)) corr
 	if err := e.changes.Begin(ctx, a, id); err != nil {
 		t.Fatal(err)
 	}
-	tree, err := e.changes.Tree(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(tree)
+	// The node's layout: DATA/stages/<id>/tree is what a sandbox binds.
+	edit(filepath.Join(e.dataDir, "stages", id, "tree"))
 	cs, err := e.changes.Finish(ctx, a, "", id, true)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/gateway"
+	"corral/internal/gitrepo"
 	"corral/internal/modeltest"
 	"corral/internal/node"
 	"corral/internal/runner"
@@ -57,6 +58,9 @@ type envOptions struct {
 	api Config
 	// imports bounds archive imports (serve's --import-max-* flags).
 	imports archive.Limits
+	// gitCA is the only CA the node's git trusts: the test git server's
+	// (production code has no switch that allows plain http).
+	gitCA string
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -109,14 +113,14 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if err := os.Chmod(filepath.Dir(e.dataDir), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	e.changes = service.NewChanges(db, service.WorkspaceConfig{DataDir: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour, Imports: opt.imports}, cfg)
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
-	sessions, err := node.New(node.Config{Dir: filepath.Join(e.dataDir, "sessions")}, e.changes)
+	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.changes = service.NewChanges(db, sessions, time.Hour, cfg)
 	t.Cleanup(func() {
 		sessions.EndAll(context.Background())
 		sessions.Close()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"corral"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,9 +18,11 @@ import (
 	"syscall"
 	"testing"
 
-	"corral/internal/gitrepo"
+	"corral"
+
 	"corral/internal/gittest"
 	"corral/internal/modeltest"
+	"corral/internal/node"
 	"corral/internal/secrets/secrettest"
 	"corral/internal/service"
 )
@@ -30,12 +31,6 @@ const (
 	gitUser   = "alice"
 	gitSecret = "ghp_repo-test-SECRET-5f3e2d1c"
 )
-
-// useGit lets the env's repositories trust the test git server's TLS
-// certificate (production code has no switch that allows plain http).
-func (e *env) useGit(s *gittest.Server) {
-	e.changes.UseRepositories(service.RepositoryConfig{Store: e.db, Secrets: e.creds, Trace: e.db, Git: gitrepo.Config{CAFile: s.CAFile}})
-}
 
 // addCredential adds c's credential for the server's host.
 func (c *client) addCredential(s *gittest.Server, name, secret string) string {
@@ -67,8 +62,7 @@ func (c *client) clone(agentID string, body map[string]string) repositoryView {
 func TestRepositoryClone(t *testing.T) {
 	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret,
 		Files: map[string]string{"README.md": "hello\n", ".gitignore": "*.o\n"}})
-	e := newEnv(t, envOptions{})
-	e.useGit(s)
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
 	owner := e.signup("owner@example.com", "Olive Owner")
 	other := e.signup("other@example.com", "Other")
 	good := owner.addCredential(s, "good", gitSecret)
@@ -185,8 +179,7 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	needSandbox(t)
 	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret,
 		Files: map[string]string{"README.md": "hello\n", "src/app.go": "package app\n"}})
-	e := newEnv(t, envOptions{})
-	e.useGit(s)
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
 	owner := e.signup("owner@example.com", "Olive Owner")
 	asker := e.signup("ann@example.com", "Ann Asker")
 	approver := e.signup("ed@example.com", "Ed Editor")
@@ -331,8 +324,7 @@ func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
 		<-hold
 	}})
 	t.Cleanup(func() { close(hold) }) // before the server closes: it waits for its handlers
-	e := newEnv(t, envOptions{})
-	e.useGit(s)
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("stopped")
 	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusAccepted)
@@ -351,13 +343,17 @@ func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
 	}
 
 	// A process killed mid-clone leaves the row cloning and a partial
-	// directory: the next start fails the one and removes the other.
-	e.useGit(s)
+	// directory: the next start fails the one and its node removes the
+	// other.
+	e.changes.UseRepositories(service.RepositoryConfig{Store: e.db, Secrets: e.creds, Trace: e.db})
 	other := owner.createAgent("killed")
 	if err := e.db.CreateRepository(context.Background(), corral.Repository{AgentID: other, URL: s.URL(), Status: corral.RepoCloning, CreatedBy: owner.user.ID}); err != nil {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(e.dataDir, "clones", other, "partial"), "x")
+	if _, err := node.New(node.Config{Data: e.dataDir}); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := e.changes.ReconcileRepositories(context.Background()); err != nil || n != 1 {
 		t.Fatalf("ReconcileRepositories = %d, %v; want 1", n, err)
 	}
@@ -447,8 +443,7 @@ func TestBenchCloneChild(t *testing.T) {
 	if repo == "" {
 		t.Skip("run by BenchmarkClone only")
 	}
-	e := newEnv(t, envOptions{})
-	e.changes.UseRepositories(service.RepositoryConfig{Store: e.db, Secrets: e.creds, Trace: e.db, Git: gitrepo.Config{CAFile: os.Getenv(benchCloneCAEnv)}})
+	e := newEnv(t, envOptions{gitCA: os.Getenv(benchCloneCAEnv)})
 	owner := e.signup("owner@example.com", "Owner")
 	u, _ := url.Parse(repo)
 	owner.do("POST", "/api/credentials", map[string]string{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret}).want(http.StatusCreated)

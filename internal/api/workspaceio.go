@@ -64,7 +64,7 @@ func (s *Server) archiveWorkspace(w http.ResponseWriter, r *http.Request, actor 
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if err := wa.Write(&slidingWriter{w: w, rc: http.NewResponseController(w)}); err != nil {
+	if err := wa.Write(r.Context(), &slidingWriter{w: w, rc: http.NewResponseController(w)}); err != nil {
 		// The status is sent: the only honest answer left is a broken
 		// connection, so the client never takes a truncated archive for
 		// a whole one.

@@ -122,16 +122,6 @@ type Commit struct {
 	Message     string
 }
 
-// Trailer returns the value of a trailer line "key: value" of the message.
-func (cm Commit) Trailer(key string) string {
-	for _, line := range strings.Split(cm.Message, "\n") {
-		if v, ok := strings.CutPrefix(line, key+": "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
 // Log returns up to n commits reachable from HEAD, newest first.
 func (c Config) Log(ctx context.Context, dir string, n int) ([]Commit, error) {
 	c = c.withDefaults()

@@ -219,7 +219,7 @@ func TestCommitAndPush(t *testing.T) {
 	s.Fsck(t)
 
 	commits, err := cfg.Log(ctx, dir, 100)
-	if err != nil || len(commits) != 2 || commits[0].Trailer("Corral-Change-Set") != "chg_1" {
+	if err != nil || len(commits) != 2 || !strings.Contains(commits[0].Message, "\nCorral-Change-Set: chg_1\n") {
 		t.Fatalf("Log = %+v, %v", commits, err)
 	}
 

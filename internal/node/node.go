@@ -1,14 +1,16 @@
-// Package node is the machine that holds runs' staged trees and sandboxes,
-// on this machine: it implements corral.Node over the sandbox and one
-// supervisor process per session (internal/supervisor). Sessions live
-// under one directory, one subdirectory each, named by the run's id, so a
-// server that comes back after a crash finds them again.
+// Package node is the machine that holds agents' workspaces and runs'
+// sandboxes, on this machine: it implements corral.Node over workspace
+// (persistent workspaces, staged trees, the apply journal), gitrepo (a
+// workspace that is a repository), archive (imports and downloads), the
+// sandbox and one supervisor process per session (internal/supervisor).
+// Everything lives under the data directory by id, so a server that comes
+// back after a crash finds it again: workspaces/<agent>, stages/<stage>,
+// journals/<agent>, sessions/<run>, and the temporary imports/ and clones/.
 package node
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,299 +18,95 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/archive"
+	"corral/internal/gitrepo"
+	"corral/internal/keylock"
 	"corral/internal/sandbox"
 	"corral/internal/supervisor"
+	"corral/internal/workspace"
 )
 
-// Trees resolves a run's staged tree: the part of the machine that stages
-// trees (service.Changes, for now).
-type Trees interface {
-	// Tree is the host directory of a staged tree.
-	Tree(stageID string) (string, error)
-	// DiskFull reports whether the staged tree's own disk is full.
-	DiskFull(stageID string) (bool, error)
-}
-
-// Config is where and how sessions run.
+// Config is where and how the node keeps trees and runs sessions.
 type Config struct {
-	Dir     string // sessions live under it, one directory each
+	// Data is the data directory; the node's directories live under it.
+	Data string
+	// UID and GID own persistent workspaces and the writable parts of
+	// staged trees: the sandbox's host user (0 leaves owners alone).
+	UID, GID  int
+	NoOverlay bool           // stage by copying even where overlayfs works
+	Imports   archive.Limits // bound an import; zero fields take archive's
+	Git       gitrepo.Config
+
 	Sandbox sandbox.Config
 	// Grace is how long a session outlives a server that went away
 	// without coming back. Default 10 minutes.
 	Grace time.Duration
 	// Exe is the binary started as the supervisor; "" for this one.
 	Exe string
+	Log *slog.Logger
 }
 
 // Local is corral.Node on this machine.
 type Local struct {
-	cfg   Config
-	trees Trees
+	cfg Config
 
+	// writers serialises everything that writes one agent's workspace
+	// (applies, uploads, imports, deletes, clones, commits) or fixes a
+	// stage's view of it (staging, manifests): an apply's journal assumes
+	// nobody else changes the tree under it, and an open stage must hear
+	// of every change (keepBases).
+	writers keylock.Map
+
+	// open are the stages whose manifest is not taken yet, by agent and
+	// stage id: the runs working on a workspace now. Guarded by mu; only
+	// changed while the agent's writers lock is held.
 	mu      sync.Mutex
-	clients map[string]*supervisor.Client
+	open    map[string]map[string]*workspace.Stage
+	clients map[string]*supervisor.Client // by session
 }
 
 var _ corral.Node = (*Local)(nil)
 
-// New returns the local node. Nothing is started until a session is.
-func New(cfg Config, trees Trees) (*Local, error) {
+// New returns the local node. What an earlier process left half done in
+// imports/ and clones/ is removed: no import or clone survives a process.
+// Nothing is started until a session is.
+func New(cfg Config) (*Local, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Minute
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	l := &Local{cfg: cfg, open: map[string]map[string]*workspace.Stage{}, clients: map[string]*supervisor.Client{}}
+	for _, d := range []string{l.importsDir(), l.clonesDir()} {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, corral.Internal("node directories", err)
+		}
+	}
+	if err := os.MkdirAll(l.sessionsDir(), 0o700); err != nil {
 		return nil, corral.Internal("sessions directory", err)
 	}
-	return &Local{cfg: cfg, trees: trees, clients: map[string]*supervisor.Client{}}, nil
+	return l, nil
 }
 
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-func (l *Local) dir(id string) (string, error) {
-	if !sessionID.MatchString(id) {
-		return "", corral.Errorf(corral.EINVALID, "session id %q is not an id", id)
-	}
-	return filepath.Join(l.cfg.Dir, id), nil
+func (l *Local) workspaceDir(agentID string) string {
+	return filepath.Join(l.cfg.Data, "workspaces", agentID)
 }
+func (l *Local) stagesDir() string              { return filepath.Join(l.cfg.Data, "stages") }
+func (l *Local) stageDir(id string) string      { return filepath.Join(l.stagesDir(), id) }
+func (l *Local) journalsDir() string            { return filepath.Join(l.cfg.Data, "journals") }
+func (l *Local) journalDir(agent string) string { return filepath.Join(l.journalsDir(), agent) }
+func (l *Local) importsDir() string             { return filepath.Join(l.cfg.Data, "imports") }
+func (l *Local) clonesDir() string              { return filepath.Join(l.cfg.Data, "clones") }
+func (l *Local) sessionsDir() string            { return filepath.Join(l.cfg.Data, "sessions") }
 
-// meta is what the node keeps of a session beside the supervisor's files.
-type meta struct {
-	StageID string `json:"stage_id"`
-}
+// ids are what the node accepts as the id of an agent, a stage or a
+// session: what corral.NewID makes, never a path.
+var ids = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
-func metaPath(dir string) string { return filepath.Join(dir, "node.json") }
-
-// StartSession starts a run's sandbox on its staged tree.
-func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error {
-	dir, err := l.dir(spec.ID)
-	if err != nil {
-		return err
-	}
-	// Probed here, once per server: the supervisor need not again.
-	if err := sandbox.Available(); err != nil {
-		return err
-	}
-	tree, err := l.trees.Tree(spec.StageID)
-	if err != nil {
-		return err
-	}
-	if c, err := supervisor.Dial(dir); err == nil {
-		c.Close()
-		return corral.Errorf(corral.ECONFLICT, "the run's session is running already")
-	}
-	// What an earlier session of this run left (it ended, or its
-	// supervisor died) is of no use to a new one.
-	if err := os.RemoveAll(dir); err != nil {
-		return corral.Internal("session directory", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return corral.Internal("session directory", err)
-	}
-	b, _ := json.Marshal(meta{StageID: spec.StageID})
-	if err := os.WriteFile(metaPath(dir), b, 0o600); err != nil {
-		return corral.Internal("session directory", err)
-	}
-	mode := sandbox.ReadWrite
-	if spec.ReadOnly {
-		mode = sandbox.ReadOnly
-	}
-	sbx := l.cfg.Sandbox
-	sbx.Probed = true
-	c, err := supervisor.Spawn(dir, supervisor.Config{
-		Session: sandbox.SessionSpec{Workspace: tree, Mode: mode, Limits: sandbox.Limits{
-			CPU: spec.CPU, Wall: spec.Wall, Memory: spec.Memory, Pids: spec.Pids,
-		}},
-		Sandbox: sbx,
-		Grace:   l.cfg.Grace,
-	}, l.cfg.Exe)
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
-	}
-	l.mu.Lock()
-	l.clients[spec.ID] = c
-	l.mu.Unlock()
-	return nil
-}
-
-// client is the connection to a session's supervisor, dialled again when
-// the last one was lost (a restarted server). ENOTFOUND when the
-// supervisor is gone.
-func (l *Local) client(id string) (*supervisor.Client, string, error) {
-	dir, err := l.dir(id)
-	if err != nil {
-		return nil, "", err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c := l.clients[id]; c != nil {
-		select {
-		case <-c.Gone():
-			delete(l.clients, id)
-		default:
-			return c, dir, nil
-		}
-	}
-	c, err := supervisor.Dial(dir)
-	if err != nil {
-		return nil, dir, err
-	}
-	l.clients[id] = c
-	return c, dir, nil
-}
-
-// Session reports on a session.
-func (l *Local) Session(ctx context.Context, id string) (corral.SessionState, error) {
-	_, dir, err := l.client(id)
-	if err == nil {
-		return corral.SessionState{ID: id, Running: true}, nil
-	}
-	if dir == "" {
-		return corral.SessionState{}, err
-	}
-	st, serr := supervisor.ReadState(dir)
-	if serr != nil {
-		return corral.SessionState{}, corral.Errorf(corral.ENOTFOUND, "no session %s", id)
-	}
-	return corral.SessionState{ID: id, Violation: st.Violation, Abandoned: st.State == supervisor.StateAbandoned}, nil
-}
-
-// Exec starts a command in a session.
-func (l *Local) Exec(ctx context.Context, sessionID string, c corral.Command) error {
-	cl, _, err := l.client(sessionID)
-	if err != nil {
-		return l.gone(err)
-	}
-	return cl.Exec(ctx, supervisor.Exec{ID: c.ID, Argv: c.Argv, Env: c.Env, Stdin: c.Stdin, Timeout: c.Timeout, OutputMax: c.OutputMax})
-}
-
-// gone turns a lost supervisor into the error callers see.
-func (l *Local) gone(err error) error {
-	if corral.ErrorCode(err) == corral.ENOTFOUND {
-		return corral.Errorf(corral.EUNAVAIL, "the run's session has ended")
-	}
-	return err
-}
-
-// maxChunk is the most Output returns at once.
-const maxChunk = 64 << 10
-
-// Output returns a piece of a command's output, read from its log, which
-// outlives the supervisor: a command that ended while no server listened
-// is read the same as one that ends now.
-func (l *Local) Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (corral.CommandOutput, error) {
-	if offset < 0 {
-		return corral.CommandOutput{}, corral.Errorf(corral.EINVALID, "negative offset")
-	}
-	cl, dir, err := l.client(sessionID)
-	if dir == "" {
-		return corral.CommandOutput{}, err
-	}
-	if wait && cl != nil {
-		if err := cl.Wait(ctx, commandID, offset); err != nil && ctx.Err() != nil {
-			return corral.CommandOutput{}, ctx.Err()
-		}
-	}
-	data, ex, err := supervisor.Read(dir, commandID, offset, maxChunk)
-	if err != nil {
-		return corral.CommandOutput{}, err
-	}
-	out := corral.CommandOutput{Data: data}
-	if ex != nil {
-		out.Exit = &corral.CommandExit{Code: ex.Code, Signal: ex.Signal, Violation: ex.Violation, Output: ex.Output}
-		if ex.Violation == "" {
-			// The kernel refused the command's writes past the tree's
-			// disk limit (ENOSPC): that ends the run like the sandbox's
-			// own limits.
-			if full, err := l.diskFull(dir); err != nil {
-				return corral.CommandOutput{}, err
-			} else if full {
-				out.Exit.Violation = corral.ViolationDisk
-			}
-		}
-		return out, nil
-	}
-	if cl == nil && len(data) == 0 && wait {
-		// Nothing more will come: the supervisor is gone, and the command
-		// with it.
-		return corral.CommandOutput{}, corral.Errorf(corral.EUNAVAIL, "the run's session ended before the command did")
-	}
-	return out, nil
-}
-
-func (l *Local) diskFull(dir string) (bool, error) {
-	var m meta
-	b, err := os.ReadFile(metaPath(dir))
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
-	if err != nil {
-		return false, corral.Internal("session metadata", err)
-	}
-	return l.trees.DiskFull(m.StageID)
-}
-
-// Signal sends a signal to a running command's process group.
-func (l *Local) Signal(ctx context.Context, sessionID, commandID, signal string) error {
-	cl, _, err := l.client(sessionID)
-	if err != nil {
-		return l.gone(err)
-	}
-	return cl.Signal(ctx, commandID, signal)
-}
-
-// EndSession kills what runs in a session and removes what is left of it.
-// Ending a session that is gone already is not an error.
-func (l *Local) EndSession(ctx context.Context, id string) error {
-	cl, dir, err := l.client(id)
-	if dir == "" {
-		return err
-	}
-	if cl != nil {
-		if err := cl.End(ctx); err != nil {
-			return err
-		}
-		l.mu.Lock()
-		delete(l.clients, id)
-		l.mu.Unlock()
-	}
-	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return corral.Internal("session directory", err)
+func checkID(what, id string) error {
+	if !ids.MatchString(id) {
+		return corral.Errorf(corral.EINVALID, "%s id %q is not an id", what, id)
 	}
 	return nil
-}
-
-// Terminal attaches a viewer to a session's shell.
-func (l *Local) Terminal(ctx context.Context, sessionID string, cols, rows int) (corral.Terminal, error) {
-	cl, _, err := l.client(sessionID)
-	if err != nil {
-		return nil, l.gone(err)
-	}
-	return cl.Terminal(cols, rows)
-}
-
-// Close drops the connections to every supervisor; the sessions go on, for
-// the next server to attach to.
-func (l *Local) Close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id, c := range l.clients {
-		c.Close()
-		delete(l.clients, id)
-	}
-}
-
-// EndAll ends every session under the node's directory, attached or not.
-func (l *Local) EndAll(ctx context.Context) error {
-	ents, err := os.ReadDir(l.cfg.Dir)
-	if err != nil {
-		return corral.Internal("sessions directory", err)
-	}
-	var errs []error
-	for _, e := range ents {
-		if e.IsDir() && sessionID.MatchString(e.Name()) {
-			errs = append(errs, l.EndSession(ctx, e.Name()))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -118,7 +118,7 @@ func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
 		return // it never staged anything
 	case err != nil:
 		r.cfg.Log.Error("ended run's stage lost", "run", run.ID, "err", err)
-		r.ws.Discard(run.StageID)
+		r.ws.Discard(ctx, run.StageID)
 		return
 	}
 	cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, false)

@@ -58,7 +58,7 @@ type Workspaces interface {
 	// Finish records the stage's changes as change set id; auto false
 	// makes every entry wait for a person whatever the agent's policy.
 	Finish(ctx context.Context, agent corral.Agent, runID, id string, auto bool) (corral.ChangeSet, error)
-	Discard(id string) error
+	Discard(ctx context.Context, id string) error
 }
 
 // Config holds the runner's settings.

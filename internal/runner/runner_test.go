@@ -63,16 +63,14 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	if err := os.Chmod(filepath.Dir(dataDir), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	changes := service.NewChanges(db, service.WorkspaceConfig{
-		DataDir: dataDir, UID: sandboxUID(), GID: sandboxUID(), ChangeTTL: time.Hour,
-	}, service.Config{})
 	// Pending change sets keep their staged trees mounted; the mounts must
 	// go before the temp dir does.
 	t.Cleanup(func() { unmountStages(dataDir) })
-	sessions, err := node.New(node.Config{Dir: filepath.Join(dataDir, "sessions")}, changes)
+	sessions, err := node.New(node.Config{Data: dataDir, UID: sandboxUID(), GID: sandboxUID()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	changes := service.NewChanges(db, sessions, time.Hour, service.Config{})
 	// Runs cut off by the end of a test leave their sessions running, as
 	// for a restart: they end before the stages are unmounted.
 	t.Cleanup(func() {

@@ -130,7 +130,7 @@ func (r *Runner) terminalLoop(a *active, reattach bool) (outcome, corral.Agent, 
 			// Stopped or killed before it started: nothing ran.
 			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
 			r.endSession(run.ID)
-			if err := r.ws.Discard(run.StageID); err != nil {
+			if err := r.ws.Discard(ctx, run.StageID); err != nil {
 				r.cfg.Log.Error("unstarted run's stage not removed", "run", run.ID, "err", err)
 			}
 			return outcome{shutdown: true}, agent, false

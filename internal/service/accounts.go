@@ -7,6 +7,7 @@ import (
 
 	"corral"
 	"corral/internal/auth"
+	"corral/internal/keylock"
 	"corral/internal/sanitize"
 )
 
@@ -38,8 +39,8 @@ type Accounts struct {
 	params   auth.Params
 	signups  *auth.Throttle // per client address: every attempt counts
 	slots    chan struct{}
-	logins   keyLock // per account: one login checked at a time
-	hot      gates   // per address, only while spray holds it
+	logins   keylock.Map // per account: one login checked at a time
+	hot      gates       // per address, only while spray holds it
 	// sleep waits for d or until ctx ends; tests replace it.
 	sleep func(ctx context.Context, d time.Duration)
 	cfg   Config
@@ -241,7 +242,7 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 // login is Login under the account's lock.
 func (s *Accounts) login(ctx context.Context, norm, password, addr string) (corral.User, string, error) {
 	keys := []string{"acct:" + norm, addr + " acct:" + norm}
-	defer s.logins.lock(keys[0])()
+	defer s.logins.Lock(keys[0])()
 	if wait, ok := s.throttle.Allow(keys...); !ok {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many failed logins: try again later", RetryAfter: wait}
 	}

@@ -7,8 +7,8 @@ import (
 	"corral"
 	"corral/internal/access"
 	"corral/internal/auth"
+	"corral/internal/glob"
 	"corral/internal/sanitize"
-	"corral/internal/workspace"
 )
 
 // AgentStore is what the agent use cases need from storage.
@@ -269,7 +269,7 @@ func setGlobs(dst, in *[]string, field string) error {
 		if len(g) > 256 || strings.ContainsAny(g, "\x00\\") {
 			return corral.Errorf(corral.EINVALID, "%s: %q is not a glob", field, g)
 		}
-		if err := workspace.ValidGlob(g); err != nil {
+		if err := glob.Valid(g); err != nil {
 			return corral.Errorf(corral.EINVALID, "%s: %v", field, err)
 		}
 	}

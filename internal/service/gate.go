@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// gates lets one caller at a time through per key, like keyLock, except
+// gates lets one caller at a time through per key, like keylock.Map, except
 // that waiting gives up when the caller's context ends: a client that
 // leaves while queued behind a hot address's logins costs nothing more.
 // Memory is bounded by the callers holding or waiting.

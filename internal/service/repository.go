@@ -3,19 +3,13 @@ package service
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"corral"
 	"corral/internal/access"
 	"corral/internal/gitrepo"
 	"corral/internal/trace"
-	"corral/internal/workspace"
 )
 
 // SecretSource opens the credential a clone or push of an agent uses: the
@@ -35,7 +29,9 @@ type RepositoryStore interface {
 type RepositoryConfig struct {
 	Store   RepositoryStore
 	Secrets SecretSource // nil: anonymous clones only, and no push with a credential
-	Git     gitrepo.Config
+	// Git checks the names a person gives (a ref, a branch) as git does;
+	// the git work itself is the node's.
+	Git gitrepo.Config
 	// Trace keeps each agent's chain of clones and pushes (the runs'
 	// trace store; an agent's chain is named by its id). Required.
 	Trace trace.Store
@@ -94,7 +90,7 @@ func (c *Changes) CloseRepositories() {
 
 // ReconcileRepositories runs at start-up: a clone the last process left
 // cloning is failed (no job survives the process) and its partial
-// directory removed.
+// directory removed (by the node, when it starts).
 func (c *Changes) ReconcileRepositories(ctx context.Context) (int, error) {
 	if c.repos == nil {
 		return 0, nil
@@ -103,13 +99,9 @@ func (c *Changes) ReconcileRepositories(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := os.RemoveAll(c.clonesDir()); err != nil {
-		return len(ids), corral.Internal("reconcile clones", err)
-	}
+	// What the clone left on disk went when the node started.
 	return len(ids), nil
 }
-
-func (c *Changes) clonesDir() string { return filepath.Join(c.ws.DataDir, "clones") }
 
 func (c *Changes) reposOn() (*repositories, error) {
 	if c.repos == nil {
@@ -142,13 +134,14 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 		}
 		// Found now, so a wrong id is an answer to this request, not a
 		// failed clone later. The secret is opened and dropped unused.
-		err := c.withAuth(ctx, a.ID, credentialID, u.Host, func(*gitrepo.Auth) error { return nil })
+		err := c.withAuth(ctx, a.ID, credentialID, u.Host, func(*corral.GitAuth) error { return nil })
 		if err != nil {
 			return Repository{}, err
 		}
 	}
-	unlock := c.writers.lock(a.ID)
-	err = c.cloneAllowed(a.ID)
+	// One clone decision at a time per agent: the check and the row.
+	unlock := c.decisions.Lock(a.ID)
+	err = c.trees.CanClone(ctx, a.ID)
 	if err == nil {
 		r := corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
 			Status: corral.RepoCloning, CreatedBy: actor.ID, CreatedAt: c.cfg.Now().UTC()}
@@ -174,62 +167,26 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 	return c.Repository(ctx, actor, a.ID)
 }
 
-// cloneAllowed says whether a clone may land in the agent's workspace now:
-// it must be empty, and no run may be working on it (its stage would not
-// know of the files). The caller holds the writers lock.
-func (c *Changes) cloneAllowed(agentID string) error {
-	c.mu.Lock()
-	busy := len(c.open[agentID]) > 0
-	c.mu.Unlock()
-	if busy {
-		return corral.Errorf(corral.ECONFLICT, "a run is working on the workspace: clone when it has ended")
-	}
-	dir, err := c.Workspace(agentID)
-	if err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return corral.Internal("clone", err)
-	}
-	if len(ents) > 0 {
-		return corral.Errorf(corral.ECONFLICT, "the workspace is not empty: a repository is cloned only into an empty workspace")
-	}
-	return nil
-}
-
-// cloneJob clones in the background into DATA/clones/<agent>, then moves
-// the result into the workspace in one rename: a failure (or a shutdown)
-// leaves nothing of it on disk.
+// cloneJob clones in the background; the node lands all of the clone in
+// the workspace or nothing of it.
 func (c *Changes) cloneJob(r corral.Repository) {
 	repos := c.repos
 	defer repos.jobs.Done()
 	ctx := repos.ctx
-	tmp := filepath.Join(c.clonesDir(), r.AgentID)
-	err := os.MkdirAll(c.clonesDir(), 0o700)
-	if err == nil {
-		err = os.RemoveAll(tmp)
-	}
-	if err != nil {
-		err = corral.Internal("clone", err)
-	}
-	if err == nil {
-		u, _ := gitrepo.CheckURL(r.URL)
-		err = c.withAuth(ctx, r.AgentID, r.CredentialID, u.Host, func(a *gitrepo.Auth) error {
-			return repos.cfg.Git.Clone(ctx, r.URL, r.Ref, a, tmp, func(p int) {
-				repos.mu.Lock()
-				repos.progress[r.AgentID] = p
-				repos.mu.Unlock()
-			})
+	u, _ := gitrepo.CheckURL(r.URL)
+	var res corral.CloneResult
+	err := c.withAuth(ctx, r.AgentID, r.CredentialID, u.Host, func(a *corral.GitAuth) error {
+		var err error
+		res, err = c.trees.Clone(ctx, r.AgentID, corral.CloneSpec{URL: r.URL, Ref: r.Ref, Auth: a}, func(p int) {
+			repos.mu.Lock()
+			repos.progress[r.AgentID] = p
+			repos.mu.Unlock()
 		})
-	}
-	if err == nil {
-		err = c.installClone(r.AgentID, tmp)
-	}
+		return err
+	})
 	// The outcome is recorded even when the server is stopping.
 	rec := context.WithoutCancel(ctx)
 	if err != nil {
-		os.RemoveAll(tmp)
 		r.Status, r.Error = corral.RepoFailed, corral.ErrorMessage(err)
 		if ctx.Err() != nil {
 			r.Error = msgStoppedDuringClone
@@ -237,11 +194,9 @@ func (c *Changes) cloneJob(r corral.Repository) {
 		c.cfg.Log.Warn("clone failed", "agent", r.AgentID, "err", err)
 		c.traceAgent(rec, r.AgentID, trace.CloneFailed, map[string]any{"url": r.URL, "ref": r.Ref, "error": r.Error})
 	} else {
-		ws := c.workspaceDir(r.AgentID)
-		r.Status = corral.RepoReady
-		r.Head, _ = repos.cfg.Git.Head(rec, ws)
+		r.Status, r.Head = corral.RepoReady, res.Head
 		if r.Ref == "" {
-			r.Ref = repos.cfg.Git.Branch(rec, ws)
+			r.Ref = res.Branch
 		}
 		c.cfg.Log.Info("clone ready", "agent", r.AgentID, "head", r.Head)
 		c.traceAgent(rec, r.AgentID, trace.Cloned, map[string]any{"url": r.URL, "ref": r.Ref, "head": r.Head, "by": r.CreatedBy})
@@ -255,40 +210,9 @@ func (c *Changes) cloneJob(r corral.Repository) {
 	repos.mu.Unlock()
 }
 
-// installClone gives the clone's tree to the sandbox's user (but .git,
-// which stays the server's: runs may read it, never write it) and renames
-// it over the empty workspace.
-func (c *Changes) installClone(agentID, tmp string) error {
-	defer c.writers.lock(agentID)()
-	if err := c.cloneAllowed(agentID); err != nil {
-		return err
-	}
-	if c.ws.UID != 0 {
-		err := filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if p == filepath.Join(tmp, ".git") {
-				return filepath.SkipDir
-			}
-			return os.Lchown(p, c.ws.UID, c.ws.GID)
-		})
-		if err != nil {
-			return corral.Internal("clone", err)
-		}
-	}
-	// rename(2) replaces an empty directory: the workspace is the clone or
-	// stays empty, never half of it. (os.Rename refuses any existing
-	// directory, so the system call is made directly.)
-	if err := syscall.Rename(tmp, c.workspaceDir(agentID)); err != nil {
-		return corral.Internal("clone", err)
-	}
-	return nil
-}
-
 // withAuth runs fn with the credential of the agent's owner for host, or
 // anonymously when credentialID is "" and the owner has none for host.
-func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, host string, fn func(*gitrepo.Auth) error) error {
+func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, host string, fn func(*corral.GitAuth) error) error {
 	src := c.repos.cfg.Secrets
 	if src == nil {
 		if credentialID != "" {
@@ -299,7 +223,7 @@ func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, host stri
 	called := false
 	err := src.WithSecret(ctx, agentID, credentialID, host, func(username string, secret []byte) error {
 		called = true
-		return fn(&gitrepo.Auth{Username: username, Secret: secret})
+		return fn(&corral.GitAuth{Username: username, Secret: secret})
 	})
 	if !called && credentialID == "" && corral.ErrorCode(err) == corral.ENOTFOUND {
 		return fn(nil)
@@ -350,7 +274,7 @@ func (c *Changes) Commits(ctx context.Context, actor corral.User, agentID string
 	if r.Status != corral.RepoReady {
 		return []RepoCommit{}, nil
 	}
-	log, err := repos.cfg.Git.Log(ctx, c.workspaceDir(a.ID), maxCommitsListed)
+	log, err := c.trees.Log(ctx, a.ID, maxCommitsListed)
 	if err != nil {
 		return nil, err
 	}
@@ -365,40 +289,40 @@ func (c *Changes) Commits(ctx context.Context, actor corral.User, agentID string
 // Push pushes the repository's HEAD to branch on its remote, a
 // fast-forward only, with the owner's credential (opened only inside this
 // call). ECONFLICT, naming the remote's head, when the remote moved.
-func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch string) (gitrepo.PushResult, error) {
+func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch string) (corral.PushResult, error) {
 	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
 	if err != nil {
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
 	repos, err := c.reposOn()
 	if err != nil {
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
 	if err := repos.cfg.Git.CheckBranch(ctx, branch); err != nil {
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
 	r, err := repos.cfg.Store.Repository(ctx, a.ID)
 	if err != nil {
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
 	if r.Status != corral.RepoReady {
-		return gitrepo.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
+		return corral.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
 	}
 	u, err := gitrepo.CheckURL(r.URL)
 	if err != nil {
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
-	var res gitrepo.PushResult
-	err = c.withAuth(ctx, a.ID, r.CredentialID, u.Host, func(auth *gitrepo.Auth) error {
+	var res corral.PushResult
+	err = c.withAuth(ctx, a.ID, r.CredentialID, u.Host, func(auth *corral.GitAuth) error {
 		var err error
-		res, err = repos.cfg.Git.Push(ctx, c.workspaceDir(a.ID), r.URL, branch, auth)
+		res, err = c.trees.Push(ctx, a.ID, r.URL, branch, auth)
 		return err
 	})
 	if err != nil {
 		c.cfg.Log.Info("push refused", "agent", a.ID, "branch", branch, "by", actor.ID, "code", corral.ErrorCode(err), "err", err)
 		// The trace keeps what the person was told, never git's own words.
 		c.traceAgent(ctx, a.ID, trace.PushRefused, map[string]any{"branch": branch, "by": actor.ID, "code": corral.ErrorCode(err), "error": corral.ErrorMessage(err)})
-		return gitrepo.PushResult{}, err
+		return corral.PushResult{}, err
 	}
 	c.cfg.Log.Info("pushed", "agent", a.ID, "branch", res.Branch, "head", res.Head, "commits", res.Commits, "by", actor.ID)
 	c.traceAgent(ctx, a.ID, trace.Pushed, map[string]any{"branch": res.Branch, "head": res.Head, "commits": res.Commits, "by": actor.ID})
@@ -437,25 +361,48 @@ func (c *Changes) AgentTrace(ctx context.Context, actor corral.User, agentID str
 // autoApprover approves what an agent in auto mode applied itself.
 const autoApprover = "Corral (auto mode)"
 
-// commitChangeSet makes the commit of an applied change set: author the
-// person who sent the message that started the run, Approved-By the person
-// who approved it (or Corral in auto mode). The caller holds the agent's
-// writers lock and has applied paths. A failure is logged and kept on the
-// repository (the files are applied; the next commit includes them).
-func (c *Changes) commitChangeSet(cs *corral.ChangeSet, paths []string) {
+// repository is the agent's repository when it is ready for commits;
+// nil otherwise (no repositories, none cloned, or not ready).
+func (c *Changes) repository(ctx context.Context, agentID string) *corral.Repository {
 	if c.repos == nil {
-		return
+		return nil
 	}
+	r, err := c.repos.cfg.Store.Repository(ctx, agentID)
+	if err != nil || r.Status != corral.RepoReady {
+		return nil
+	}
+	return &r
+}
+
+// commitSpec is the commit of a write to the agent's repository r, as who.
+// Secret files (.env and the like) are never committed: a push would carry
+// them off the machine. What an earlier commit could not include comes
+// along.
+func (c *Changes) commitSpec(ctx context.Context, r *corral.Repository, who corral.Identity, message string) *corral.CommitSpec {
+	spec := &corral.CommitSpec{Author: corral.Identity{Name: oneLine(who.Name), Email: oneLine(who.Email)}, Message: message, Paths: r.Pending}
+	if a, err := c.store.Agent(ctx, r.AgentID, ""); err == nil {
+		spec.Secrets = a.Policy.Secrets
+	}
+	return spec
+}
+
+// changeSetCommit is the commit of an applied change set, with a ready
+// repository: author the person who sent the message that started the
+// run, Approved-By the person who approved it (or Corral in auto mode).
+func (c *Changes) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*corral.CommitSpec, *corral.Repository) {
 	// Not the request's context: the files are applied whether or not the
 	// caller is still there, and the commit belongs with them.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
+	r := c.repository(ctx, cs.AgentID)
+	if r == nil {
+		return nil, nil
+	}
 	st := c.repos.cfg.Store
-	author := c.repos.cfg.Git.CommitterIdentity()
+	var author corral.Identity // Corral's, when nobody is
 	if cs.RunID != "" {
 		if run, err := st.Run(ctx, cs.RunID); err == nil && run.TriggeredBy != nil {
 			if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
-				author = gitrepo.Identity{Name: id.Name, Email: id.Email}
+				author = id
 			}
 		}
 	}
@@ -472,64 +419,44 @@ func (c *Changes) commitChangeSet(cs *corral.ChangeSet, paths []string) {
 	}
 	msg := fmt.Sprintf("Apply change set %s of run %s\n\nCorral-Run: %s\nCorral-Change-Set: %s\nApproved-By: %s\n",
 		cs.ID, run, run, cs.ID, approved)
-	c.commitAs(ctx, cs.AgentID, corral.Identity{Name: author.Name, Email: author.Email}, msg, paths)
+	return c.commitSpec(ctx, r, author, msg), r
 }
 
-// commitAs commits paths of the agent's workspace as who, when the agent
-// has a ready repository; else it does nothing. The caller holds the
-// agent's writers lock and has just written paths (an apply, an upload,
-// an import). Secret files (.env and the like) are never committed: a
-// push would carry them off the machine. A failure is logged and kept on
-// the repository, with the paths, for the next commit.
-func (c *Changes) commitAs(ctx context.Context, agentID string, who corral.Identity, message string, paths []string) {
-	if c.repos == nil {
-		return
-	}
-	st := c.repos.cfg.Store
-	r, err := st.Repository(ctx, agentID)
-	if err != nil || r.Status != corral.RepoReady {
-		return
-	}
-	globs := slices.Clone(c.ws.Secrets)
-	if a, err := c.store.Agent(ctx, agentID, ""); err == nil {
-		globs = append(globs, a.Policy.Secrets...)
-	}
-	var keep []string
-	for _, p := range append(slices.Clone(r.Pending), paths...) {
-		if !workspace.Secret(p, globs) && !slices.Contains(keep, p) {
-			keep = append(keep, p)
-		}
-	}
-	if len(keep) == 0 {
-		return
-	}
-	sha, err := c.repos.cfg.Git.Commit(ctx, c.workspaceDir(agentID), gitrepo.Identity{Name: oneLine(who.Name), Email: oneLine(who.Email)}, message, keep)
-	if err != nil {
-		c.cfg.Log.Warn("commit failed; the files are applied and the next commit includes them", "agent", agentID, "err", err)
-		r.Error = "the last commit failed (the files are applied; the next commit includes them)"
-		r.Pending = keep
-	} else {
-		r.Error, r.Pending = "", nil
-		if sha != "" {
-			r.Head = sha
-		}
-	}
-	r.UpdatedAt = c.cfg.Now().UTC()
-	if err := st.UpdateRepository(ctx, r); err != nil {
-		c.cfg.Log.Warn("recording a commit", "agent", agentID, "err", err)
-	}
-}
-
-// commitUpload commits an upload by actor.
-func (c *Changes) commitUpload(ctx context.Context, actor corral.User, agentID, message string, paths []string) {
-	if c.repos == nil {
-		return
+// uploadCommit is the commit of an upload, import or delete by actor,
+// with a ready repository.
+func (c *Changes) uploadCommit(ctx context.Context, actor corral.User, a corral.Agent, message string) (*corral.CommitSpec, *corral.Repository) {
+	ctx = context.WithoutCancel(ctx)
+	r := c.repository(ctx, a.ID)
+	if r == nil {
+		return nil, nil
 	}
 	who := corral.Identity{Name: actor.Name, Email: actor.Email}
 	if id, err := c.repos.cfg.Store.Identity(ctx, actor.ID); err == nil {
 		who = id
 	}
-	c.commitAs(context.WithoutCancel(ctx), agentID, who, message, paths)
+	return c.commitSpec(ctx, r, who, message), r
+}
+
+// recordCommit keeps how a commit of repository r went: its head, or what
+// the next commit must include after a failure (the files are written
+// either way).
+func (c *Changes) recordCommit(ctx context.Context, r *corral.Repository, res corral.CommitResult) {
+	if r == nil || !res.Made {
+		return
+	}
+	if res.Failed {
+		r.Error = "the last commit failed (the files are applied; the next commit includes them)"
+		r.Pending = res.Paths
+	} else {
+		r.Error, r.Pending = "", nil
+		if res.SHA != "" {
+			r.Head = res.SHA
+		}
+	}
+	r.UpdatedAt = c.cfg.Now().UTC()
+	if err := c.repos.cfg.Store.UpdateRepository(context.WithoutCancel(ctx), *r); err != nil {
+		c.cfg.Log.Warn("recording a commit", "agent", r.AgentID, "err", err)
+	}
 }
 
 // oneLine keeps a name on one line of a commit (a trailer, an identity).

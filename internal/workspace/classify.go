@@ -1,11 +1,11 @@
 package workspace
 
 import (
-	"fmt"
 	"path"
 	"slices"
 	"strings"
 
+	"corral/internal/glob"
 	"corral/internal/sanitize"
 )
 
@@ -20,26 +20,6 @@ type ClassPolicy struct {
 // sets none.
 const DefaultLargeFile = 1 << 20
 
-// Globs
-//
-// Every glob of this package (a policy's, a stage's secrets) is matched
-// against a slash-separated path relative to the workspace root:
-//
-//   - a glob without a slash matches a name at any depth, like .gitignore:
-//     "*.pem" matches "a.pem" and "keys/b.pem";
-//   - a glob with a slash is anchored at the root (a leading slash is
-//     allowed and means the same): "secrets/*.pem" matches "secrets/a.pem"
-//     and not "x/secrets/a.pem";
-//   - "**" as a whole element matches any number of elements, none
-//     included: "config/**/*.key";
-//   - a glob that matches a directory matches everything under it:
-//     "secrets" covers "secrets/a/b".
-//
-// The other metacharacters are path.Match's. Configured globs match case
-// for case; the built-in names below match in any case, because a
-// workspace is often checked out on a case-insensitive filesystem where
-// ".GIT/config" is ".git/config".
-
 // Built-in protected globs: never applied, whatever the policy.
 var protectedGlobs = []string{
 	".git",     // the repository's own database and hooks, at any depth (submodules)
@@ -53,7 +33,7 @@ var protectedGlobs = []string{
 // code at the next build, test, install, commit, checkout or shell without
 // anybody running that file by name. The list is lower-case (paths are
 // lowered before they are matched). A glob without a slash matches a name at
-// any depth and covers a directory of that name (see Globs): that is what
+// any depth and covers a directory of that name (see package glob): that is what
 // ".idea" or ".cargo" want, and the price of "build" and "workspace": Bazel's
 // BUILD and WORKSPACE cannot be told from a build/ or workspace/ directory,
 // whose files are then risky too (they are often build scripts or outputs,
@@ -232,83 +212,11 @@ func cleanRelPath(p string) bool {
 	return p != ".." && !strings.HasPrefix(p, "../")
 }
 
-// ValidGlob reports whether pattern is a glob this package can match: a
-// policy should refuse the others when it is saved, since a malformed glob
-// matches nothing.
-func ValidGlob(pattern string) error {
-	p := strings.TrimPrefix(pattern, "/")
-	if p == "" {
-		return fmt.Errorf("empty glob")
-	}
-	for _, el := range strings.Split(p, "/") {
-		if el == "" || el == "." || el == ".." {
-			return fmt.Errorf("glob %q: empty, . or .. element", pattern)
-		}
-		if _, err := path.Match(el, ""); err != nil {
-			return fmt.Errorf("glob %q: %w", pattern, err)
-		}
-	}
-	return nil
-}
-
 func matchAny(globs []string, p string) bool {
 	for _, g := range globs {
-		if matchGlob(g, p) {
+		if glob.Match(g, p) {
 			return true
 		}
 	}
 	return false
-}
-
-// matchGlob reports whether the relative path p, or a directory above it,
-// matches pattern (see "Globs" above).
-func matchGlob(pattern, p string) bool {
-	if pattern == "" || p == "" {
-		return false
-	}
-	names := strings.Split(p, "/")
-	if !strings.Contains(pattern, "/") && pattern != "**" {
-		for _, n := range names {
-			if ok, _ := path.Match(pattern, n); ok {
-				return true
-			}
-		}
-		return false
-	}
-	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
-	for i := 1; i <= len(names); i++ {
-		if matchElems(pat, names[:i]) {
-			return true
-		}
-	}
-	return false
-}
-
-// matchElems matches whole paths, element by element, "**" matching any
-// run of elements.
-func matchElems(pat, names []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for len(pat) > 0 && pat[0] == "**" {
-				pat = pat[1:]
-			}
-			if len(pat) == 0 {
-				return true
-			}
-			for i := range len(names) + 1 {
-				if matchElems(pat, names[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(names) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], names[0]); !ok {
-			return false
-		}
-		pat, names = pat[1:], names[1:]
-	}
-	return len(names) == 0
 }

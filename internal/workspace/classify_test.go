@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"corral/internal/glob"
 )
 
 func TestClassify(t *testing.T) {
@@ -383,8 +385,8 @@ func TestRiskyBuiltins(t *testing.T) {
 			}
 			for _, p := range c.risky {
 				// The case must prove its own glob, not one of its neighbours in the list.
-				if !matchGlob(c.glob, strings.ToLower(p)) {
-					t.Errorf("matchGlob(%q, %q) = false", c.glob, strings.ToLower(p))
+				if !glob.Match(c.glob, strings.ToLower(p)) {
+					t.Errorf("glob.Match(%q, %q) = false", c.glob, strings.ToLower(p))
 				}
 				if got := Classify(file(p), ClassPolicy{}); got != ClassRisky {
 					t.Errorf("Classify(%q) = %s, want %s", p, got, ClassRisky)
@@ -404,7 +406,7 @@ func TestRiskyBuiltins(t *testing.T) {
 		if g != strings.ToLower(g) {
 			t.Errorf("risky glob %q is not lower-case: it can never match", g)
 		}
-		if err := ValidGlob(g); err != nil {
+		if err := glob.Valid(g); err != nil {
 			t.Errorf("risky glob: %v", err)
 		}
 	}
@@ -454,18 +456,18 @@ func TestMatchGlob(t *testing.T) {
 		{"", "a", false},
 	}
 	for _, c := range cases {
-		if got := matchGlob(c.glob, c.path); got != c.want {
-			t.Errorf("matchGlob(%q, %q) = %v, want %v", c.glob, c.path, got, c.want)
+		if got := glob.Match(c.glob, c.path); got != c.want {
+			t.Errorf("glob.Match(%q, %q) = %v, want %v", c.glob, c.path, got, c.want)
 		}
 	}
 	for _, g := range []string{"", "/", "a//b", "a/../b", "[x", "./a"} {
-		if ValidGlob(g) == nil {
-			t.Errorf("ValidGlob(%q) = nil, want an error", g)
+		if glob.Valid(g) == nil {
+			t.Errorf("glob.Valid(%q) = nil, want an error", g)
 		}
 	}
 	for _, g := range []string{"*.pem", "/secrets/**", "a/[bc]/d"} {
-		if err := ValidGlob(g); err != nil {
-			t.Errorf("ValidGlob(%q) = %v", g, err)
+		if err := glob.Valid(g); err != nil {
+			t.Errorf("glob.Valid(%q) = %v", g, err)
 		}
 	}
 }

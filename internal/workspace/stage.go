@@ -7,12 +7,14 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"corral/internal/glob"
 )
 
 // StageOptions configure a stage.
 type StageOptions struct {
 	// Secrets are extra globs of secret files to leave out of the staged
-	// tree (see "Globs" in classify.go), besides .env and .env.* at any
+	// tree (see package glob), besides .env and .env.* at any
 	// depth and Corral's internal files (.corral at the root).
 	Secrets []string
 	// UID and GID own the staged tree's writable parts: the root of the
@@ -129,7 +131,7 @@ func (m secretMatcher) secretEntry(p, name string) bool {
 	if len(m.paths) > 0 {
 		elems := strings.Split(p, "/")
 		for _, pat := range m.paths {
-			if matchElems(pat, elems) {
+			if glob.Elems(pat, elems) {
 				return true
 			}
 		}
@@ -146,7 +148,7 @@ func Secret(p string, globs []string) bool { return newSecretMatcher(globs).secr
 
 // internalPath reports whether p is Corral's own (FlagInternal).
 func internalPath(p string) bool {
-	return matchGlob("/.corral", strings.ToLower(p))
+	return glob.Match("/.corral", strings.ToLower(p))
 }
 
 // writeJSONFile replaces name with v atomically; with sync, durably.

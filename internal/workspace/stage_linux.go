@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral"
+	"corral/internal/glob"
 )
 
 // Stage is one run's staged tree of a persistent workspace.
@@ -57,7 +58,7 @@ type Stage struct {
 func NewStage(persistent, dir string, opt StageOptions) (*Stage, error) {
 	const op = "stage"
 	for _, g := range opt.Secrets {
-		if err := ValidGlob(g); err != nil {
+		if err := glob.Valid(g); err != nil {
 			return nil, corral.Errorf(corral.EINVALID, "secret glob: %v", err)
 		}
 	}

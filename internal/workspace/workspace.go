@@ -7,7 +7,11 @@
 // finishes or rolls back.
 package workspace
 
-import "io/fs"
+import (
+	"io/fs"
+
+	"corral"
+)
 
 // Operations of a manifest entry.
 const (
@@ -18,9 +22,9 @@ const (
 
 // Classes of a manifest entry.
 const (
-	ClassOrdinary  = "ordinary"  // applied at once in auto mode
-	ClassRisky     = "risky"     // always waits for a person
-	ClassProtected = "protected" // denied: never applied
+	ClassOrdinary  = corral.ClassOrdinary  // applied at once in auto mode
+	ClassRisky     = corral.ClassRisky     // always waits for a person
+	ClassProtected = corral.ClassProtected // denied: never applied
 )
 
 // Flags on a manifest entry: facts about it that make it protected.

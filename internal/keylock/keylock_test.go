@@ -1,4 +1,4 @@
-package service
+package keylock
 
 import (
 	"runtime"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestKeyLockSerialisesOneKey: read-yield-write on a counter guarded only by
+// TestSerialisesOneKey: read-yield-write on a counter guarded only by
 // the key's lock loses updates unless the lock really excludes.
-func TestKeyLockSerialisesOneKey(t *testing.T) {
-	var k keyLock
+func TestSerialisesOneKey(t *testing.T) {
+	var k Map
 	var wg sync.WaitGroup
 	counts := map[string]*int{"a": new(int), "b": new(int)}
 	const n = 200
@@ -18,7 +18,7 @@ func TestKeyLockSerialisesOneKey(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				unlock := k.lock(key)
+				unlock := k.Lock(key)
 				v := *c
 				runtime.Gosched()
 				*c = v + 1

@@ -1,4 +1,4 @@
-package service
+package node
 
 import (
 	"bytes"
@@ -88,7 +88,3 @@ func readText(src workspace.Source, path string, want bool, sha string) (string,
 	}
 	return string(b), true
 }
-
-// EscapePath is how a workspace path is shown to people: exactly its bytes,
-// every control, invisible or invalid one escaped (sanitize.Escape).
-func EscapePath(p string) string { return sanitize.Escape(p) }

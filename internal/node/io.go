@@ -1,4 +1,4 @@
-package service
+package node
 
 import (
 	"context"
@@ -16,22 +16,14 @@ import (
 	"syscall"
 
 	"corral"
-	"corral/internal/access"
 	"corral/internal/archive"
 	"corral/internal/sanitize"
 	"corral/internal/workspace"
 )
 
-// ImportResult is what an archive import wrote.
-type ImportResult struct {
-	Files int   // regular files created or replaced (unchanged ones included)
-	Bytes int64 // their bytes
-}
-
-// importsDir holds the temporary trees and spooled archives of imports in
-// progress: inside the data directory, so a rename-free copy stays on one
-// file system, and private.
-func (c *Changes) importsDir() string { return filepath.Join(c.ws.DataDir, "imports") }
+// importsDir (DATA/imports) holds the temporary trees and spooled
+// archives of imports in progress: inside the data directory, so a
+// rename-free copy stays on one file system, and private.
 
 // Import extracts an archive (tar, tar.gz or zip, told by contentType or
 // by its first bytes) into the agent's persistent workspace, all or
@@ -46,56 +38,56 @@ func (c *Changes) importsDir() string { return filepath.Join(c.ws.DataDir, "impo
 // the workspace the archive lacks stays). A run working on the workspace
 // meanwhile is told (keepBases): approving its change set later conflicts
 // on what the import changed.
-func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, contentType string, body io.Reader) (ImportResult, error) {
-	if _, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles); err != nil {
-		return ImportResult{}, err
+func (l *Local) Import(ctx context.Context, agentID, contentType string, body io.Reader, commit *corral.CommitSpec) (corral.ImportResult, error) {
+	if err := checkID("agent", agentID); err != nil {
+		return corral.ImportResult{}, err
 	}
 	format, body := archive.Sniff(contentType, body)
 	if format == "" {
-		return ImportResult{}, corral.Errorf(corral.EINVALID, "the body is not a tar, tar.gz or zip archive (say so with Content-Type application/x-tar, application/gzip or application/zip)")
+		return corral.ImportResult{}, corral.Errorf(corral.EINVALID, "the body is not a tar, tar.gz or zip archive (say so with Content-Type application/x-tar, application/gzip or application/zip)")
 	}
-	if err := os.MkdirAll(c.importsDir(), 0o700); err != nil {
-		return ImportResult{}, corral.Internal("import", err)
+	if err := os.MkdirAll(l.importsDir(), 0o700); err != nil {
+		return corral.ImportResult{}, corral.Internal("import", err)
 	}
 	id := corral.NewID("imp")
-	tmp := filepath.Join(c.importsDir(), id)
+	tmp := filepath.Join(l.importsDir(), id)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return ImportResult{}, corral.Internal("import", err)
+		return corral.ImportResult{}, corral.Internal("import", err)
 	}
 	defer os.RemoveAll(tmp)
 	tree := filepath.Join(tmp, "tree")
 	if err := os.Mkdir(tree, 0o700); err != nil {
-		return ImportResult{}, corral.Internal("import", err)
+		return corral.ImportResult{}, corral.Internal("import", err)
 	}
-	res, err := archive.Extract(body, format, tree, tmp, c.ws.Imports)
+	res, err := archive.Extract(body, format, tree, tmp, l.cfg.Imports)
 	if err != nil {
-		return ImportResult{}, err
+		return corral.ImportResult{}, err
 	}
 	for _, f := range res.Files {
 		if err := importable(f.Path); err != nil {
-			return ImportResult{}, err
+			return corral.ImportResult{}, err
 		}
 	}
-	out := ImportResult{Files: len(res.Files), Bytes: res.Bytes}
+	out := corral.ImportResult{Files: len(res.Files), Bytes: res.Bytes}
 	if len(res.Files) == 0 {
 		return out, nil
 	}
 
-	defer c.writers.lock(agentID)()
-	dir, err := c.Workspace(agentID)
+	dir, err := l.workspace(agentID)
 	if err != nil {
-		return ImportResult{}, err
+		return corral.ImportResult{}, err
 	}
+	defer l.writers.Lock(agentID)()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return ImportResult{}, corral.Internal("import", err)
+		return corral.ImportResult{}, corral.Internal("import", err)
 	}
 	defer root.Close()
 	// Into an empty workspace (a new agent's) every file is a create: no
 	// need to look for each one.
 	empty, err := emptyDir(dir)
 	if err != nil {
-		return ImportResult{}, err
+		return corral.ImportResult{}, err
 	}
 	entries := make([]workspace.Entry, 0, len(res.Files))
 	paths := make([]string, 0, len(res.Files))
@@ -112,7 +104,7 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 			// A create; a file where a directory of it should be is
 			// Apply's conflict to report.
 		case err != nil:
-			return ImportResult{}, err
+			return corral.ImportResult{}, err
 		case old == f.SHA256 && oldMode.Perm() == f.Mode:
 			continue // already there as it is
 		default:
@@ -124,14 +116,15 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 	if len(entries) == 0 {
 		return out, nil
 	}
-	if err := c.keepBases(agentID, paths); err != nil {
-		return ImportResult{}, err
+	if err := l.keepBases(agentID, paths); err != nil {
+		return corral.ImportResult{}, err
 	}
-	if err := workspace.Apply(dir, c.journalDir(agentID), id, entries, workspace.MoveSource(tree), nil); err != nil {
-		return ImportResult{}, err
+	if err := workspace.Apply(dir, l.journalDir(agentID), id, entries, workspace.MoveSource(tree), nil); err != nil {
+		return corral.ImportResult{}, err
 	}
-	c.cfg.Log.Info("archive imported", "agent", agentID, "files", out.Files, "bytes", out.Bytes, "changed", len(entries))
-	c.commitUpload(ctx, actor, agentID, "Import an archive", paths) // with a repository: one commit, as the importer
+	out.Changed = len(entries)
+	l.cfg.Log.Info("archive imported", "agent", agentID, "files", out.Files, "bytes", out.Bytes, "changed", out.Changed)
+	out.Commit = l.commitLocked(agentID, commit, paths)
 	return out, nil
 }
 
@@ -160,7 +153,7 @@ func importable(p string) error {
 	first, _, _ := strings.Cut(p, "/")
 	base := path.Base(p)
 	if sanitize.Fold(first) == ".corral" || strings.HasPrefix(base, ".corral-tmp-") || strings.HasPrefix(base, ".corral-upload-") {
-		return corral.Errorf(corral.ENAME, "archive entry %q is a name Corral keeps for itself; nothing was imported", EscapePath(p))
+		return corral.Errorf(corral.ENAME, "archive entry %q is a name Corral keeps for itself; nothing was imported", sanitize.Escape(p))
 	}
 	return nil
 }
@@ -171,7 +164,7 @@ func importable(p string) error {
 func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
 	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a symbolic link in the workspace; Corral never follows or replaces links", EscapePath(p))
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a symbolic link in the workspace; Corral never follows or replaces links", sanitize.Escape(p))
 	}
 	if err != nil {
 		return "", 0, err
@@ -182,10 +175,10 @@ func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
 		return "", 0, corral.Internal("hash file", err)
 	}
 	if fi.IsDir() {
-		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a directory in the workspace", EscapePath(p))
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a directory in the workspace", sanitize.Escape(p))
 	}
 	if !fi.Mode().IsRegular() {
-		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is not a regular file in the workspace", EscapePath(p))
+		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is not a regular file in the workspace", sanitize.Escape(p))
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
@@ -201,33 +194,30 @@ func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
 // left empty under p (and p itself, for a directory) are removed after.
 // Links are never followed nor deleted: a link at p or under it makes the
 // delete a conflict naming it, and nothing is deleted.
-func (c *Changes) DeleteFile(ctx context.Context, actor corral.User, agentID, p string, recursive bool) error {
-	if _, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles); err != nil {
-		return err
-	}
-	p, err := cleanPath(p)
+func (l *Local) DeleteFile(ctx context.Context, agentID, p string, recursive bool, commit *corral.CommitSpec) (res corral.DeleteResult, err error) {
+	p, err = cleanPath(p)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if p == "." {
-		return corral.Errorf(corral.EINVALID, "give the path of a file or a directory")
+		return res, corral.Errorf(corral.EINVALID, "give the path of a file or a directory")
 	}
-	defer c.writers.lock(agentID)()
-	dir, err := c.Workspace(agentID)
+	dir, err := l.workspace(agentID)
 	if err != nil {
-		return err
+		return res, err
 	}
+	defer l.writers.Lock(agentID)()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return corral.Internal("delete file", err)
+		return res, corral.Internal("delete file", err)
 	}
 	defer root.Close()
 	fi, err := root.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return corral.NotFound("file")
+		return res, corral.NotFound("file")
 	}
 	if err != nil {
-		return corral.Errorf(corral.EINVALID, "path %q cannot be read", EscapePath(p))
+		return res, corral.Errorf(corral.EINVALID, "path %q cannot be read", sanitize.Escape(p))
 	}
 	var entries []workspace.Entry
 	var dirs []string
@@ -245,9 +235,9 @@ func (c *Changes) DeleteFile(ctx context.Context, actor corral.User, agentID, p 
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return corral.Errorf(corral.ECONFLICT, "%q is a symbolic link; Corral never follows or deletes links", EscapePath(p))
+		return res, corral.Errorf(corral.ECONFLICT, "%q is a symbolic link; Corral never follows or deletes links", sanitize.Escape(p))
 	case fi.IsDir() && !recursive:
-		return corral.Errorf(corral.ECONFLICT, "%q is a directory: delete it with recursive=true", EscapePath(p))
+		return res, corral.Errorf(corral.ECONFLICT, "%q is a directory: delete it with recursive=true", sanitize.Escape(p))
 	case fi.IsDir():
 		err := fs.WalkDir(root.FS(), p, func(q string, d fs.DirEntry, err error) error {
 			switch {
@@ -259,69 +249,56 @@ func (c *Changes) DeleteFile(ctx context.Context, actor corral.User, agentID, p 
 			case d.Type().IsRegular():
 				return add(q)
 			}
-			return corral.Errorf(corral.ECONFLICT, "%q holds %q, which is not a regular file (Corral never follows or deletes links); nothing was deleted", EscapePath(p), EscapePath(q))
+			return corral.Errorf(corral.ECONFLICT, "%q holds %q, which is not a regular file (Corral never follows or deletes links); nothing was deleted", sanitize.Escape(p), sanitize.Escape(q))
 		})
 		if err != nil {
-			return err
+			return res, err
 		}
 	case fi.Mode().IsRegular():
 		if err := add(p); err != nil {
-			return err
+			return res, err
 		}
 	default:
-		return corral.Errorf(corral.ECONFLICT, "%q is not a regular file or a directory", EscapePath(p))
+		return res, corral.Errorf(corral.ECONFLICT, "%q is not a regular file or a directory", sanitize.Escape(p))
 	}
 	if len(entries) > 0 {
 		paths := make([]string, len(entries))
 		for i, e := range entries {
 			paths[i] = e.Path
 		}
-		if err := c.keepBases(agentID, paths); err != nil {
-			return err
+		if err := l.keepBases(agentID, paths); err != nil {
+			return res, err
 		}
-		if err := workspace.Apply(dir, c.journalDir(agentID), corral.NewID("del"), entries, nil, nil); err != nil {
-			return err
+		if err := workspace.Apply(dir, l.journalDir(agentID), corral.NewID("del"), entries, nil, nil); err != nil {
+			return res, err
 		}
-		c.commitUpload(ctx, actor, agentID, "Delete "+p, paths) // with a repository: one commit, as the deleter
+		res.Commit = l.commitLocked(agentID, commit, paths)
 	}
 	// Deepest first: WalkDir listed each directory before what it holds.
 	for _, d := range slices.Backward(dirs) {
 		if err := root.Remove(d); err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-			return corral.Internal("delete file", err)
+			return res, corral.Internal("delete file", err)
 		}
 	}
-	c.cfg.Log.Info("workspace path deleted", "agent", agentID, "files", len(entries), "directories", len(dirs))
-	return nil
+	res.Files, res.Dirs = len(entries), len(dirs)
+	l.cfg.Log.Info("workspace path deleted", "agent", agentID, "files", res.Files, "directories", res.Dirs)
+	return res, nil
 }
 
-// WorkspaceArchive is a download of an agent's persistent workspace, made
-// when written.
-type WorkspaceArchive struct {
-	Name string // the file name to offer: the agent's name and .tar.gz
-	dir  string
-	keep func(p string, isDir bool) bool
-}
-
-// Archive prepares the download of the agent's persistent workspace as a
-// tar.gz. What goes in: regular files and directories, never a link (links
-// are skipped, not stored, so the archive can be imported again); no path
-// the validator refuses (.git and its look-alikes: import would refuse
-// them); no temporary of Corral's; secret files only for a caller who may
-// read them (editors and owners). The archive is read from the live
-// workspace without holding its writers lock, so a long download never
-// stalls an apply: each file is whole (applies replace files by rename),
-// but files changed during the download may come from either side of it.
-func (c *Changes) Archive(ctx context.Context, actor corral.User, agentID string) (*WorkspaceArchive, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles)
+// Archive writes the agent's persistent workspace, as scope may see it, as
+// a tar.gz. What goes in: regular files and directories, never a link
+// (links are skipped, not stored, so the archive can be imported again);
+// no path the validator refuses (.git and its look-alikes: import would
+// refuse them); no temporary of Corral's; secret files only for a scope
+// that shows them. The archive is read from the live workspace without
+// holding its writers lock, so a long download never stalls an apply:
+// each file is whole (applies replace files by rename), but files changed
+// during the download may come from either side of it.
+func (l *Local) Archive(ctx context.Context, scope corral.FileScope, w io.Writer) error {
+	dir, err := l.workspace(scope.AgentID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	dir, err := c.Workspace(agentID)
-	if err != nil {
-		return nil, err
-	}
-	globs := append(slices.Clone(c.ws.Secrets), a.Policy.Secrets...)
-	secrets := access.Check(a.Access, access.ReadSecrets) == access.Allow
 	keep := func(p string, isDir bool) bool {
 		if rule, _ := sanitize.StoredPath(p); rule != "" {
 			return false
@@ -330,14 +307,9 @@ func (c *Changes) Archive(ctx context.Context, actor corral.User, agentID string
 		if strings.HasPrefix(base, ".corral-tmp-") || strings.HasPrefix(base, ".corral-upload-") {
 			return false
 		}
-		return secrets || !workspace.Secret(p, globs)
+		return !hidden(scope, p)
 	}
-	return &WorkspaceArchive{Name: a.Name + ".tar.gz", dir: dir, keep: keep}, nil
-}
-
-// Write streams the archive to w.
-func (wa *WorkspaceArchive) Write(w io.Writer) error {
-	if err := archive.Write(w, wa.dir, wa.keep); err != nil {
+	if err := archive.Write(w, dir, keep); err != nil {
 		return fmt.Errorf("archive workspace: %w", err)
 	}
 	return nil
