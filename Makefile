@@ -10,6 +10,12 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
+# The agent CLIs (Codex, Claude Code, OpenCode) at the versions pinned in
+# internal/driver/tools/, installed by `make tools`; sessions see it
+# read-only at /opt/corral/tools. The driver tests find it through
+# CORRAL_TOOLS_DIR.
+TOOLS_DIR ?= $(CURDIR)/build/tools
+export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
 .PHONY: all build run test deps tools e2fsprogs vet fmt-check unit fuzz bench clean web web-deps web-test browser
 
@@ -59,7 +65,8 @@ web-test: build browser
 # The README walkthrough test drives curl and jq; git repositories (clone,
 # commit, push) run Debian's git. Installed when missing (as root, from
 # Debian's packages); without curl and jq that one test skips, without git
-# clones fail saying so and the git tests skip.
+# clones fail saying so and the git tests skip. Then the agent CLIs into
+# TOOLS_DIR (npm, idempotent: nothing to do when the pins are unchanged).
 tools:
 	@missing=""; for t in curl jq git; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
@@ -68,6 +75,7 @@ tools:
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 		else echo "note:$$missing missing and cannot be installed here: the README walkthrough test will skip"; fi; \
 	fi
+	@TOOLS_DIR='$(TOOLS_DIR)' sh scripts/install-tools.sh
 
 # Every run's staged tree is a filesystem of its own (its disk limits),
 # made with mke2fs: installed when missing (e2fsprogs, as root, from

@@ -133,13 +133,17 @@ type Agent struct {
 	Name         string
 	Instructions string
 	Model        string // "" means the server's default model
-	Owner        UserRef
-	Policy       Policy
-	Limits       Limits
-	Budget       Budget
-	State        string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Driver is what runs the agent: "" for Corral's own loop (the API's
+	// DriverBuiltin) or an agent CLI in the run's sandbox (DriverCodex,
+	// DriverClaudeCode, DriverOpenCode).
+	Driver    string
+	Owner     UserRef
+	Policy    Policy
+	Limits    Limits
+	Budget    Budget
+	State     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	// Access is the level of the user the agent was loaded for. Stores fill
 	// it in the same read as the agent, so it is never stale.

@@ -50,6 +50,16 @@ var forbidden = []struct {
 		why:  "the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node",
 	},
 	{
+		from: []string{"corral/internal/protocol", "corral/internal/driver"},
+		to:   []string{"corral/internal/..."},
+		why:  "the model protocols and the agent CLIs' drivers are pure: data in, data out",
+	},
+	{
+		from: []string{"corral/internal/modelapi"},
+		to:   []string{"corral/internal/store/...", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/sandbox", "corral/internal/node", "corral/internal/workspace"},
+		why:  "the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees",
+	},
+	{
 		from: []string{"corral/cmd/corral"},
 		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/secrets/secrettest"},
 		why:  "the server never carries the tests' fakes and servers",
@@ -121,6 +131,9 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/service/changes.go":       "package service\n\nimport _ \"corral/internal/workspace\"\n",
 		"internal/supervisor/supervisor.go": "package supervisor\n",
 		"internal/node/node.go":             "package node\n",
+		"internal/protocol/protocol.go":     "package protocol\n",
+		"internal/driver/driver.go":         "package driver\n",
+		"internal/modelapi/modelapi.go":     "package modelapi\n\nimport _ \"corral/internal/service\"\n",
 		"internal/gittest/gittest.go":       "package gittest\n",
 		"cmd/corral/main.go":                "package main\n\nimport _ \"corral/internal/service\"\n",
 		"internal/auth/auth.go":             "package auth\n",
@@ -150,6 +163,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/service imports corral/internal/sandbox (internal/service/runs.go)",
 		"corral/internal/service must not import corral/internal/workspace (the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node):\n" +
 			"\tcorral/internal/service imports corral/internal/workspace (internal/service/changes.go)",
+		"corral/internal/modelapi must not import corral/internal/service (the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees):\n" +
+			"\tcorral/internal/modelapi imports corral/internal/service (internal/modelapi/modelapi.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",

@@ -52,11 +52,33 @@ type Terminal interface {
 	Resize(cols, rows int) error
 }
 
+// GatewayAddr is where a session that has the gateway reaches it: a port
+// on the session's own loopback, so http://127.0.0.1:41300/v1 is the base
+// URL an agent CLI inside is given.
+const GatewayAddr = "127.0.0.1:41300"
+
+// GatewayPreamble is the first line of every connection a session makes
+// to the gateway, written by the node (never by the session): the session
+// it comes from, so the gateway takes on it only the token of that
+// session's own run.
+func GatewayPreamble(sessionID string) string { return "corral-session " + sessionID + "\n" }
+
+// ToolsDir is where a session that has the tools finds them (the agent
+// CLIs, read-only).
+const ToolsDir = "/opt/corral/tools"
+
 // SessionSpec is one run's sandbox.
 type SessionSpec struct {
 	ID       string // the run's id
 	StageID  string // the staged tree at /workspace
 	ReadOnly bool   // the tree is read-only inside
+	// Gateway: the session reaches Corral's gateway at GatewayAddr, and
+	// nothing else.
+	Gateway bool
+	// Tools names the agent CLI the session runs (a corral.Driver*): the
+	// node's tools are then at ToolsDir, read-only, and a node without
+	// that CLI refuses the session (EUNAVAIL, saying how to install it).
+	Tools string
 	// Limits bound the whole session: all its commands together.
 	CPU    time.Duration
 	Wall   time.Duration

@@ -34,9 +34,21 @@ const (
 	ReasonBusy            = "busy"             // a run of the agent is still active
 )
 
-// DriverTerminal drives a run that is a person at its terminal: no model,
-// no message. A run whose Driver is "" is the built-in agent loop.
-const DriverTerminal = "terminal"
+// What drives a run. A run whose Driver is "" is the built-in agent loop;
+// DriverTerminal is a person at its terminal (no model, no message); the
+// others are agent CLIs run in the run's sandbox on its message, their
+// model calls going to Corral's gateway. An agent's Driver is one of
+// DriverBuiltin and the CLIs.
+const (
+	DriverBuiltin    = "builtin"
+	DriverTerminal   = "terminal"
+	DriverCodex      = "codex"
+	DriverClaudeCode = "claude-code"
+	DriverOpenCode   = "opencode"
+)
+
+// AgentDrivers are the drivers an agent may have.
+var AgentDrivers = []string{DriverBuiltin, DriverCodex, DriverClaudeCode, DriverOpenCode}
 
 // Violations: the limit that ended a run.
 const (
@@ -64,7 +76,7 @@ type Run struct {
 	TriggeredBy *UserRef // who sent the message; nil when the account is gone
 	ParentRunID string   // "" for a run a person started
 	MessageID   string   // the message that started it; "" for a terminal run
-	Driver      string   // "" for the built-in agent loop, or DriverTerminal
+	Driver      string   // "" for the built-in agent loop, DriverTerminal, or an agent CLI
 	// StageID names the run's staged tree; it is also the id of the change
 	// set the run's changes become.
 	StageID     string
@@ -128,8 +140,15 @@ type RunStore interface {
 	// UpdateRun writes r's status, violation, reason, change set id and
 	// start and end times, but only while the stored status is one of
 	// from: ECONFLICT otherwise. Tokens are not written: only AddUsage
-	// changes them.
+	// changes them. A run that leaves running loses its gateway token.
 	UpdateRun(ctx context.Context, r Run, from ...string) error
+	// SetRunToken keeps the SHA-256 of a running run's gateway token (an
+	// agent CLI's only credential), replacing any: ECONFLICT when the run
+	// is not running. The token itself is never stored.
+	SetRunToken(ctx context.Context, runID string, hash []byte) error
+	// RunByToken returns the running run whose token has hash; ENOTFOUND
+	// when none has (never was, or its run left running).
+	RunByToken(ctx context.Context, hash []byte) (Run, error)
 	// AddUsage adds one model call's tokens to the run and to its agent's
 	// budget.used in one transaction, and returns the agent's budget after.
 	AddUsage(ctx context.Context, runID string, t Tokens) (Budget, error)

@@ -17,11 +17,15 @@ import (
 	"syscall"
 	"time"
 
+	"corral"
+
 	"corral/internal/api"
 	"corral/internal/archive"
 	"corral/internal/auth"
+	"corral/internal/driver"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
+	"corral/internal/modelapi"
 	"corral/internal/netguard"
 	"corral/internal/node"
 	"corral/internal/role"
@@ -53,6 +57,9 @@ type serveConfig struct {
 	// SessionGrace is how long a run's session outlives a server that
 	// went away without coming back.
 	SessionGrace time.Duration
+	// ToolsDir holds the agent CLIs (make tools), mounted read-only into
+	// the sessions of runs that use one.
+	ToolsDir string
 	// MaxConns caps open connections in all: 0 takes
 	// netguard.DefaultMaxConns, or what the descriptor limit allows after
 	// its reserve when that is less; more than the limit allows is lowered.
@@ -99,6 +106,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: CORRAL_SESSION_GRACE: %v", errUsage, err)
 	}
 	fs.DurationVar(&c.SessionGrace, "session-grace", grace, "how long runs' sandboxes outlive a server that does not come back")
+	fs.StringVar(&c.ToolsDir, "tools-dir", envOr(getenv, "CORRAL_TOOLS_DIR", "build/tools"), "the agent CLIs' directory (make tools fills it)")
 	maxConns, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_CONNS", "0"))
 	if err != nil {
 		return c, fmt.Errorf("%w: CORRAL_MAX_CONNS: %v", errUsage, err)
@@ -166,6 +174,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		if _, err := os.Stat(c.GitCAFile); err != nil {
 			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
 		}
+	}
+	if c.ToolsDir, err = filepath.Abs(c.ToolsDir); err != nil {
+		return c, fmt.Errorf("%w: --tools-dir: %v", errUsage, err)
 	}
 	if c.SessionGrace <= 0 {
 		return c, fmt.Errorf("%w: --session-grace must be positive", errUsage)
@@ -256,6 +267,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		sessions, err := node.New(node.Config{
 			Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
 			Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
+			ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket),
 		})
 		if err != nil {
 			return err
@@ -287,6 +299,19 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Log: log,
 		})
 		defer runs.Close()
+		// The gateway agent CLIs reach from their sessions, before any run
+		// is re-attached: a CLI that outlived the last server calls again.
+		gwLn, err := modelapi.Listen(filepath.Join(c.Data, gatewaySocket))
+		if err != nil {
+			return err
+		}
+		gwSrv := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(runs), model, log))
+		defer gwSrv.Close()
+		for _, d := range corral.AgentDrivers[1:] {
+			if err := driver.Installed(c.ToolsDir, d); err != nil {
+				log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
+			}
+		}
 		// Then settle the runs a stopped server left behind.
 		n, back, err := runs.Reconcile(ctx)
 		if err != nil {
@@ -559,3 +584,7 @@ func prepareDataDir(data string, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// gatewaySocket is where, under the data directory, the gateway listens
+// for agent CLIs (their sessions' supervisors join them to it).
+const gatewaySocket = "gateway.sock"

@@ -15,6 +15,7 @@ type agentRequest struct {
 	Name         *string `json:"name"`
 	Instructions *string `json:"instructions"`
 	Model        *string `json:"model"`
+	Driver       *string `json:"driver"`
 	Policy       *struct {
 		FS        *string   `json:"fs"`
 		Changes   *string   `json:"changes"`
@@ -41,7 +42,7 @@ type agentRequest struct {
 }
 
 func (req agentRequest) input() service.AgentInput {
-	in := service.AgentInput{Name: req.Name, Instructions: req.Instructions, Model: req.Model}
+	in := service.AgentInput{Name: req.Name, Instructions: req.Instructions, Model: req.Model, Driver: req.Driver}
 	if p := req.Policy; p != nil {
 		in.FS, in.Changes, in.Network = p.FS, p.Changes, p.Network
 		in.Secrets, in.Protected, in.Risky = p.Secrets, p.Protected, p.Risky

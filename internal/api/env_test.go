@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"corral/internal/auth"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
+	"corral/internal/modelapi"
 	"corral/internal/modeltest"
 	"corral/internal/node"
 	"corral/internal/runner"
@@ -116,7 +118,9 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
-	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA}})
+	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA},
+		// The agent CLIs, as make tools installed them (cli_test.go).
+		ToolsDir: os.Getenv("CORRAL_TOOLS_DIR"), GatewaySocket: filepath.Join(e.dataDir, "gateway.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +150,13 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	}
 	e.runner = runner.New(db, model, e.changes, sessions, runner.Config{QuarantineAfter: 2, Now: clock.Now})
 	t.Cleanup(e.runner.Close)
+	// The gateway agent CLIs reach from their sessions, as serve makes it.
+	gwLn, err := modelapi.Listen(filepath.Join(e.dataDir, "gateway.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwSrv := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(e.runner), model, slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { gwSrv.Close() })
 	agents := service.NewAgents(db, cfg)
 	agents.SetResume(e.runner.Resume)
 	ready := func() error {

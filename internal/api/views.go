@@ -85,6 +85,7 @@ type agentView struct {
 	Name         string      `json:"name"`
 	Instructions string      `json:"instructions"`
 	Model        string      `json:"model"`
+	Driver       string      `json:"driver"`
 	Owner        userRefView `json:"owner"`
 	Access       string      `json:"access"`
 	Policy       policyView  `json:"policy"`
@@ -98,7 +99,7 @@ type agentView struct {
 func viewAgent(a corral.Agent) agentView {
 	l := a.Limits
 	return agentView{
-		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model,
+		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model, Driver: agentDriver(a),
 		Owner:  userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
 		Access: a.Access.String(),
 		Policy: policyView{
@@ -199,3 +200,12 @@ func viewAll[D, V any](ds []D, view func(D) V) list[V] {
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// agentDriver is an agent's driver as the API names it: the domain's ""
+// is the built-in loop.
+func agentDriver(a corral.Agent) string {
+	if a.Driver == "" {
+		return corral.DriverBuiltin
+	}
+	return a.Driver
+}

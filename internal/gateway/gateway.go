@@ -132,6 +132,11 @@ type Gateway struct {
 	// redact removes the key from text that came from outside. The key is
 	// held only inside closures so that printing a Gateway cannot show it.
 	redact func(string) string
+	// Forward's way to the provider (forward.go): authorize puts the key
+	// in a request's header.
+	baseURL   string
+	client    *http.Client
+	authorize func(*http.Request)
 }
 
 // New returns a Gateway for cfg. A Config without BaseURL gives a Gateway
@@ -156,6 +161,16 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if err := validBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
+	}
+	g.baseURL = strings.TrimSuffix(cfg.BaseURL, "/")
+	g.client = cfg.HTTPClient
+	if g.client == nil {
+		g.client = &http.Client{} // no overall timeout: a stream lasts as long as it lasts; ctx ends it
+	}
+	g.authorize = func(r *http.Request) {
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),

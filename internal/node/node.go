@@ -43,7 +43,12 @@ type Config struct {
 	Grace time.Duration
 	// Exe is the binary started as the supervisor; "" for this one.
 	Exe string
-	Log *slog.Logger
+	// GatewaySocket is the server's gateway, for sessions that have it.
+	GatewaySocket string
+	// ToolsDir holds the agent CLIs (make tools), bound read-only at
+	// corral.ToolsDir into the sessions that run one.
+	ToolsDir string
+	Log      *slog.Logger
 }
 
 // Local is corral.Node on this machine.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"corral"
+	"corral/internal/driver"
 	"corral/internal/sandbox"
 	"corral/internal/supervisor"
 )
@@ -62,12 +63,29 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 	}
 	sbx := l.cfg.Sandbox
 	sbx.Probed = true
+	var tools string
+	if spec.Tools != "" {
+		if err := driver.Installed(l.cfg.ToolsDir, spec.Tools); err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		tools = l.cfg.ToolsDir
+	}
+	var gw *supervisor.Gateway
+	if spec.Gateway {
+		if l.cfg.GatewaySocket == "" {
+			os.RemoveAll(dir)
+			return corral.Errorf(corral.EUNAVAIL, "this node has no gateway for agent CLIs")
+		}
+		gw = &supervisor.Gateway{Addr: corral.GatewayAddr, Socket: l.cfg.GatewaySocket, Session: spec.ID}
+	}
 	c, err := supervisor.Spawn(dir, supervisor.Config{
-		Session: sandbox.SessionSpec{Workspace: tree, Mode: mode, Limits: sandbox.Limits{
+		Session: sandbox.SessionSpec{Workspace: tree, Mode: mode, Tools: tools, Limits: sandbox.Limits{
 			CPU: spec.CPU, Wall: spec.Wall, Memory: spec.Memory, Pids: spec.Pids,
 		}},
 		Sandbox: sbx,
 		Grace:   l.cfg.Grace,
+		Gateway: gw,
 	}, l.cfg.Exe)
 	if err != nil {
 		os.RemoveAll(dir)

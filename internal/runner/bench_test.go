@@ -176,6 +176,8 @@ func newDirect(baseURL string) direct {
 		option.WithBaseURL(baseURL), option.WithAPIKey("k"), option.WithMaxRetries(0))}
 }
 
+func (d direct) ModelName(m string) string { return m }
+
 func (d direct) Complete(ctx context.Context, req gateway.Request, _ gateway.Meter) (gateway.Response, error) {
 	p := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(req.Model),

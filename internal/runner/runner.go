@@ -46,6 +46,9 @@ type Store interface {
 // Model makes model calls: the gateway.
 type Model interface {
 	Complete(ctx context.Context, req gateway.Request, m gateway.Meter) (gateway.Response, error)
+	// ModelName is the model an agent set to model calls: the server's
+	// default when it names none.
+	ModelName(model string) string
 }
 
 // Workspaces stages runs' trees, by the run's stage id, and turns them
@@ -142,6 +145,9 @@ type active struct {
 	cmdID    string  // the tool command running now in the run's session, if any
 	callID   string  // its tool call
 	out      *output // and its output so far
+	// budgetHit: the gateway refused one of the run's CLI's model calls
+	// for the agent's budget; the run pauses when its CLI has ended.
+	budgetHit bool
 }
 
 func (a *active) setOutput(callID string, out *output) {
@@ -310,8 +316,12 @@ func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 // loop prepares the run and drives the conversation. It returns the
 // agent, and whether the run has a stage.
 func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, corral.Agent, bool) {
-	if a.run.Driver == corral.DriverTerminal {
+	switch a.run.Driver {
+	case "":
+	case corral.DriverTerminal:
 		return r.terminalLoop(a, reattach)
+	default:
+		return r.cliLoop(a, msg, reattach)
 	}
 	ctx, run := a.ctx, &a.run
 	agent, err := r.store.Agent(ctx, run.AgentID, "")

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +32,7 @@ import (
 func init() {
 	testChildren["confine-seccomp"] = childSeccomp
 	testChildren["confine-seccomp-foreign-arch"] = childSeccompForeignArch
+	testChildren["confine-seccomp-refuses"] = childSeccompRefuses
 	testChildren["confine-landlock"] = childLandlock
 	testChildren["confine-landlock-abi0"] = childLandlockABI0
 	testChildren["confine-rlimits"] = childRlimits
@@ -168,9 +170,18 @@ func seccompData(nr int32, arch uint32, args ...uint64) []byte {
 // against every rule and its edges, including the cases a kernel test cannot
 // safely reach (reboot, kexec...) and foreign architectures.
 func TestSeccompFilterDecisions(t *testing.T) {
-	insts, err := seccompFilter()
+	// The program as the init receives it, decoded back.
+	prog, err := seccompProgram()
 	if err != nil {
-		t.Fatalf("seccompFilter: %v", err)
+		t.Fatalf("seccompProgram: %v", err)
+	}
+	var raw []bpf.RawInstruction
+	for b := prog; len(b) >= sizeofSockFilter; b = b[sizeofSockFilter:] {
+		raw = append(raw, bpf.RawInstruction{Op: binary.NativeEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.NativeEndian.Uint32(b[4:])})
+	}
+	insts, ok := bpf.Disassemble(raw)
+	if want, _ := seccompFilter(); !ok || len(prog) != len(want)*sizeofSockFilter {
+		t.Fatalf("seccompProgram is %d bytes that disassemble to %d instructions (all: %v), want %d", len(prog), len(insts), ok, len(want))
 	}
 	vm, err := bpf.NewVM(insts)
 	if err != nil {
@@ -286,7 +297,7 @@ func childSeccomp() {
 	threads := lockedThreads(4)
 	defer threads.stop()
 
-	if err := applySeccomp(); err != nil {
+	if err := applySeccompNow(); err != nil {
 		childFatal("applySeccomp: %v", err)
 	}
 
@@ -548,6 +559,38 @@ func TestSeccompForeignArch(t *testing.T) {
 	}
 }
 
+// TestSeccompRefusesBadPrograms hands applySeccomp programs that are no
+// whole filter: it must refuse each before installing anything.
+func TestSeccompRefusesBadPrograms(t *testing.T) {
+	skipUnlessSeccomp(t)
+	runConfineChild(t, "confine-seccomp-refuses")
+}
+
+func childSeccompRefuses() {
+	prog, err := seccompProgram()
+	if err != nil {
+		childFatal("seccompProgram: %v", err)
+	}
+	refused := func(p []byte) func() error {
+		return func() error {
+			if err := applySeccomp(p); err == nil {
+				return errors.New("installed")
+			}
+			if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil || mode != 0 {
+				return fmt.Errorf("refused, but the seccomp mode is now %d (%v)", mode, err)
+			}
+			return nil
+		}
+	}
+	runConfineChecks([]confineCheck{
+		{"no program", refused(nil)},
+		{"half an instruction short", refused(prog[:len(prog)-sizeofSockFilter/2])},
+		// A whole filter the kernel would take, and half an instruction.
+		{"half an instruction more", refused(append(slices.Clone(prog), 0, 0, 0, 0))},
+		{"one instruction more than the kernel takes", refused(make([]byte, (unix.BPF_MAXINSNS+1)*sizeofSockFilter))},
+	})
+}
+
 func childSeccompForeignArch() {
 	pid, err := i386Getpid()
 	if err != nil {
@@ -557,7 +600,7 @@ func childSeccompForeignArch() {
 		childFatal("i386 getpid without filter = %d, want %d", pid, os.Getpid())
 	}
 	fmt.Println("i386 getpid without filter ok")
-	if err := applySeccomp(); err != nil {
+	if err := applySeccompNow(); err != nil {
 		childFatal("applySeccomp: %v", err)
 	}
 	fmt.Println("filter applied")
@@ -825,4 +868,14 @@ func childRlimits() {
 		}},
 	}
 	runConfineChecks(cs)
+}
+
+// applySeccompNow assembles the filter and installs it, as a parent and its
+// init do between them.
+func applySeccompNow() error {
+	prog, err := seccompProgram()
+	if err != nil {
+		return err
+	}
+	return applySeccomp(prog)
 }

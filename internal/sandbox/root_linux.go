@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"corral"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -83,6 +85,15 @@ func buildRoot(s childSpec) error {
 		}
 	} else if err := bindMount("/oldroot"+s.Workspace, insideWorkspace, !s.ReadWrite, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return fmt.Errorf("bind workspace: %w", err)
+	}
+
+	if s.Tools != "" {
+		if err := os.MkdirAll(corral.ToolsDir, 0o755); err != nil {
+			return err
+		}
+		if err := bindMount("/oldroot"+s.Tools, corral.ToolsDir, true, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			return fmt.Errorf("bind tools: %w", err)
+		}
 	}
 
 	if err := os.Mkdir("/tmp", 0o1777); err != nil {

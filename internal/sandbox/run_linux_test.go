@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"corral"
 	"corral/internal/kerneltest"
 )
@@ -75,6 +77,8 @@ func TestRunBasics(t *testing.T) {
 		{"cwd is the workspace", ro, ReadOnly, "pwd", 0, "/workspace"},
 		{"unprivileged user", ro, ReadOnly, "id -u; id -g", 0, "1000\n1000"},
 		{"no capabilities", ro, ReadOnly, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", 0, "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000"},
+		{"no capability on any thread of the init", ro, ReadOnly, "cat /proc/1/task/*/status | grep -E '^(Cap(Inh|Prm|Eff|Amb)|Uid|Gid):' | sort -u", 0, "CapAmb:\t0000000000000000\nCapEff:\t0000000000000000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nGid:\t1000\t1000\t1000\t1000\nUid:\t1000\t1000\t1000\t1000\n"},
+		{"no signal ignored", ro, ReadOnly, "grep '^SigIgn' /proc/self/status", 0, "SigIgn:\t0000000000000000\n"},
 		{"no new privileges", ro, ReadOnly, "grep NoNewPrivs /proc/self/status", 0, "NoNewPrivs:\t1"},
 		{"seccomp on", ro, ReadOnly, "grep '^Seccomp:' /proc/self/status", 0, "Seccomp:\t2"},
 		{"hostname", ro, ReadOnly, "cat /proc/sys/kernel/hostname", 0, "sandbox"},
@@ -179,6 +183,40 @@ func TestStopAndKill(t *testing.T) {
 			t.Fatalf("killed = %+v", res)
 		}
 	})
+}
+
+// TestInitDeafToSignals: the signals the Go runtime would crash or exit
+// on, sent to the init from the host, leave its session running: with the
+// default action, the kernel drops them for a PID namespace's init.
+func TestInitDeafToSignals(t *testing.T) {
+	needSandbox(t)
+	sess, err := StartSession(Config{}, SessionSpec{Workspace: workspace(t, false), Mode: ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sess.End()
+		sess.Wait()
+	}()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, sig := range initSignals {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			if err := sess.cmd.Process.Signal(sig); err != nil {
+				t.Fatalf("signal the init: %v", err)
+			}
+			p, err := sess.Exec(Command{Argv: []string{"/bin/true"}, Env: testEnv}, null, null, null)
+			if err != nil {
+				t.Fatalf("exec after %v: %v", sig, err)
+			}
+			if code, name := p.Exit(); code != 0 || sess.Ended() {
+				t.Fatalf("after %v: true exited %d %s, session ended: %v", sig, code, name, sess.Ended())
+			}
+		})
+	}
 }
 
 func TestValidate(t *testing.T) {

@@ -106,6 +106,9 @@ type SessionSpec struct {
 	Workspace string // host directory bound at /workspace
 	Mode      string // ReadOnly or ReadWrite
 	Limits    Limits // zero fields take DefaultLimits
+	// Tools is a host directory bound read-only at corral.ToolsDir (the
+	// agent CLIs); "" for none.
+	Tools string
 }
 
 // Command is one command to exec into a session, as plain data.

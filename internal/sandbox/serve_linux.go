@@ -12,8 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 
@@ -23,7 +21,7 @@ import (
 // request is one message from the parent. An exec brings three
 // descriptors: the command's stdin, stdout and stderr.
 type request struct {
-	Op     string   `json:"op"` // "exec" or "signal"
+	Op     string   `json:"op"` // "exec", "signal", or "terminate" (SIGTERM to every process)
 	ID     uint64   `json:"id"`
 	Argv   []string `json:"argv,omitempty"`
 	Env    []string `json:"env,omitempty"`
@@ -57,18 +55,10 @@ func sendReply(r reply) {
 
 // serve answers the parent's requests until it goes away.
 func serve() error {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	go func() {
-		for range sigs {
-			// -1: every process the init may signal, which inside this PID
-			// namespace is every process but the init itself.
-			syscall.Kill(-1, syscall.SIGTERM)
-		}
-	}()
 	var mu sync.Mutex
 	cmds := map[int]uint64{} // running commands: pid to request id
-	go reap(&mu, cmds)
+	forked := make(chan struct{}, 1)
+	go reap(&mu, cmds, forked)
 	sendReply(reply{Op: "ready"})
 
 	buf := make([]byte, maxRequest)
@@ -95,8 +85,13 @@ func serve() error {
 				sendReply(reply{Op: "exit", ID: req.ID, Code: 126, Error: "exec needs stdin, stdout and stderr"})
 				continue
 			}
-			start(&mu, cmds, req, fds[0], fds[1], fds[2])
+			start(&mu, cmds, forked, req, fds[0], fds[1], fds[2])
 			closeAll(fds)
+		case "terminate":
+			closeAll(fds)
+			// -1: every process the init may signal, which inside this PID
+			// namespace is every process but the init itself.
+			syscall.Kill(-1, syscall.SIGTERM)
 		case "signal":
 			closeAll(fds)
 			mu.Lock()
@@ -114,8 +109,9 @@ func serve() error {
 	return nil
 }
 
-// start forks one command. It runs on the init's locked thread.
-func start(mu *sync.Mutex, cmds map[int]uint64, req request, stdin, stdout, stderr int) {
+// start forks one command, and wakes the reaper up (forked) once it runs. It
+// runs on the init's locked thread.
+func start(mu *sync.Mutex, cmds map[int]uint64, forked chan<- struct{}, req request, stdin, stdout, stderr int) {
 	if len(req.Argv) == 0 {
 		sendReply(reply{Op: "exit", ID: req.ID, Code: 126, Error: "no command"})
 		return
@@ -143,6 +139,10 @@ func start(mu *sync.Mutex, cmds map[int]uint64, req request, stdin, stdout, stde
 	})
 	if err == nil {
 		cmds[pid] = req.ID
+		select {
+		case forked <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 	mu.Unlock()
 	if err != nil {
@@ -155,19 +155,18 @@ func start(mu *sync.Mutex, cmds map[int]uint64, req request, stdin, stdout, stde
 
 // reap waits for every process that ends in the sandbox (commands and the
 // orphans reparented to the init) and reports the commands' exits. It
-// sleeps on SIGCHLD between rounds: a child that ends after a round found
-// none leaves the signal pending in the channel.
-func reap(mu *sync.Mutex, cmds map[int]uint64) {
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, syscall.SIGCHLD)
+// blocks in wait4. When the init has no child at all (ECHILD), no process
+// is left in the sandbox, and it sleeps until the next command is forked:
+// forked holds a wake-up for a fork made while it was not looking.
+func reap(mu *sync.Mutex, cmds map[int]uint64, forked <-chan struct{}) {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
-		if pid <= 0 {
-			<-chld
+		if err != nil || pid <= 0 {
+			<-forked
 			continue
 		}
 		mu.Lock()

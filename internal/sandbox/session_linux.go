@@ -171,7 +171,11 @@ func (s *Session) spawn(cfg Config, spec SessionSpec, ws *os.File) error {
 	// The init builds its root while it is moved into its cgroup (on
 	// cgroup v1 the move can take milliseconds); it serves commands only
 	// after the go byte.
-	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Mounted: ws != nil, Limits: spec.Limits}
+	filter, err := seccompProgram()
+	if err != nil {
+		return fail(corral.Internal("sandbox", err))
+	}
+	cs := childSpec{Workspace: spec.Workspace, ReadWrite: spec.Mode == ReadWrite, Mounted: ws != nil, Limits: spec.Limits, Seccomp: filter, Tools: spec.Tools}
 	if err := json.NewEncoder(specP.w).Encode(cs); err != nil {
 		return fail(corral.Internal("sandbox: send spec", err))
 	}
@@ -395,7 +399,12 @@ func (s *Session) Stop(grace time.Duration) {
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	// On the control socket: the init is deaf to signals (see
+	// defaultSignals).
+	b, _ := json.Marshal(request{Op: "terminate"})
+	s.sendMu.Lock()
+	s.ctl.Write(b)
+	s.sendMu.Unlock()
 	go func() {
 		select {
 		case <-s.done:

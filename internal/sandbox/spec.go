@@ -23,6 +23,7 @@ var sessionChecks = []check[SessionSpec]{
 	{"mode", checkMode},
 	{"limits", checkLimits},
 	{"workspace", checkWorkspace},
+	{"tools", checkTools},
 }
 
 // commandChecks validate one command before it is exec'd.
@@ -154,6 +155,27 @@ func checkWorkspace(s *SessionSpec) error {
 		return invalid("the root directory cannot be a workspace")
 	}
 	s.Workspace = real
+	return nil
+}
+
+// checkTools resolves the tools directory like the workspace; it must not
+// hold the workspace nor be held by it (one bind would expose the other).
+func checkTools(s *SessionSpec) error {
+	if s.Tools == "" {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(s.Tools)
+	if err != nil || !filepath.IsAbs(s.Tools) {
+		return invalid("tools directory %q does not exist or is not absolute", s.Tools)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return invalid("tools directory %q is not a directory", s.Tools)
+	}
+	within := func(a, b string) bool { return a == b || strings.HasPrefix(a, b+"/") }
+	if real == "/" || within(real, s.Workspace) || within(s.Workspace, real) {
+		return invalid("tools directory %q overlaps the workspace", s.Tools)
+	}
+	s.Tools = real
 	return nil
 }
 

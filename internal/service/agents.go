@@ -99,6 +99,7 @@ type AgentInput struct {
 	Name         *string
 	Instructions *string
 	Model        *string
+	Driver       *string // one of corral.AgentDrivers
 	FS           *string
 	Changes      *string
 	Network      *string
@@ -202,6 +203,16 @@ func apply(a *corral.Agent, in AgentInput) error {
 			return err
 		}
 		a.Model = model
+	}
+	if in.Driver != nil {
+		d := *in.Driver
+		if err := setEnum(&d, in.Driver, "driver", corral.AgentDrivers...); err != nil {
+			return err
+		}
+		if d == corral.DriverBuiltin {
+			d = ""
+		}
+		a.Driver = d
 	}
 	if err := setEnum(&a.Policy.FS, in.FS, "policy.fs", corral.FSReadOnly, corral.FSReadWrite); err != nil {
 		return err

@@ -65,10 +65,11 @@ func (s *Runs) UseNode(node corral.Node) { s.node = node }
 // it cannot be raced; a refusal is an EADMISSION error with its Reason,
 // costs no model call and no run slot, and is kept as evidence.
 func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content string) (corral.Message, corral.Run, error) {
-	if _, err := s.load(ctx, actor, agentID, access.SendMessage); err != nil {
+	a, err := s.load(ctx, actor, agentID, access.SendMessage)
+	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
-	content, err := sanitize.Content(content, sanitize.MaxContent)
+	content, err = sanitize.Content(content, sanitize.MaxContent)
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
@@ -83,6 +84,9 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 		ID: corral.NewID("run"), AgentID: agentID, Status: corral.RunAdmitted,
 		TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: now,
 		StageID: corral.NewID("chg"),
+		// The agent's driver when the message came: a change of driver
+		// meanwhile is for the next run.
+		Driver: a.Driver,
 	}
 	msg := corral.Message{
 		ID: corral.NewID("msg"), AgentID: agentID, Role: corral.RoleUser, Content: content,

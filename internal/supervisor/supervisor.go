@@ -64,6 +64,8 @@ type Config struct {
 	// Grace is how long the session outlives a server that went away
 	// without coming back. Default 10 minutes.
 	Grace time.Duration
+	// Gateway, when set, is served inside the session: see gateway.go.
+	Gateway *Gateway `json:",omitempty"`
 }
 
 // Session states, in state.json.

@@ -1,13 +1,18 @@
 package supervisor_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"corral"
 
 	"corral/internal/kerneltest"
 	"corral/internal/sandbox"
@@ -16,7 +21,30 @@ import (
 
 func TestMain(m *testing.M) {
 	supervisor.Dispatch()
+	if addr := os.Getenv(dialEnv); addr != "" {
+		dial(addr) // a copy of this binary, inside a session
+	}
 	os.Exit(m.Run())
+}
+
+// dialEnv makes the test binary, run inside a session, dial its value,
+// say hello and print what it hears back.
+const dialEnv = "SUPERVISOR_TEST_DIAL"
+
+func dial(addr string) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Println("dial:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(c, "hello from inside")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		fmt.Println("read:", err)
+		os.Exit(1)
+	}
+	fmt.Print("heard: ", line)
+	os.Exit(0)
 }
 
 func needSessions(t *testing.T) {
@@ -313,5 +341,75 @@ func TestTerminal(t *testing.T) {
 	screen(t, again, &third, "42")
 	if strings.Contains(third.String(), "from-a-command") {
 		t.Errorf("the new shell's screen holds the old one's: %q", third.String())
+	}
+}
+
+// TestGateway: a command of a session reaches the server's gateway socket
+// at the session's loopback port, through the supervisor; with the
+// gateway gone, the connection is refused, not held.
+func TestGateway(t *testing.T) {
+	needSessions(t)
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	gw, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 1)
+	go func() {
+		c, err := gw.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		preamble, _ := br.ReadString('\n')
+		line, _ := br.ReadString('\n')
+		heard <- preamble + line
+		fmt.Fprintln(c, "hello from the gateway")
+	}()
+	ws := workspace(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "dial"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sess")
+	const addr = "127.0.0.1:41300"
+	c, err := supervisor.Spawn(dir, supervisor.Config{
+		Session: sandbox.SessionSpec{Workspace: ws, Mode: sandbox.ReadOnly},
+		Grace:   time.Minute,
+		Gateway: &supervisor.Gateway{Addr: addr, Socket: sock, Session: "run_1"},
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.End(ctx)
+	})
+	run := func(id string) string {
+		if err := c.Exec(context.Background(), supervisor.Exec{ID: id, Argv: []string{"/workspace/dial", "-test.run=^$"},
+			Env: append([]string{dialEnv + "=" + addr}, env...)}); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := result(t, c, id)
+		return out
+	}
+	if out := run("up"); out != "heard: hello from the gateway\n" {
+		t.Fatalf("inside, with the gateway up: %q", out)
+	}
+	if got := <-heard; got != corral.GatewayPreamble("run_1")+"hello from inside\n" {
+		t.Fatalf("the gateway heard %q", got)
+	}
+	gw.Close()
+	if out := run("down"); !strings.HasPrefix(out, "read: ") {
+		t.Fatalf("inside, with the gateway gone: %q, want the connection closed", out)
 	}
 }

@@ -35,6 +35,13 @@ const (
 	Ended       = "ended"
 	Reconciled  = "reconciled"
 	Reattached  = "reattached" // the server came back and found the run's session still running
+	// GatewayNote: what of an agent CLI's model call could not be sent
+	// upstream (a tool type the provider has no equivalent for) and was
+	// left out, never silently.
+	GatewayNote = "gateway_note"
+	// Transcript is one step an agent CLI reported of its work (a model
+	// turn, a tool call, a result), bounded in size.
+	Transcript = "transcript"
 
 	TerminalOpened = "terminal_opened" // a person opened the run's terminal
 	TerminalClosed = "terminal_closed" // and closed it: who, and the bytes each way

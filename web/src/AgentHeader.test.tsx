@@ -1,10 +1,10 @@
-// The agent header shows the agent's state and offers Release to the owner
-// of a quarantined agent only.
+// The agent header shows the agent's state and its driver when an agent CLI
+// runs it, and offers Release to the owner of a quarantined agent only.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { fireEvent, render, screen, waitFor } from '@testing-library/react'
 import { AgentHeader } from './AgentHeader'
 import { api } from './api'
-import type { Agent, AgentState, Level } from './types'
+import type { Agent, AgentState, Driver, Level } from './types'
 
 function agent(access: Level, state: AgentState): Agent {
   return {
@@ -12,6 +12,7 @@ function agent(access: Level, state: AgentState): Agent {
     name: 'helper',
     instructions: '',
     model: '',
+    driver: 'builtin',
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
     policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
@@ -40,6 +41,21 @@ describe('AgentHeader', () => {
       expect(screen.queryAllByRole('button', { name: 'Release' })).toHaveLength(c.release ? 1 : 0)
       expect(screen.getByText(c.state)).toBeTruthy()
       if (c.text) expect(document.body.textContent).toContain(c.text)
+    })
+  }
+
+  const drivers: { driver: Driver; badge: string | null }[] = [
+    { driver: 'builtin', badge: null },
+    { driver: 'codex', badge: 'Codex CLI' },
+    { driver: 'claude-code', badge: 'Claude Code' },
+    { driver: 'opencode', badge: 'OpenCode' },
+  ]
+  for (const c of drivers) {
+    it(`shows the ${c.driver} driver ${c.badge ? 'as a badge' : 'as nothing'}`, () => {
+      render(<AgentHeader agent={{ ...agent('viewer', 'active'), driver: c.driver }} section="conversation" onChange={() => {}} />)
+      const badge = document.querySelector('.badge-driver')
+      expect(badge?.textContent ?? null).toBe(c.badge)
+      expect(document.body.textContent?.includes('Driver:')).toBe(c.badge !== null)
     })
   }
 

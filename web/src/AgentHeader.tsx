@@ -1,9 +1,10 @@
 // The top of every agent page: its name, the caller's access, its state
-// (with Release for the owner when quarantined) and its sections.
+// (with Release for the owner when quarantined), its driver when an agent
+// CLI runs it, and its sections.
 
 import { useState } from 'react'
 import { api } from './api'
-import { AccessBadge, StateBadge } from './badges'
+import { AccessBadge, DriverBadge, StateBadge } from './badges'
 import { ErrorText } from './feedback'
 import { can } from './permissions'
 import { Link } from './router'
@@ -48,6 +49,11 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
           <span>
             State: <StateBadge state={agent.state} />
           </span>
+          {agent.driver && agent.driver !== 'builtin' && (
+            <span>
+              Driver: <DriverBadge driver={agent.driver} />
+            </span>
+          )}
           <span className="muted">Owner: {agent.owner.name}</span>
         </div>
       </div>

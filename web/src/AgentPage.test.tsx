@@ -1,19 +1,21 @@
-// The agent page offers each level only what it allows, and follows a
-// live run over a (fake) event stream.
+// The agent page offers each level only what it allows, names an agent
+// CLI's runs, and follows a live run over a (fake) event stream.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { act, render, screen, waitFor } from '@testing-library/react'
 import { AgentPage } from './pages/Agent'
 import { SessionContext } from './session'
-import type { Agent, Level, Run, User } from './types'
+import { FakeEventSource } from './testkit'
+import type { Agent, Driver, Level, Run, User } from './types'
 
 const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false }
 
-function agent(access: Level): Agent {
+function agent(access: Level, driver: Driver = 'builtin'): Agent {
   return {
     id: 'agt_1',
     name: 'helper',
     instructions: '',
     model: '',
+    driver,
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
     policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
@@ -43,35 +45,14 @@ function run(status: Run['status'], by = me.id): Run {
   }
 }
 
-class FakeEventSource {
-  static CONNECTING = 0
-  static OPEN = 1
-  static CLOSED = 2
-  static last: FakeEventSource | null = null
-  readyState = 1
-  listeners: Record<string, ((e: MessageEvent) => void)[]> = {}
-  constructor(public url: string) {
-    FakeEventSource.last = this
-  }
-  addEventListener(type: string, fn: (e: MessageEvent) => void) {
-    ;(this.listeners[type] ??= []).push(fn)
-  }
-  close() {
-    this.readyState = 2
-  }
-  emit(type: string, data: unknown) {
-    for (const fn of this.listeners[type] ?? []) fn(new MessageEvent(type, { data: JSON.stringify(data) }))
-  }
-}
-
-function serve(level: Level, runs: Run[]) {
+function serve(level: Level, runs: Run[], driver: Driver = 'builtin') {
   vi.stubGlobal(
     'fetch',
     vi.fn(async (url: string) => {
       const path = url.split('?')[0]
       const body: unknown =
         path === '/api/agents/agt_1'
-          ? agent(level)
+          ? agent(level, driver)
           : path.endsWith('/messages')
             ? { items: [{ id: 'msg_1', role: 'user', content: 'hello there', author: me, run_id: 'run_1', created_at: '2025-01-01T00:00:00Z' }] }
             : path.endsWith('/runs')
@@ -132,6 +113,37 @@ describe('AgentPage per level, with a run of mine going', () => {
     await screen.findByRole('status')
     await stream()
     expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(0)
+  })
+})
+
+describe('AgentPage and its driver', () => {
+  afterEach(() => window.history.replaceState(null, '', '/'))
+
+  const hints: { driver: Driver; hint: string }[] = [
+    { driver: 'opencode', hint: 'Ctrl+Enter sends. Each message starts a run of OpenCode in the agent’s sandbox.' },
+    { driver: 'builtin', hint: 'Ctrl+Enter sends. Each message starts a run.' },
+  ]
+  for (const c of hints) {
+    it(`says what a message starts for a ${c.driver} agent`, async () => {
+      serve('runner', [], c.driver)
+      page()
+      const box = await screen.findByRole('textbox', { name: 'Message' })
+      expect(document.getElementById(box.getAttribute('aria-describedby') ?? '')?.textContent).toBe(c.hint)
+    })
+  }
+
+  it('names each run’s driver in the runs list, and none for the agent loop’s', async () => {
+    window.history.replaceState(null, '', '/agents/agt_1?tab=runs')
+    const runs: Run[] = [
+      { ...run('completed'), id: 'run_cli', driver: 'codex' },
+      { ...run('completed'), id: 'run_term', driver: 'terminal' },
+      { ...run('completed'), id: 'run_loop', driver: 'builtin' },
+    ]
+    serve('viewer', runs, 'codex')
+    page()
+    await screen.findByRole('link', { name: 'run cli' })
+    const rows = screen.getAllByRole('rowheader').map((th) => th.textContent)
+    expect(rows).toEqual(['run cli · Codex CLI', 'run term · Terminal', 'run loop'])
   })
 })
 

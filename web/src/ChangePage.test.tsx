@@ -12,6 +12,7 @@ function agent(access: Level): Agent {
     name: 'helper',
     instructions: '',
     model: '',
+    driver: 'builtin',
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
     policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },

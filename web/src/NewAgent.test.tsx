@@ -69,6 +69,16 @@ describe('NewAgentPage', () => {
     expect(calls.find((c) => c.method === 'PUT')?.body).toEqual({ url: 'https://git.example.com/app.git' })
   })
 
+  it('creates an agent with the driver chosen', async () => {
+    const calls = serve()
+    render(<NewAgentPage />)
+    name()
+    fireEvent.change(screen.getByLabelText('Driver'), { target: { value: 'claude-code' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Create agent' }))
+    await waitFor(() => expect(window.location.pathname).toBe('/agents/agt_9'))
+    expect((calls.find((c) => c.method === 'POST')?.body as { driver?: string }).driver).toBe('claude-code')
+  })
+
   it('creates nothing when the chosen source is not filled in', async () => {
     const calls = serve()
     render(<NewAgentPage />)

@@ -1,11 +1,13 @@
-// One run as it happens: its status, its timeline, the model's text as it
-// streams, and Stop, Kill and the terminal for those allowed. A run still
+// One run as it happens: its kind (a terminal or an agent CLI's run), its
+// status, its timeline, the model's text or the CLI's output as it streams,
+// and Stop, Kill and the terminal for those allowed. A run still
 // going is followed over its event stream; one that is over is read from its
 // trace.
 
 import { lazy, Suspense, useEffect, useReducer, useRef, useState } from 'react'
 import { api } from './api'
 import { StatusBadge } from './badges'
+import { driverInfo, isCLI, runKind } from './drivers'
 import { errorMessage, isNotFound } from './errors'
 import { ErrorText, Loading, noAccessText } from './feedback'
 import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
@@ -128,11 +130,14 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
   const going = !finished(state)
   const status = state.status === 'connecting' ? run.status : state.status
   const terminal = canOpenTerminal(level, status) ? { open: terminalOpen, toggle: () => setTerminalOpen((o) => !o) } : undefined
+  const kind = runKind(run.driver)
+  // An agent CLI's run streams what the CLI prints as the output of its one command ("cli-N").
+  const cliOutput = isCLI(run.driver)
 
   return (
     <div className="run-view">
       <p role="status" aria-live="polite" className="run-status">
-        Run status: <StatusBadge status={status} />
+        {kind ?? 'Run'} status: <StatusBadge status={status} />
         {state.reason && <span className="muted"> — {state.reason}</span>}
       </p>
       {state.error && (
@@ -150,7 +155,9 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
       <Timeline items={items} label="Run timeline" />
       {state.toolOutput && (
         <section className="streaming" aria-label="Tool output so far">
-          <span className="muted">The command is running; its output so far:</span>
+          <span className="muted">
+            {cliOutput ? `${driverInfo(run.driver).label} is running; what it printed so far:` : 'The command is running; its output so far:'}
+          </span>
           <pre className="pre">{state.toolOutput}</pre>
         </section>
       )}

@@ -1,4 +1,6 @@
-// Small labelled tags: a level, a state, a status, a change class.
+// Small labelled tags: a level, a state, a status, a change class, a driver.
+
+import { driverInfo } from './drivers'
 
 export function Badge({ kind, value, label }: { kind: string; value: string; label?: string }) {
   return (
@@ -22,4 +24,14 @@ export function StatusBadge({ status }: { status: string }) {
 
 export function ClassBadge({ cls }: { cls: string }) {
   return <Badge kind="class" value={cls} label="Class" />
+}
+
+/** What runs the agent, by its short name ("Codex CLI"); its class keeps the id. */
+export function DriverBadge({ driver }: { driver: string }) {
+  const d = driverInfo(driver)
+  return (
+    <span className={`badge badge-driver badge-driver-${d.id}`} title={`Driver: ${d.hint}`}>
+      {d.label}
+    </span>
+  )
 }

@@ -1,6 +1,7 @@
 // Test doubles at the browser's edges, shared by the component tests: a
-// fetch that answers by route, and an XMLHttpRequest whose upload progress
-// and answer the test drives. Only test files import this.
+// fetch that answers by route, an XMLHttpRequest whose upload progress and
+// answer the test drives, and an EventSource the test emits on. Only test
+// files import this.
 
 import { vi } from 'vitest'
 import type { Agent, Level } from './types'
@@ -11,6 +12,7 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
     name: 'helper',
     instructions: '',
     model: '',
+    driver: 'builtin',
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
     policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
@@ -96,4 +98,26 @@ export class FakeXHR {
 export function stubXHR() {
   FakeXHR.all = []
   vi.stubGlobal('XMLHttpRequest', FakeXHR)
+}
+
+/** An EventSource the test emits on (stub it with vi.stubGlobal('EventSource', FakeEventSource)). */
+export class FakeEventSource {
+  static CONNECTING = 0
+  static OPEN = 1
+  static CLOSED = 2
+  static last: FakeEventSource | null = null
+  readyState = 1
+  listeners: Record<string, ((e: MessageEvent) => void)[]> = {}
+  constructor(public url: string) {
+    FakeEventSource.last = this
+  }
+  addEventListener(type: string, fn: (e: MessageEvent) => void) {
+    ;(this.listeners[type] ??= []).push(fn)
+  }
+  close() {
+    this.readyState = 2
+  }
+  emit(type: string, data: unknown) {
+    for (const fn of this.listeners[type] ?? []) fn(new MessageEvent(type, { data: JSON.stringify(data) }))
+  }
 }

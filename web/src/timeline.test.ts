@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { describeArguments, mergeEvents, toTimeline, toTimelineItem } from './timeline'
+import { describeArguments, maxStepText, mergeEvents, toTimeline, toTimelineItem } from './timeline'
 import type { TraceEvent } from './types'
 
 function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
@@ -125,6 +125,130 @@ describe('toTimelineItem', () => {
       tone: 'info',
     },
     {
+      name: 'started by an agent CLI',
+      event: ev(18, 'started', { driver: 'claude-code', model: 'sonnet', fs: 'read-write', changes: 'review' }),
+      title: 'Started',
+      facts: ['Claude Code', 'model sonnet', 'workspace read-write', 'changes: review'],
+      tone: 'info',
+    },
+    {
+      name: 'the CLI’s command starting',
+      event: ev(19, 'tool_call', { id: 'cli-1', name: 'codex', command: 'cli-1' }),
+      title: 'Codex CLI started',
+      detail: undefined,
+      tone: 'tool',
+    },
+    {
+      name: 'the CLI’s command ending with its last lines',
+      event: ev(20, 'tool_result', { id: 'cli-1', name: 'codex', exit_code: 0, violation: '', output: '{"type":"turn.completed"}' }),
+      title: 'Codex CLI ended',
+      detail: '{"type":"turn.completed"}',
+      facts: ['exit 0'],
+      tone: 'output',
+    },
+    {
+      name: 'a builtin tool named like a CLI is still a tool',
+      event: ev(21, 'tool_call', { id: 'call_1', name: 'codex', arguments: '{"x":1}' }),
+      title: 'Tool call: codex',
+      tone: 'tool',
+    },
+    {
+      name: 'a transcript model turn with the CLI’s token count',
+      event: ev(22, 'transcript', { kind: 'model', input_tokens: 1200, output_tokens: 80 }),
+      title: 'CLI model turn',
+      facts: ['1200 in, 80 out tokens, as the CLI counted'],
+      tone: 'model',
+    },
+    {
+      name: 'a transcript message',
+      event: ev(23, 'transcript', { kind: 'message', id: 'item_1', text: 'I added the test.' }),
+      title: 'CLI message',
+      detail: 'I added the test.',
+      facts: [],
+      tone: 'model',
+    },
+    {
+      name: 'transcript reasoning',
+      event: ev(24, 'transcript', { kind: 'reasoning', text: 'Look at the tests first.' }),
+      title: 'CLI reasoning',
+      detail: 'Look at the tests first.',
+      tone: 'info',
+    },
+    {
+      name: 'a transcript tool call shows any tool’s command',
+      event: ev(25, 'transcript', { kind: 'tool_call', id: 'toolu_1', name: 'Bash', args: '{"command":"go test ./...","description":"run"}' }),
+      title: 'CLI tool call: Bash',
+      detail: '$ go test ./...',
+      tone: 'tool',
+    },
+    {
+      name: 'a transcript tool call with other arguments, cut by the server',
+      event: ev(26, 'transcript', { kind: 'tool_call', name: 'file_change', args: '[{"path":"a.go"', truncated: true }),
+      title: 'CLI tool call: file_change',
+      detail: '[{"path":"a.go"',
+      facts: ['cut'],
+      tone: 'tool',
+    },
+    {
+      name: 'a failed transcript tool result',
+      event: ev(27, 'transcript', { kind: 'tool_result', id: 'toolu_1', name: 'Bash', text: 'FAIL corral/x', is_error: true }),
+      title: 'CLI tool output: Bash',
+      detail: 'FAIL corral/x',
+      facts: ['failed'],
+      tone: 'warn',
+    },
+    {
+      name: 'a transcript error',
+      event: ev(28, 'transcript', { kind: 'error', text: 'model call retried: overloaded' }),
+      title: 'CLI error',
+      detail: 'model call retried: overloaded',
+      tone: 'warn',
+    },
+    {
+      name: 'the transcript cut after its bound',
+      event: ev(29, 'transcript', { kind: 'truncated', left_out: 12 }),
+      title: 'CLI transcript cut: 12 more steps left out',
+      tone: 'warn',
+    },
+    {
+      name: 'a transcript kind this page does not know',
+      event: ev(30, 'transcript', { kind: 'plan', name: 'todo', text: 'step one' }),
+      title: 'CLI plan: todo',
+      detail: 'step one',
+      tone: 'info',
+    },
+    {
+      name: 'a gateway note',
+      event: ev(31, 'gateway_note', { protocol: 'responses', dropped: ['web_search', 'image_generation'] }),
+      title: 'The gateway left out: web_search, image_generation',
+      detail: 'The provider has no equivalent for these parts of the CLI’s request, so they were not sent.',
+      facts: ['via Responses API'],
+      tone: 'warn',
+    },
+    {
+      name: 'a CLI’s usage, as the provider counted',
+      event: ev(32, 'usage', { input: 900, output: 40, budget_used: 940, budget_tokens: 5000, protocol: 'messages', model: 'sonnet', status: 200 }),
+      title: 'Tokens: 900 in, 40 out',
+      detail: undefined,
+      facts: ['model sonnet', 'via Messages API', 'budget 940 of 5000 tokens'],
+      tone: 'info',
+    },
+    {
+      name: 'a CLI’s usage, estimated and aborted',
+      event: ev(33, 'usage', { input: 300, output: 12, budget_used: 312, budget_tokens: 0, protocol: 'chat', model: 'm', status: 200, estimated: true, aborted: true }),
+      title: 'Tokens (estimated): 300 in, 12 out',
+      facts: ['model m', 'via Chat Completions', 'aborted before the answer ended', '312 tokens used, no budget limit'],
+      tone: 'warn',
+    },
+    {
+      name: 'a CLI’s usage of a refused call',
+      event: ev(34, 'usage', { input: 0, output: 0, protocol: 'responses', model: 'm', status: 502, estimated: true, error: 'the provider did not answer' }),
+      title: 'Tokens (estimated): 0 in, 0 out',
+      detail: 'error: the provider did not answer',
+      facts: ['model m', 'via Responses API', 'provider answered 502'],
+      tone: 'warn',
+    },
+    {
       name: 'an unknown type keeps its data',
       event: ev(14, 'delegated', { to: 'agt_2' }),
       title: 'delegated',
@@ -142,6 +266,17 @@ describe('toTimelineItem', () => {
       expect(item.tone).toBe(c.tone)
     })
   }
+})
+
+describe('a transcript step’s text', () => {
+  it('is bounded on the page, saying how much is left out', () => {
+    const item = toTimelineItem(ev(1, 'transcript', { kind: 'tool_result', name: 'command', text: 'x'.repeat(maxStepText + 10) }))
+    expect(item.detail).toBe(`${'x'.repeat(maxStepText)}\n… (10 more characters)`)
+  })
+  it('is shown whole within the bound', () => {
+    const item = toTimelineItem(ev(1, 'transcript', { kind: 'message', text: 'y'.repeat(maxStepText) }))
+    expect(item.detail).toBe('y'.repeat(maxStepText))
+  })
 })
 
 describe('describeArguments', () => {

@@ -1,6 +1,8 @@
 // Turning a run's trace events into timeline entries in words. The event
-// data shapes are those internal/runner records.
+// data shapes are those internal/runner records (an agent CLI's transcript
+// steps are internal/driver's Event).
 
+import { driverInfo, isCLI, protocolName } from './drivers'
 import type { TraceEvent } from './types'
 
 export type Tone = 'info' | 'tool' | 'output' | 'model' | 'good' | 'warn' | 'bad'
@@ -29,6 +31,14 @@ function num(v: unknown): number | undefined {
 
 function plural(n: number, one: string, many = one + 's'): string {
   return `${n} ${n === 1 ? one : many}`
+}
+
+/** How much of one transcript step's text an entry shows: the server bounds it too, but a page stays readable whatever it is sent. */
+export const maxStepText = 4096
+
+function bounded(s: string | undefined): string | undefined {
+  if (s === undefined || s.length <= maxStepText) return s
+  return `${s.slice(0, maxStepText)}\n… (${plural(s.length - maxStepText, 'more character')})`
 }
 
 function budgetFact(d: Data, usedKey = 'budget_used', tokensKey = 'budget_tokens'): string | undefined {
@@ -62,6 +72,64 @@ export function describeArguments(name: string, raw: unknown): string | undefine
   return JSON.stringify(args, null, 2)
 }
 
+/**
+ * A CLI tool call's arguments: any tool's `command` as the command (Codex's
+ * command, Claude Code's Bash, OpenCode's bash), anything else as JSON.
+ */
+function describeStepArguments(raw: unknown): string | undefined {
+  if (typeof raw !== 'string' || raw === '') return undefined
+  try {
+    const args: unknown = JSON.parse(raw)
+    if (args && typeof args === 'object' && !Array.isArray(args) && typeof (args as Data).command === 'string') return `$ ${(args as Data).command}`
+    return JSON.stringify(args, null, 2)
+  } catch {
+    return raw // cut at the server's bound, or not JSON
+  }
+}
+
+/** One step an agent CLI reported of its work (a `transcript` event). */
+function transcriptItem(base: Pick<TimelineItem, 'seq' | 'at' | 'type'>, d: Data): TimelineItem {
+  const facts: string[] = []
+  const name = str(d.name)
+  const text = str(d.text)
+  if (d.truncated === true) facts.push('cut')
+  switch (d.kind) {
+    case 'model': {
+      const input = num(d.input_tokens)
+      const output = num(d.output_tokens)
+      // What the CLI believed it used; the budget is metered by the gateway.
+      if (input !== undefined || output !== undefined) facts.push(`${input ?? 0} in, ${output ?? 0} out tokens, as the CLI counted`)
+      return { ...base, title: 'CLI model turn', detail: bounded(text), facts, tone: 'model' }
+    }
+    case 'message':
+      return { ...base, title: 'CLI message', detail: bounded(text), facts, tone: 'model' }
+    case 'reasoning':
+      return { ...base, title: 'CLI reasoning', detail: bounded(text), facts, tone: 'info' }
+    case 'tool_call':
+      return { ...base, title: `CLI tool call: ${name ?? 'tool'}`, detail: bounded(describeStepArguments(d.args)), facts, tone: 'tool' }
+    case 'tool_result': {
+      if (d.is_error === true) facts.push('failed')
+      return { ...base, title: `CLI tool output: ${name ?? 'tool'}`, detail: bounded(text), facts, tone: d.is_error === true ? 'warn' : 'output' }
+    }
+    case 'error':
+      return { ...base, title: 'CLI error', detail: bounded(text), facts, tone: 'warn' }
+    case 'truncated': {
+      const n = num(d.left_out)
+      return { ...base, title: n !== undefined ? `CLI transcript cut: ${plural(n, 'more step')} left out` : 'CLI transcript cut', facts, tone: 'warn' }
+    }
+    default: {
+      // A kind this page does not know: named, with what it said.
+      const kind = str(d.kind) ?? 'step'
+      return { ...base, title: `CLI ${kind}${name ? `: ${name}` : ''}`, detail: bounded(text), facts, tone: 'info' }
+    }
+  }
+}
+
+/** The CLI's own command in the run's session (id "cli-N", named by the driver), not a tool of Corral's loop. */
+function isCLICommand(d: Data): boolean {
+  return typeof d.id === 'string' && d.id.startsWith('cli-') && isCLI(str(d.name))
+}
+
 /** One trace event as a timeline entry. Unknown types are shown with their data, never dropped. */
 export function toTimelineItem(ev: TraceEvent): TimelineItem {
   const d: Data = ev.data && typeof ev.data === 'object' ? ev.data : {}
@@ -79,6 +147,8 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
     }
     case 'started': {
       const model = str(d.model)
+      const driver = str(d.driver)
+      if (isCLI(driver)) facts.push(driverInfo(driver).label)
       facts.push(model ? `model ${model}` : 'default model')
       if (str(d.fs)) facts.push(`workspace ${d.fs}`)
       if (str(d.changes)) facts.push(`changes: ${d.changes}`)
@@ -92,6 +162,7 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       return { ...base, title: 'Assistant', detail: str(d.content), facts, tone: 'model' }
     }
     case 'tool_call': {
+      if (isCLICommand(d)) return { ...base, title: `${driverInfo(str(d.name)).label} started`, facts, tone: 'tool' }
       const name = str(d.name) ?? 'tool'
       return { ...base, title: `Tool call: ${name}`, detail: describeArguments(name, d.arguments), facts, tone: 'tool' }
     }
@@ -106,14 +177,51 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       const output = str(d.output)
       const detail = [error ? `error: ${error}` : undefined, output].filter(Boolean).join('\n') || undefined
       const failed = !!violation || !!error || (code !== undefined && code !== 0)
-      return { ...base, title: `Tool output: ${name}`, detail, facts, tone: failed ? 'warn' : 'output' }
+      // The CLI's result carries the last lines it printed.
+      const title = isCLICommand(d) ? `${driverInfo(name).label} ended` : `Tool output: ${name}`
+      return { ...base, title, detail, facts, tone: failed ? 'warn' : 'output' }
     }
     case 'usage': {
+      // An agent CLI's model call through the gateway also says which
+      // protocol and model, the provider's status, and whether the tokens
+      // are the provider's count or an estimate.
       const input = num(d.input) ?? 0
       const output = num(d.output) ?? 0
+      // The provider reported none: the gateway counted them itself.
+      const estimated = d.estimated === true
+      const model = str(d.model)
+      if (model) facts.push(`model ${model}`)
+      const protocol = str(d.protocol)
+      if (protocol) facts.push(`via ${protocolName(protocol)}`)
+      const status = num(d.status)
+      const ok = status !== undefined && status >= 200 && status < 300
+      if (status !== undefined && !ok) facts.push(status ? `provider answered ${status}` : 'no answer from the provider')
+      if (d.aborted === true) facts.push('aborted before the answer ended')
       const b = budgetFact(d)
       if (b) facts.push(b)
-      return { ...base, title: `Tokens: ${input} in, ${output} out`, facts, tone: 'info' }
+      const error = str(d.error)
+      const failed = d.aborted === true || !!error || (status !== undefined && !ok)
+      return {
+        ...base,
+        title: `Tokens${estimated ? ' (estimated)' : ''}: ${input} in, ${output} out`,
+        detail: error ? `error: ${error}` : undefined,
+        facts,
+        tone: failed ? 'warn' : 'info',
+      }
+    }
+    case 'transcript':
+      return transcriptItem(base, d)
+    case 'gateway_note': {
+      const dropped = Array.isArray(d.dropped) ? d.dropped.filter((x): x is string => typeof x === 'string' && x !== '') : []
+      const protocol = str(d.protocol)
+      if (protocol) facts.push(`via ${protocolName(protocol)}`)
+      return {
+        ...base,
+        title: `The gateway left out: ${dropped.length > 0 ? dropped.join(', ') : 'part of the request'}`,
+        detail: 'The provider has no equivalent for these parts of the CLI’s request, so they were not sent.',
+        facts,
+        tone: 'warn',
+      }
     }
     case 'violation':
       return { ...base, title: `Limit reached: ${str(d.limit) ?? 'unknown'}`, facts, tone: 'bad' }

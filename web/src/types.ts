@@ -51,11 +51,22 @@ export interface Budget {
 
 export type AgentState = 'active' | 'paused' | 'quarantined'
 
+/**
+ * What runs an agent: `builtin` is Corral's own agent loop (the default);
+ * the others are an agent CLI run inside the run's sandbox on the message,
+ * its model calls going only to Corral's gateway.
+ */
+export type Driver = 'builtin' | 'codex' | 'claude-code' | 'opencode'
+
+/** What ran a run: an agent's driver, or `terminal` (a person at the run's terminal, no model). */
+export type RunDriver = Driver | 'terminal'
+
 export interface Agent {
   id: string
   name: string
   instructions: string
   model: string
+  driver: Driver
   owner: UserRef
   access: Level
   policy: Policy
@@ -71,6 +82,7 @@ export interface AgentRequest {
   name?: string
   instructions?: string
   model?: string
+  driver?: Driver
   policy?: Partial<Pick<Policy, 'fs' | 'changes'>>
   limits?: Partial<Limits>
   budget?: { tokens: number }
@@ -115,8 +127,12 @@ export interface Run {
   triggered_by: UserRef | null
   parent_run_id: string | null
   message_id: string
-  /** builtin: the agent loop; terminal: a person at the run's terminal, no model. */
-  driver?: 'builtin' | 'terminal'
+  /**
+   * builtin: the agent loop; terminal: a person at the run's terminal, no
+   * model; codex, claude-code, opencode: that agent CLI ran in the sandbox.
+   * Absent from a server older than drivers: builtin.
+   */
+  driver?: RunDriver
   change_set_id: string | null
   tokens: { input: number; output: number }
   violation: string | null
@@ -144,6 +160,8 @@ export type TraceType =
   | 'quarantined'
   | 'ended'
   | 'reconciled'
+  | 'transcript'
+  | 'gateway_note'
 
 export interface TraceEvent {
   seq: number

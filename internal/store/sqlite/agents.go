@@ -19,7 +19,7 @@ const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
 	a.disk_bytes, a.disk_inodes, a.pending_disk_bytes,
-	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs`
+	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver`
 
 // rank returns SQL that turns the level name in col into its corral.Level
 // number, so that SQL's max picks the highest level; 0 (LevelNone) for
@@ -77,6 +77,15 @@ type agentGlobs struct {
 	Risky     []string `json:"risky,omitempty"`
 }
 
+// driverOf is an agent's driver as stored: the domain's "" is the
+// built-in loop, stored by its name.
+func driverOf(a corral.Agent) string {
+	if a.Driver == "" {
+		return corral.DriverBuiltin
+	}
+	return a.Driver
+}
+
 func globsOf(p corral.Policy) string {
 	b, _ := json.Marshal(agentGlobs{Secrets: p.Secrets, Protected: p.Protected, Risky: p.Risky}) // cannot fail
 	return string(b)
@@ -92,7 +101,7 @@ func scanAgent(s scanner) (corral.Agent, error) {
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
 		&a.Limits.DiskBytes, &a.Limits.DiskInodes, &a.Limits.PendingDiskBytes,
-		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &access)
+		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &access)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -106,6 +115,9 @@ func scanAgent(s scanner) (corral.Agent, error) {
 	}
 	if access < int(corral.LevelNone) || access > int(corral.LevelOwner) {
 		return corral.Agent{}, fmt.Errorf("agent %s: access rank %d out of range", a.ID, access)
+	}
+	if a.Driver == corral.DriverBuiltin {
+		a.Driver = "" // the domain's name for the built-in loop (see driverOf)
 	}
 	a.Access = corral.Level(access)
 	a.CreatedAt = fromMillis(created)
@@ -128,14 +140,14 @@ func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
 		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
 			disk_bytes, disk_inodes, pending_disk_bytes,
-			budget_tokens, budget_used, state, created_at, updated_at, globs)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			budget_tokens, budget_used, state, created_at, updated_at, globs, driver)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Owner.ID, a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
 		a.Limits.DiskBytes, a.Limits.DiskInodes, a.Limits.PendingDiskBytes,
-		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated), globsOf(a.Policy))
+		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated), globsOf(a.Policy), driverOf(a))
 	switch {
 	case err == nil:
 		return nil
@@ -207,14 +219,14 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
 			memory_bytes = ?, pids = ?, output_bytes = ?,
 			disk_bytes = ?, disk_inodes = ?, pending_disk_bytes = ?,
-			budget_tokens = ?, updated_at = ?, globs = ?
+			budget_tokens = ?, updated_at = ?, globs = ?, driver = ?
 		WHERE id = ?`,
 		a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
 		a.Limits.DiskBytes, a.Limits.DiskInodes, a.Limits.PendingDiskBytes,
-		a.Budget.Tokens, millis(db.orNow(a.UpdatedAt)), globsOf(a.Policy),
+		a.Budget.Tokens, millis(db.orNow(a.UpdatedAt)), globsOf(a.Policy), driverOf(a),
 		a.ID)
 	if err != nil {
 		return corral.Internal(op, err)

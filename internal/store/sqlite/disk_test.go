@@ -158,7 +158,7 @@ func TestMigrateToDiskKeepsRows(t *testing.T) {
 		t.Errorf("admissions after migration:\n%q\nwant\n%q", got, beforeAdmissions)
 	}
 	wantIndexes := []string{"admissions_agent_seq", "admissions_user_id",
-		"runs_agent_seq", "runs_agent_violations", "runs_status_seq", "runs_triggered_by"}
+		"runs_agent_seq", "runs_agent_violations", "runs_status_seq", "runs_token_hash", "runs_triggered_by"}
 	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE type = 'index'
 		AND tbl_name IN ('runs', 'admissions') AND sql IS NOT NULL ORDER BY name`); !slices.Equal(got, wantIndexes) {
 		t.Errorf("indexes after migration = %q, want %q", got, wantIndexes)

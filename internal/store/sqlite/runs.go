@@ -310,9 +310,10 @@ func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...string) error
 	}
 	defer rollback(tx)
 	res, err := tx.ExecContext(ctx, `
-		UPDATE runs SET status = ?, violation = ?, reason = ?, change_set_id = ?,
-			started_at = ?, ended_at = ?
-		WHERE id = ? AND status IN (`+placeholders(len(from))+`)`,
+		UPDATE runs SET status = ?1, violation = ?2, reason = ?3, change_set_id = ?4,
+			started_at = ?5, ended_at = ?6,
+			token_hash = CASE WHEN ?1 = '`+corral.RunRunning+`' THEN token_hash END
+		WHERE id = ?7 AND status IN (`+placeholders(len(from))+`)`,
 		appendStrings([]any{r.Status, r.Violation, r.Reason, r.ChangeSetID,
 			nullMillis(r.StartedAt), nullMillis(r.EndedAt), r.ID}, from)...)
 	if err != nil {
@@ -338,6 +339,40 @@ func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...string) error
 		return corral.Internal(op, err)
 	}
 	return nil
+}
+
+// SetRunToken keeps the hash of a running run's gateway token.
+func (db *DB) SetRunToken(ctx context.Context, runID string, hash []byte) error {
+	const op = "sqlite.SetRunToken"
+	if len(hash) != 32 {
+		return corral.Errorf(corral.EINVALID, "a run token's hash is 32 bytes")
+	}
+	res, err := db.exec(ctx, `UPDATE runs SET token_hash = ? WHERE id = ? AND status = ?`, hash, runID, corral.RunRunning)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return corral.Internal(op, err)
+	} else if n == 0 {
+		return conflict("the run is not running")
+	}
+	return nil
+}
+
+// RunByToken returns the running run whose token has hash.
+func (db *DB) RunByToken(ctx context.Context, hash []byte) (corral.Run, error) {
+	if len(hash) != 32 {
+		return corral.Run{}, corral.NotFound("run")
+	}
+	r, err := scanRun(db.queryRow(ctx, `SELECT `+runColumns+runFrom+`WHERE r.token_hash = ? AND r.status = ?`, hash, corral.RunRunning))
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.Run{}, corral.NotFound("run")
+	default:
+		return corral.Run{}, corral.Internal("sqlite.RunByToken", err)
+	}
 }
 
 // AddUsage adds one model call's tokens to the run and to its agent's

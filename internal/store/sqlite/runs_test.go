@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"reflect"
 	"strings"
@@ -546,5 +547,68 @@ func TestPageSize(t *testing.T) {
 		if got := pageSize(c.limit); got != c.want {
 			t.Errorf("pageSize(%d) = %d, want %d", c.limit, got, c.want)
 		}
+	}
+}
+
+// TestRunToken: a run's gateway token is found only while the run is
+// running, and goes when the run leaves running (paused or ended), so a
+// CLI left behind can never call again with it.
+func TestRunToken(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	owner := mustUser(t, db, "owner")
+	a := mustAgent(t, db, owner, "a", 0)
+	r := mustAdmit(t, db, a, owner, 0)
+	hash := sha256.Sum256([]byte("token"))
+	other := sha256.Sum256([]byte("other"))
+	if err := db.SetRunToken(ctx, r.ID, hash[:]); corral.ErrorCode(err) != corral.ECONFLICT {
+		t.Fatalf("SetRunToken on an admitted run = %v, want ECONFLICT", err)
+	}
+	r.Status, r.StartedAt = corral.RunRunning, t0
+	if err := db.UpdateRun(ctx, r, corral.RunAdmitted); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetRunToken(ctx, r.ID, hash[:16]); corral.ErrorCode(err) != corral.EINVALID {
+		t.Fatalf("SetRunToken with a short hash = %v, want EINVALID", err)
+	}
+	if err := db.SetRunToken(ctx, r.ID, hash[:]); err != nil {
+		t.Fatal(err)
+	}
+	lookups := []struct {
+		name string
+		hash []byte
+		want string // the run's id, or "" for ENOTFOUND
+	}{
+		{"its token", hash[:], r.ID},
+		{"another token", other[:], ""},
+		{"no token", nil, ""},
+	}
+	for _, l := range lookups {
+		got, err := db.RunByToken(ctx, l.hash)
+		if l.want == "" && corral.ErrorCode(err) != corral.ENOTFOUND || l.want != "" && (err != nil || got.ID != l.want) {
+			t.Errorf("%s: RunByToken = %s, %v; want %q", l.name, got.ID, err, l.want)
+		}
+	}
+	// Still running (a checkpoint's update keeps the status): kept.
+	if err := db.UpdateRun(ctx, r, corral.RunRunning); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RunByToken(ctx, hash[:]); err != nil {
+		t.Fatalf("after an update that stays running: %v", err)
+	}
+	r.Status = corral.RunPaused
+	if err := db.UpdateRun(ctx, r, corral.RunRunning); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RunByToken(ctx, hash[:]); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("after the run paused, RunByToken = %v, want ENOTFOUND", err)
+	}
+	// Running again, the old token does not come back with it.
+	r.Status = corral.RunRunning
+	if err := db.UpdateRun(ctx, r, corral.RunPaused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RunByToken(ctx, hash[:]); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("after a resume, the old token = %v, want ENOTFOUND", err)
 	}
 }

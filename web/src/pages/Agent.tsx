@@ -7,6 +7,7 @@ import { useCallback, useEffect, useRef, useState, type FormEvent, type Keyboard
 import { api } from '../api'
 import { AgentHeader, type Section } from '../AgentHeader'
 import { ClassBadge, StatusBadge } from '../badges'
+import { driverInfo, isCLI, runDriverLabel } from '../drivers'
 import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
@@ -238,7 +239,10 @@ function SendForm({ agent, onSent }: { agent: Agent; onSent: (m: Message, r: Run
 
   return (
     <form onSubmit={send} className="send stack">
-      <Field label="Message" hint="Ctrl+Enter sends. Each message starts a run.">
+      <Field
+        label="Message"
+        hint={`Ctrl+Enter sends. Each message starts a run${isCLI(agent.driver) ? ` of ${driverInfo(agent.driver).label} in the agent’s sandbox` : ''}.`}
+      >
         {(p) => (
           <textarea
             {...p}
@@ -285,6 +289,7 @@ function RunsList({ runs, error }: { runs?: Run[]; error?: unknown }) {
               <tr key={r.id}>
                 <th scope="row">
                   <Link to={`/runs/${encodeURIComponent(r.id)}`}>run {shortId(r.id)}</Link>
+                  {runDriverLabel(r.driver) && <span className="muted small"> · {runDriverLabel(r.driver)}</span>}
                 </th>
                 <td>
                   <StatusBadge status={r.status} />

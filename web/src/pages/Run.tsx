@@ -1,7 +1,9 @@
-// One run: its fields and its trace as a timeline, followed live while it goes.
+// One run: its kind, its fields and its trace as a timeline, followed live
+// while it goes.
 
 import { useEffect } from 'react'
 import { api } from '../api'
+import { runKind } from '../drivers'
 import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { formatTime, shortId } from '../format'
@@ -14,9 +16,10 @@ export function RunPage({ id }: { id: string }) {
   const run = useLoad(() => api.run(id), [id])
   const agentId = run.data?.agent_id
   const agent = useLoad(() => (agentId ? api.agent(agentId) : Promise.resolve(undefined)), [agentId])
+  const kind = runKind(run.data?.driver) ?? 'Run'
   useEffect(() => {
-    document.title = `Run ${shortId(id)} · Corral`
-  }, [id])
+    document.title = `${kind} ${shortId(id)} · Corral`
+  }, [id, kind])
 
   if (isNotFound(run.error) || isNotFound(agent.error)) {
     return <NoAccess text="This run does not exist or you no longer have access to its agent." />
@@ -30,7 +33,9 @@ export function RunPage({ id }: { id: string }) {
       <p className="crumbs">
         <Link to="/">Agents</Link> / {a ? <Link to={`/agents/${encodeURIComponent(a.id)}?tab=runs`}>{a.name}</Link> : '…'} / run
       </p>
-      <h1>Run {shortId(r.id)}</h1>
+      <h1>
+        {kind} {shortId(r.id)}
+      </h1>
       <dl className="facts">
         <div className="fact">
           <dt>Status</dt>

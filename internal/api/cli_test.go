@@ -1,0 +1,291 @@
+package api
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"corral"
+	"corral/internal/driver"
+	"corral/internal/modeltest"
+)
+
+// needTools skips a test of the agent CLIs where make tools has not
+// installed them; with CORRAL_REQUIRE_TOOLS=1 (CI) it fails instead.
+func needTools(t *testing.T, name string) {
+	t.Helper()
+	needSandbox(t)
+	if err := driver.Installed(os.Getenv("CORRAL_TOOLS_DIR"), name); err != nil {
+		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+}
+
+// cliCase is one agent CLI: the shell tool it offers the model, and the
+// arguments that run a command with it.
+type cliCase struct {
+	driver string
+	tool   string
+	args   func(cmd string) map[string]string
+}
+
+var cliCases = []cliCase{
+	{corral.DriverCodex, "exec_command", func(cmd string) map[string]string { return map[string]string{"cmd": cmd} }},
+	{corral.DriverClaudeCode, "Bash", func(cmd string) map[string]string {
+		return map[string]string{"command": cmd, "description": "Write the proof"}
+	}},
+	{corral.DriverOpenCode, "bash", func(cmd string) map[string]string {
+		return map[string]string{"command": cmd, "description": "Write the proof"}
+	}},
+}
+
+// The proof the scripted model asks each CLI to make: a file written by a
+// shell command, and what the command finds of the provider's key and of
+// the network from inside the run.
+const (
+	proofContent = "corral was here\n"
+	cliFinal     = "The proof is written."
+	// probe looks for the provider's key in the run's environment, files
+	// and processes (the pattern is put together at run time, so the
+	// command's own text does not hold it), and tries the network: only
+	// the gateway's port answers.
+	probe = `printf 'corral was here\n' > proof.txt; ` +
+		`k=$(printf '%s%s' 'sk-test-0123456789' 'abcdef-SECRET'); ` +
+		`if cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -qF "$k" || grep -rqsF "$k" /tmp /workspace /opt/corral 2>/dev/null; then echo key=found; else echo key=absent; fi; ` +
+		`for a in 127.0.0.1/41300 1.1.1.1/80 127.0.0.1/80; do if bash -c "exec 3<>/dev/tcp/$a" 2>/dev/null; then echo "net $a open"; else echo "net $a closed"; fi; done; ` +
+		`echo "token=${OPENAI_API_KEY:-$ANTHROPIC_API_KEY}"; echo probed`
+)
+
+// TestAgentCLIs: each real agent CLI (Codex, Claude Code, OpenCode, as make
+// tools installed them) runs an agent end to end inside Corral's sandbox,
+// through Corral's gateway, against a provider that speaks only Chat
+// Completions. The model asks for a shell command; the CLI runs it in the
+// sandbox and sends its output back; the model ends on a text. Then: the
+// file is in the change set with its hash, the run's tokens are what the
+// provider reported, the trace verifies and holds no token, the provider's
+// key was nowhere inside the run and the network was closed.
+func TestAgentCLIs(t *testing.T) {
+	for _, tc := range cliCases {
+		t.Run(tc.driver, func(t *testing.T) {
+			needTools(t, tc.driver)
+			e := newEnv(t, envOptions{})
+			owner := e.signup("owner@example.com", "Owner")
+			id := owner.createAgent("cli-" + tc.driver)
+			owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": tc.driver}).want(http.StatusOK)
+
+			var mu sync.Mutex
+			var toolOutput string
+			e.answer(func(r modeltest.Request) modeltest.Reply {
+				if res := r.LastToolResults(); len(res) > 0 {
+					mu.Lock()
+					toolOutput = res[len(res)-1].Content
+					mu.Unlock()
+					return modeltest.Text(cliFinal)
+				}
+				if !contains(r.Tools, tc.tool) {
+					// A side request of the CLI's (a title): no tools.
+					return modeltest.Text("Proof")
+				}
+				args, _ := json.Marshal(tc.args(probe))
+				return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: tc.tool, Arguments: string(args)})
+			})
+			run := owner.send(id, "Write the proof file.")
+			done := owner.waitRun(run.ID, "completed", "errored", "killed", "cancelled", "paused")
+			events := owner.trace(run.ID)
+			if done.Status != "completed" {
+				t.Fatalf("run %s: %s (%s)\ntrace: %s", run.ID, done.Status, done.Reason, brief(events))
+			}
+			verify(t, run.ID, events)
+
+			mu.Lock()
+			out := toolOutput
+			mu.Unlock()
+			// The gateway's port is open (so the probe can tell), nothing
+			// else is.
+			for _, want := range []string{"key=absent", "net 127.0.0.1/41300 open", "net 1.1.1.1/80 closed", "net 127.0.0.1/80 closed", "probed"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the command's output the model got back lacks %q: %q", want, out)
+				}
+			}
+			// The run's token, as the CLI held it, is refused now that the
+			// run has ended, on its own session's connection as on another's.
+			_, tok, _ := strings.Cut(out, "token=")
+			tok, _, _ = strings.Cut(tok, "\n")
+			if !strings.HasPrefix(tok, "crt_") {
+				t.Fatalf("the CLI's key was %q, not a run token", tok)
+			}
+			for _, session := range []string{run.ID, "run_other"} {
+				if status := gatewayCall(t, e, session, tok); status != http.StatusUnauthorized {
+					t.Errorf("the ended run's token on session %s: %d, want 401", session, status)
+				}
+			}
+			// The change set: proof.txt, measured by Corral.
+			if done.ChangeSetID == nil {
+				t.Fatal("the run has no change set")
+			}
+			var cs changeSetView
+			owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+			sum := sha256.Sum256([]byte(proofContent))
+			found := false
+			for _, en := range cs.Entries {
+				if en.Path == "proof.txt" {
+					found = en.Op == "create" && en.NewSHA256 == hex.EncodeToString(sum[:])
+				}
+			}
+			if !found {
+				t.Errorf("change set entries = %+v, want proof.txt created with the proof's hash", cs.Entries)
+			}
+			// Tokens: what the provider reported, call by call.
+			reqs := e.model.Requests()
+			want := corral.Tokens{Input: int64(len(reqs)) * modeltest.DefaultInputTokens, Output: int64(len(reqs)) * modeltest.DefaultOutputTokens}
+			if done.Tokens.Input != want.Input || done.Tokens.Output != want.Output || len(reqs) < 2 {
+				t.Errorf("run tokens = %+v after %d provider calls, want %+v", done.Tokens, len(reqs), want)
+			}
+			usage := 0
+			for _, ev := range events {
+				if ev.Type == "usage" {
+					usage++
+				}
+			}
+			if usage != len(reqs) {
+				t.Errorf("%d usage events for %d provider calls", usage, len(reqs))
+			}
+			for _, r := range reqs {
+				if r.Authorization != "Bearer "+testModelKey {
+					t.Errorf("the provider got Authorization %q, not Corral's key", r.Authorization)
+				}
+			}
+			b, _ := json.Marshal(events)
+			if strings.Contains(string(b), tok) || strings.Contains(string(b), testModelKey) {
+				t.Error("the trace holds the run's token or the provider's key")
+			}
+			if !strings.Contains(string(b), "crt_[redacted]") {
+				t.Error("the trace does not show the token the CLI printed as redacted")
+			}
+			// The CLI's answer is the run's, in the thread.
+			if !strings.Contains(lastAssistant(t, owner, id), cliFinal) {
+				t.Errorf("the thread does not end on the CLI's answer")
+			}
+		})
+	}
+}
+
+// brief is a trace in one line per event, for a failure's message.
+func brief(events []traceView) string {
+	var b strings.Builder
+	for _, e := range events {
+		d, _ := json.Marshal(e.Data)
+		if len(d) > 300 {
+			d = append(d[:300], "…"...)
+		}
+		fmt.Fprintf(&b, "\n  %d %s %s", e.Seq, e.Type, d)
+	}
+	return b.String()
+}
+
+// lastAssistant is the content of the agent's newest assistant message.
+func lastAssistant(t *testing.T, c *client, agentID string) string {
+	t.Helper()
+	var l list[messageView]
+	c.do("GET", "/api/agents/"+agentID+"/messages", nil).want(http.StatusOK).decode(&l)
+	for i := len(l.Items) - 1; i >= 0; i-- {
+		if l.Items[i].Role == "assistant" {
+			return l.Items[i].Content
+		}
+	}
+	return ""
+}
+
+// gatewayCall calls GET /v1/models on the env's gateway socket as a
+// supervisor joining session would, with token, and returns the status.
+func gatewayCall(t *testing.T, e *env, session, token string) int {
+	t.Helper()
+	dir, err := os.Open(e.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	// Through the directory's descriptor: the path may be longer than a
+	// socket address holds.
+	c, err := net.Dial("unix", fmt.Sprintf("/proc/self/fd/%d/gateway.sock", dir.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(patience))
+	fmt.Fprintf(c, "%sGET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", corral.GatewayPreamble(session), token)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestAgentCLIPausesAtItsBudget: an agent CLI's call past the agent's
+// budget is refused with the protocol's quota error (Codex stops on it
+// at once), the run pauses when the CLI has ended, and raising the budget
+// starts the CLI again on the same staged tree, which ends the run.
+func TestAgentCLIPausesAtItsBudget(t *testing.T) {
+	needTools(t, corral.DriverCodex)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("thrifty-cli")
+	// 15 tokens a call: the first call spends the budget of 10.
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex, "budget": map[string]int{"tokens": 10}}).want(http.StatusOK)
+	e.answer(func(r modeltest.Request) modeltest.Reply {
+		if len(r.LastToolResults()) > 0 {
+			return modeltest.Text(cliFinal)
+		}
+		if strings.Contains(r.Last().Content, "resumed") {
+			// The resumed CLI finds its first call's file, and finishes.
+			args, _ := json.Marshal(map[string]string{"cmd": "cat one.txt && printf 'two\\n' > two.txt"})
+			return modeltest.Calls(modeltest.ToolCall{ID: "call_2", Name: "exec_command", Arguments: string(args)})
+		}
+		args, _ := json.Marshal(map[string]string{"cmd": "printf 'one\\n' > one.txt"})
+		return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+	})
+	run := owner.send(id, "Write two files.")
+	paused := owner.waitRun(run.ID, "paused", "completed", "errored")
+	if paused.Status != "paused" || len(e.model.Requests()) != 1 {
+		t.Fatalf("run = %s (%s) after %d provider calls, want paused after 1\ntrace: %s", paused.Status, paused.Reason,
+			len(e.model.Requests()), brief(owner.trace(run.ID)))
+	}
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 1000}}).want(http.StatusOK)
+	done := owner.waitRun(run.ID, "completed", "errored", "paused")
+	events := owner.trace(run.ID)
+	if done.Status != "completed" {
+		t.Fatalf("after the raise: %s (%s)\ntrace: %s", done.Status, done.Reason, brief(events))
+	}
+	verify(t, run.ID, events)
+	got := strings.Join(types(events), " ")
+	if !strings.Contains(got, "paused resumed") {
+		t.Errorf("trace = %s, want a pause then a resume", got)
+	}
+	var cs changeSetView
+	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+	paths := map[string]bool{}
+	for _, en := range cs.Entries {
+		paths[en.Path] = true
+	}
+	if !paths["one.txt"] || !paths["two.txt"] {
+		t.Errorf("change set = %+v, want one.txt (before the pause) and two.txt (after)", cs.Entries)
+	}
+	// Every provider call is on the run: the one before the pause and
+	// those after.
+	reqs := int64(len(e.model.Requests()))
+	if done.Tokens.Input != reqs*modeltest.DefaultInputTokens {
+		t.Errorf("tokens = %+v after %d calls", done.Tokens, reqs)
+	}
+}

@@ -1,0 +1,293 @@
+// Package modelapi is Corral's gateway as agent CLIs reach it from inside
+// their sandboxes (through the session's supervisor, on a unix socket of
+// the server): OpenAI Chat Completions, the OpenAI Responses API and
+// Anthropic Messages. Every call is authorized by its run's token (the
+// CLI's only credential, good while the run is running), checked against
+// the agent's budget before it is sent, sent upstream as Chat Completions
+// with the provider's key (which never leaves this process), relayed back
+// in the CLI's protocol as it streams, and metered from the provider's
+// usage, whatever way the call ends.
+package modelapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/protocol"
+	"corral/internal/runner"
+)
+
+// maxBody bounds a CLI's request: Codex sends the whole conversation with
+// every turn.
+const maxBody = 32 << 20
+
+// Runs authorizes a call by its run's token (Runner adapts a
+// runner.Runner).
+type Runs interface {
+	Authorize(ctx context.Context, token string) (Grant, error)
+}
+
+// Grant is what one call may do (runner.Grant).
+type Grant interface {
+	Run() string   // the run it belongs to
+	Model() string // the model it is made with
+	// Check refuses a call past the agent's budget (EADMISSION).
+	Check(ctx context.Context) error
+	// Record meters and traces the call.
+	Record(ctx context.Context, u gateway.Usage, c runner.Call) error
+}
+
+// Runner is the runner's Authorize as Runs.
+func Runner(r *runner.Runner) Runs { return runnerRuns{r} }
+
+type runnerRuns struct{ r *runner.Runner }
+
+func (rr runnerRuns) Authorize(ctx context.Context, token string) (Grant, error) {
+	g, err := rr.r.Authorize(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Upstream sends a Chat Completions call to the provider (gateway.Gateway).
+type Upstream interface {
+	Forward(ctx context.Context, model string, body []byte) (*http.Response, error)
+	// ModelName is the model an agent set to model calls.
+	ModelName(model string) string
+}
+
+// Handler serves the model API.
+func Handler(runs Runs, up Upstream, log *slog.Logger) http.Handler {
+	s := &server{runs: runs, up: up, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.call(protocol.Chat, protocol.ParseChat))
+	mux.HandleFunc("POST /v1/responses", s.call(protocol.Responses, protocol.ParseResponses))
+	mux.HandleFunc("POST /v1/messages", s.call(protocol.Messages, protocol.ParseMessages))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		protocol.WriteError(w, protocolOf(r), http.StatusNotFound, "Corral's gateway serves /v1/chat/completions, /v1/responses, /v1/messages and /v1/models")
+	})
+	return mux
+}
+
+type server struct {
+	runs Runs
+	up   Upstream
+	log  *slog.Logger
+}
+
+// token is the run's token as a CLI sends it: a bearer token (OpenAI) or
+// x-api-key (Anthropic).
+func token(r *http.Request) string {
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return strings.TrimSpace(r.Header.Get("x-api-key"))
+}
+
+// protocolOf guesses the protocol of a request for its error's shape.
+func protocolOf(r *http.Request) protocol.Protocol {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") || r.Header.Get("anthropic-version") != "" {
+		return protocol.Messages
+	}
+	return protocol.Chat
+}
+
+// authorize answers the grant of the request's token, or writes the
+// refusal. The same answer for a token that never was and one whose run
+// ended.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request, p protocol.Protocol) Grant {
+	g, err := s.runs.Authorize(r.Context(), token(r))
+	if err == nil && g.Run() != sessionOf(r.Context()) {
+		// Another run's token, carried into this session: refused like
+		// one that never was.
+		err = corral.Errorf(corral.EUNAUTH, "the token is not this session's run's")
+	}
+	if err != nil {
+		status := http.StatusUnauthorized
+		msg := "the key is not a running run's token: the run has ended, or the key is not Corral's"
+		if corral.ErrorCode(err) != corral.EUNAUTH {
+			s.log.Error("authorizing a model call", "err", err)
+			status, msg = http.StatusServiceUnavailable, "Corral could not check the key; try again"
+		}
+		protocol.WriteError(w, p, status, msg)
+		return nil
+	}
+	return g
+}
+
+func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g := s.authorize(w, r, p)
+		if g == nil {
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			protocol.WriteError(w, p, http.StatusRequestEntityTooLarge, "the request is larger than Corral's gateway takes (32 MiB)")
+			return
+		}
+		call, err := parse(body)
+		if err != nil {
+			protocol.WriteError(w, p, http.StatusBadRequest, corral.ErrorMessage(err))
+			return
+		}
+		rec := runner.Call{Protocol: p.String(), Dropped: call.Dropped}
+		if err := g.Check(r.Context()); err != nil {
+			if corral.ErrorCode(err) == corral.EADMISSION {
+				protocol.WriteBudget(w, p, "the agent's token budget is spent: the run pauses until its owner raises the budget")
+				return
+			}
+			s.log.Error("checking a model call's budget", "run", g.Run(), "err", err)
+			protocol.WriteError(w, p, http.StatusServiceUnavailable, "Corral could not check the budget; try again")
+			return
+		}
+		// Not the client's context: a client that goes away mid-answer must not
+		// cut the provider off before its usage comes (Relay drains it,
+		// bounded).
+		resp, err := s.up.Forward(context.WithoutCancel(r.Context()), g.Model(), call.Chat)
+		if err != nil {
+			rec.Error = corral.ErrorMessage(err)
+			g.Record(r.Context(), gateway.Usage{}, rec)
+			protocol.WriteError(w, p, http.StatusBadGateway, corral.ErrorMessage(err))
+			return
+		}
+		defer resp.Body.Close()
+		res := protocol.Relay(r.Context(), w, resp, call)
+		rec.Model, rec.Status, rec.Estimated, rec.Aborted = res.Model, res.Status, res.Usage.Estimated, res.ClientGone
+		if res.Err != nil {
+			rec.Error = res.Err.Error()
+		}
+		if err := g.Record(r.Context(), gateway.Usage{Input: res.Usage.Input, Output: res.Usage.Output}, rec); err != nil {
+			s.log.Error("metering a model call", "run", g.Run(), "err", err)
+		}
+	}
+}
+
+func (s *server) countTokens(w http.ResponseWriter, r *http.Request) {
+	if g := s.authorize(w, r, protocol.Messages); g == nil {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		protocol.WriteError(w, protocol.Messages, http.StatusRequestEntityTooLarge, "the request is larger than Corral's gateway takes (32 MiB)")
+		return
+	}
+	out, err := protocol.CountTokens(body)
+	if err != nil {
+		protocol.WriteError(w, protocol.Messages, http.StatusBadRequest, corral.ErrorMessage(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+func (s *server) models(w http.ResponseWriter, r *http.Request) {
+	p := protocolOf(r)
+	g := s.authorize(w, r, p)
+	if g == nil {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(protocol.Models(p, []string{s.up.ModelName(g.Model())}))
+}
+
+// Listen makes the gateway's unix socket at path, mode 0600: only this
+// user (the server, and the supervisors it starts) may connect. A stale
+// socket of an earlier process is replaced. The path may be longer than a
+// socket address holds: it is bound through its directory's descriptor.
+// Each connection it accepts starts with corral.GatewayPreamble, the
+// session it comes from (Serve reads it).
+func Listen(path string) (net.Listener, error) {
+	dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, corral.Internal("gateway socket", err)
+	}
+	defer dir.Close()
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, corral.Internal("gateway socket", err)
+	}
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	unix.Umask(old)
+	if err != nil {
+		return nil, corral.Internal("gateway socket", err)
+	}
+	// The listener would unlink by the /proc path it was bound with, which
+	// is gone once dir is closed: leave the file for the next Listen.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// Serve serves h on ln until it is closed: each connection's first line
+// names its session (corral.GatewayPreamble), read before any request
+// and kept in the requests' context; a connection without one is closed.
+func Serve(ln net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, sessionKey{}, c.(*sessionConn).session)
+		},
+	}
+	go srv.Serve(&preambleListener{ln})
+	return srv
+}
+
+type sessionKey struct{}
+
+// sessionOf is the session a request came from; "" for none.
+func sessionOf(ctx context.Context) string {
+	s, _ := ctx.Value(sessionKey{}).(string)
+	return s
+}
+
+// preambleListener reads each connection's preamble before handing it on.
+type preambleListener struct{ net.Listener }
+
+// sessionConn is a connection whose preamble has been read; reads go
+// through the buffer that read it.
+type sessionConn struct {
+	net.Conn
+	r       *bufio.Reader
+	session string
+}
+
+func (c *sessionConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (l *preambleListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReaderSize(c, 4096)
+		line, err := r.ReadSlice('\n')
+		prefix := strings.TrimSuffix(corral.GatewayPreamble(""), "\n")
+		session, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), prefix)
+		if err != nil || !ok || session == "" {
+			c.Close() // not a supervisor's connection
+			continue
+		}
+		c.SetReadDeadline(time.Time{})
+		return &sessionConn{Conn: c, r: r, session: session}, nil
+	}
+}

@@ -1,0 +1,285 @@
+package runner
+
+// Runs of agent CLIs (Codex, Claude Code, OpenCode): the CLI is one command
+// of the run's session, started on the message, its model calls coming
+// back to Corral's gateway with the run's token (Authorize), its changes
+// landing in the staged tree like any run's.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"corral"
+	"corral/internal/driver"
+	"corral/internal/gateway"
+	"corral/internal/trace"
+)
+
+const (
+	// cliHome is the CLI's HOME and configuration, inside the session and
+	// never in the workspace: /tmp is the session's own.
+	cliHome = "/tmp/corral-home"
+	// cliOutputMax bounds what a CLI writes (its JSON events) unless the
+	// agent sets an output limit.
+	cliOutputMax = 64 << 20
+	// maxTranscript bounds the transcript events one CLI run traces.
+	maxTranscript = 500
+	// resumeTask is what a resumed CLI is told before the task again: its
+	// earlier work is in the workspace.
+	resumeTask = "You were interrupted (the token budget ran out) and are resumed. Your earlier changes are in the workspace. Continue the task:\n\n"
+)
+
+// cliLoop drives a run of an agent CLI. A fresh run (msg set) and a
+// resumed one start the CLI in a new session, with a new token; a
+// re-attached one waits for the CLI still running in its session.
+func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome, corral.Agent, bool) {
+	ctx, run := a.ctx, &a.run
+	agent, err := r.store.Agent(ctx, run.AgentID, "")
+	if err != nil {
+		return r.failed(a, "the agent could not be loaded", err), agent, false
+	}
+	var conv conversation
+	if msg != nil {
+		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
+		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
+			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
+			return outcome{shutdown: true}, agent, false
+		}
+		r.record(ctx, run.ID, trace.Started, map[string]any{
+			"driver": run.Driver, "model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
+		})
+		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
+			return r.failed(a, "the workspace could not be staged", err), agent, false
+		}
+		conv = conversation{{Role: "user", Content: msg.Content}}
+	} else {
+		if reattach {
+			r.record(ctx, run.ID, trace.Reattached, map[string]any{})
+		} else {
+			r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+		}
+		if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
+			return r.failed(a, "the run's staged workspace could not be reopened", err), agent, false
+		}
+		b, err := r.store.Checkpoint(ctx, run.ID)
+		if err == nil {
+			conv, err = decodeConversation(b)
+		}
+		if err == nil && len(conv) == 0 {
+			err = fmt.Errorf("empty checkpoint")
+		}
+		if err != nil {
+			return r.failed(a, "the run's task could not be loaded", err), agent, true
+		}
+		if !reattach {
+			conv = append(conv, gateway.Message{Role: "user", Content: resumeTask + conv[0].Content})
+		}
+	}
+	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+		return r.failed(a, "the run's task could not be saved", err), agent, true
+	}
+	// One command per start of the CLI: a re-attached run finds its own.
+	cmdID := fmt.Sprintf("cli-%d", len(conv))
+
+	timeout := r.cfg.RunTimeout
+	if agent.Limits.RunTimeoutS > 0 {
+		timeout = time.Duration(agent.Limits.RunTimeoutS) * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if !reattach {
+		token, hash := newToken()
+		inv, err := driver.Build(run.Driver, driver.Input{
+			Task: conv[len(conv)-1].Content, Instructions: agent.Instructions,
+			BaseURL: "http://" + corral.GatewayAddr + "/v1", Token: token,
+			Model: r.model.ModelName(agent.Model), ToolsDir: corral.ToolsDir, Home: cliHome,
+			ReadOnly: agent.Policy.FS == corral.FSReadOnly,
+		})
+		if err != nil {
+			return r.failed(a, safeMessage(err), err), agent, true
+		}
+		spec := sessionSpec(*run, agent, timeout)
+		spec.Gateway, spec.Tools = true, run.Driver
+		if agent.Limits.MemoryBytes == 0 {
+			// The CLIs need more than a tool command does; an agent's own
+			// limit stands, and a CLI that crosses it is a memory violation.
+			spec.Memory = inv.MinMemory
+		}
+		if err := r.node.StartSession(ctx, spec); err != nil {
+			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
+		}
+		if err := r.store.SetRunToken(ctx, run.ID, hash); err != nil {
+			return r.failed(a, "the run's token could not be kept", err), agent, true
+		}
+		if err := r.writeFiles(a, inv.Files); err != nil {
+			return r.failed(a, "the CLI's configuration could not be written", err), agent, true
+		}
+		if !r.setCommand(a, "") {
+			return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, true
+		}
+		err = r.node.Exec(ctx, run.ID, corral.Command{
+			ID: cmdID, Argv: inv.Argv, Env: inv.Env,
+			Timeout:   max(time.Until(deadline), time.Millisecond),
+			OutputMax: cliOutputMax,
+		})
+		if err != nil {
+			return r.failed(a, "the CLI could not be started: "+safeMessage(err), err), agent, true
+		}
+		r.record(ctx, run.ID, trace.ToolCall, map[string]any{"id": cmdID, "name": run.Driver, "command": cmdID})
+	}
+	exit, text, err := r.follow(a, cmdID)
+	if err != nil {
+		if out, done := r.interrupted(a, runCtx); done {
+			return out, agent, true
+		}
+		return r.failed(a, "the CLI's session ended before it did", err), agent, true
+	}
+	answer, events, perr := driver.Parse(run.Driver, []byte(text))
+	for i, e := range events {
+		if i == maxTranscript {
+			r.record(ctx, run.ID, trace.Transcript, map[string]any{"kind": "truncated", "left_out": len(events) - i})
+			break
+		}
+		r.record(ctx, run.ID, trace.Transcript, e)
+	}
+	tail, _ := capText(lastLines(text, 20), maxTraceOutput)
+	r.record(ctx, run.ID, trace.ToolResult, map[string]any{
+		"id": cmdID, "name": run.Driver, "exit_code": exit.Code, "violation": exit.Violation, "output": tail,
+	})
+	if answer != "" {
+		conv = append(conv, gateway.Message{Role: "assistant", Content: answer})
+		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+			r.cfg.Log.Error("CLI's answer not checkpointed", "run", run.ID, "err", err)
+		}
+	}
+	a.mu.Lock()
+	budget := a.budgetHit
+	a.budgetHit = false
+	a.mu.Unlock()
+	switch out, done := r.interrupted(a, runCtx); {
+	case done:
+		return out, agent, true
+	case exit.Violation != "":
+		return outcome{status: corral.RunErrored, violation: exit.Violation,
+			reason: fmt.Sprintf("the %s CLI crossed the sandbox's %s limit", run.Driver, exit.Violation)}, agent, true
+	case budget:
+		return outcome{status: corral.RunPaused}, agent, true
+	case exit.Code != 0:
+		return outcome{status: corral.RunErrored, answer: answer,
+			reason: fmt.Sprintf("the %s CLI exited with status %d", run.Driver, exit.Code)}, agent, true
+	case perr != nil || answer == "":
+		return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the %s CLI gave no answer", run.Driver)}, agent, true
+	}
+	return outcome{status: corral.RunCompleted, reason: "the " + run.Driver + " CLI finished", answer: answer}, agent, true
+}
+
+// follow waits for a command of a's session to end, publishing its output
+// as it comes, and returns its exit and what it wrote (its first
+// cliOutputMax bytes).
+func (r *Runner) follow(a *active, cmdID string) (*corral.CommandExit, string, error) {
+	out := &output{live: func(offset int, text string) {
+		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: cmdID, Offset: offset, Text: text}})
+	}}
+	a.setOutput(cmdID, out)
+	defer a.setOutput("", nil)
+	// False when the run was killed meanwhile: the command is killed by
+	// it, and its end still comes.
+	r.setCommand(a, cmdID)
+	defer r.setCommand(a, "")
+	var offset int64
+	var red redactor
+	for {
+		// Not a.ctx: a killed run's CLI is killed and its end recorded;
+		// only the server's stop leaves it running.
+		o, err := r.node.Output(r.base, a.run.ID, cmdID, offset, true)
+		if err != nil {
+			return nil, "", err
+		}
+		offset += int64(len(o.Data))
+		out.Write(red.next(o.Data, o.Exit != nil))
+		if o.Exit != nil {
+			return o.Exit, out.String(), nil
+		}
+	}
+}
+
+// redactor takes every run token out of a stream that comes in pieces (a
+// CLI may well print its environment, and what it prints goes to watchers
+// and the trace): each piece is redacted with the end of the one before,
+// and what could be the start of a token is held for the next.
+type redactor struct{ held []byte }
+
+// next returns what of piece can be passed on; last passes on the rest.
+func (r *redactor) next(piece []byte, last bool) []byte {
+	clean := redactTokens(append(r.held, piece...))
+	r.held = nil
+	if last {
+		return clean
+	}
+	cut := max(len(clean)-len(tokenPrefix)-tokenChars, 0)
+	r.held = append([]byte(nil), clean[cut:]...)
+	return clean[:cut]
+}
+
+// tokenChars is the length of a token after its prefix.
+const tokenChars = 43
+
+var tokenPattern = regexp.MustCompile(tokenPrefix + `[A-Za-z0-9_-]{` + strconv.Itoa(tokenChars) + `}`)
+
+// redactTokens replaces every run token in b.
+func redactTokens(b []byte) []byte {
+	return tokenPattern.ReplaceAll(b, []byte(tokenPrefix+"[redacted]"))
+}
+
+// writeFiles writes a CLI's configuration into its session, each file by
+// a command of its own reading the content from stdin: never into the
+// workspace (the driver keeps them under cliHome).
+func (r *Runner) writeFiles(a *active, files map[string][]byte) error {
+	i := 0
+	for path, content := range files {
+		if !strings.HasPrefix(path, cliHome+"/") {
+			return fmt.Errorf("configuration file %q is outside %s", path, cliHome)
+		}
+		i++
+		id := fmt.Sprintf("config-%d-%d", time.Now().UnixNano(), i)
+		err := r.node.Exec(a.ctx, a.run.ID, corral.Command{
+			ID:      id,
+			Argv:    []string{"/bin/sh", "-c", `umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", path},
+			Env:     []string{"PATH=/usr/bin:/bin"},
+			Stdin:   content,
+			Timeout: 30 * time.Second, OutputMax: 64 << 10,
+		})
+		if err != nil {
+			return err
+		}
+		var offset int64
+		for {
+			o, err := r.node.Output(a.ctx, a.run.ID, id, offset, true)
+			if err != nil {
+				return err
+			}
+			offset += int64(len(o.Data))
+			if o.Exit != nil {
+				if o.Exit.Code != 0 {
+					return fmt.Errorf("writing %s: exit %d", path, o.Exit.Code)
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,126 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+
+	"corral"
+	"corral/internal/gateway"
+	"corral/internal/trace"
+)
+
+// tokenPrefix marks a run's gateway token, so that one found where it
+// should not be is recognisable.
+const tokenPrefix = "crt_"
+
+// newToken makes a run's gateway token and the hash the store keeps.
+func newToken() (token string, hash []byte) {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	token = tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return token, tokenHash(token)
+}
+
+func tokenHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// Grant is what one model call of an agent CLI may do: it belongs to one
+// running run of this runner, and through it to one agent. It is made
+// afresh for every call (Authorize), so a run that ended, paused or was
+// killed has no grant for its next call.
+type Grant struct {
+	runID, agentID string
+	model          string // the agent's model: what the call is sent as
+	r              *Runner
+	a              *active
+}
+
+// Run is the run the call belongs to.
+func (g *Grant) Run() string { return g.runID }
+
+// Model is the model the call is made with: the agent's.
+func (g *Grant) Model() string { return g.model }
+
+// Authorize finds the run whose CLI holds token: it must be running, in
+// this runner, now. EUNAUTH for anything else, the same for a
+// token that never was and one whose run ended.
+func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
+	refused := corral.Errorf(corral.EUNAUTH, "the token is not a running run's")
+	if !strings.HasPrefix(token, tokenPrefix) {
+		return nil, refused
+	}
+	run, err := r.store.RunByToken(ctx, tokenHash(token))
+	if err != nil {
+		if corral.ErrorCode(err) == corral.ENOTFOUND {
+			return nil, refused
+		}
+		return nil, err
+	}
+	a := r.lookup(run.ID)
+	if a == nil || a.ctx.Err() != nil {
+		return nil, refused
+	}
+	if stopping, killed := a.state(); stopping || killed {
+		return nil, refused
+	}
+	agent, err := r.store.Agent(ctx, run.AgentID, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Grant{runID: run.ID, agentID: agent.ID, model: r.model.ModelName(agent.Model), r: r, a: a}, nil
+}
+
+// Check refuses a call when the agent's budget is spent (or the agent is
+// paused): the run then pauses when its CLI has ended, as a built-in run
+// pauses at its budget.
+func (g *Grant) Check(ctx context.Context) error {
+	m := meter{r: g.r, runID: g.runID, agentID: g.agentID}
+	err := m.Check(ctx)
+	if err == errBudget {
+		g.a.mu.Lock()
+		g.a.budgetHit = true
+		g.a.mu.Unlock()
+	}
+	return err
+}
+
+// Call is what the gateway knows of one CLI model call when it ends.
+type Call struct {
+	Protocol  string   // chat | responses | messages
+	Model     string   // the model the provider says answered
+	Status    int      // the provider's HTTP status
+	Estimated bool     // the provider reported no usage: the tokens are an estimate
+	Aborted   bool     // the CLI went away before the answer ended
+	Dropped   []string // what of the CLI's request could not be sent upstream
+	Error     string   // what went wrong, for the trace (never a secret)
+}
+
+// Record meters a call's usage on the run and its agent, as the provider
+// reported it (or, without a report, as estimated), and traces the call.
+func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
+	ctx = context.WithoutCancel(ctx)
+	if len(c.Dropped) > 0 {
+		g.r.record(ctx, g.runID, trace.GatewayNote, map[string]any{"protocol": c.Protocol, "dropped": c.Dropped})
+	}
+	b, err := g.r.store.AddUsage(ctx, g.runID, corral.Tokens{Input: u.Input, Output: u.Output})
+	data := map[string]any{
+		"input": u.Input, "output": u.Output, "budget_used": b.Used, "budget_tokens": b.Tokens,
+		"protocol": c.Protocol, "model": c.Model, "status": c.Status,
+	}
+	if c.Estimated {
+		data["estimated"] = true
+	}
+	if c.Aborted {
+		data["aborted"] = true
+	}
+	if c.Error != "" {
+		data["error"] = c.Error
+	}
+	g.r.record(ctx, g.runID, trace.Usage, data)
+	return err
+}
