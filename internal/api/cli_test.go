@@ -289,3 +289,38 @@ func TestAgentCLIPausesAtItsBudget(t *testing.T) {
 		t.Errorf("tokens = %+v after %d calls", done.Tokens, reqs)
 	}
 }
+
+// TestAgentCLIStopAndKill: stop and kill reach an agent CLI in the middle
+// of its work (a shell command it started that sleeps): the run ends as
+// asked, and nothing of it is left running.
+func TestAgentCLIStopAndKill(t *testing.T) {
+	needTools(t, corral.DriverCodex)
+	for _, how := range []struct{ path, status string }{{"stop", "cancelled"}, {"kill", "killed"}} {
+		t.Run(how.path, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			owner := e.signup("owner@example.com", "Owner")
+			id := owner.createAgent("busy-cli")
+			owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex}).want(http.StatusOK)
+			marker := "sleep 4251"
+			if how.path == "kill" {
+				marker = "sleep 4252"
+			}
+			e.answer(func(r modeltest.Request) modeltest.Reply {
+				if len(r.LastToolResults()) > 0 {
+					return modeltest.Text(cliFinal)
+				}
+				args, _ := json.Marshal(map[string]any{"cmd": marker, "yield_time_ms": 600000})
+				return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+			})
+			run := owner.send(id, "Wait a long time.")
+			waitFor(t, "the CLI's "+marker, func() bool { return len(processesWith(marker)) > 0 })
+			owner.do("POST", "/api/runs/"+run.ID+"/"+how.path, nil).want(http.StatusAccepted)
+			done := owner.waitRun(run.ID, "cancelled", "killed", "completed", "errored")
+			if done.Status != how.status {
+				t.Fatalf("after %s: %s (%s)", how.path, done.Status, done.Reason)
+			}
+			waitFor(t, "nothing of the run left", func() bool { return len(processesWith(marker)) == 0 && len(processesWith("codex exec")) == 0 })
+			verify(t, run.ID, owner.trace(run.ID))
+		})
+	}
+}
