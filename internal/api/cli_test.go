@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"corral"
 	"corral/internal/driver"
 	"corral/internal/modeltest"
+	"corral/internal/runner"
 )
 
 // needTools skips a test of the agent CLIs where make tools has not
@@ -322,5 +325,61 @@ func TestAgentCLIStopAndKill(t *testing.T) {
 			waitFor(t, "nothing of the run left", func() bool { return len(processesWith(marker)) == 0 && len(processesWith("codex exec")) == 0 })
 			verify(t, run.ID, owner.trace(run.ID))
 		})
+	}
+}
+
+// TestAgentCLIReattached: the server stops while an agent CLI's command
+// runs (the runner closes, as for a restart; the session and its
+// supervisor go on); a new runner re-attaches the run, the CLI's next
+// model call is authorized by the new runner with the token the CLI
+// already holds, and the run completes with the command's file.
+func TestAgentCLIReattached(t *testing.T) {
+	needTools(t, corral.DriverCodex)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("reattached-cli")
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex}).want(http.StatusOK)
+	const marker = "sleep 4253"
+	// The command waits, inside the sandbox, for a file the test puts in
+	// the staged tree once the server is back.
+	cmd := "while [ ! -e go ]; do " + marker + " 2>/dev/null & sleep 0.05; kill $! 2>/dev/null; done; printf 'after\n' > after.txt"
+	e.answer(func(r modeltest.Request) modeltest.Reply {
+		if len(r.LastToolResults()) > 0 {
+			return modeltest.Text(cliFinal)
+		}
+		args, _ := json.Marshal(map[string]any{"cmd": cmd, "yield_time_ms": 600000})
+		return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+	})
+	run := owner.send(id, "Wait for go, then write after.txt.")
+	waitFor(t, "the CLI's command", func() bool { return len(processesWith("while [ ! -e go ]")) > 0 })
+
+	e.runner.Close() // the server stops; the CLI goes on in its session
+	second := runner.New(e.db, e.provider, e.changes, e.sessions, runner.Config{QuarantineAfter: 2, Now: e.clock.Now})
+	t.Cleanup(second.Close)
+	e.gateway.use(second)
+	if n, back, err := second.Reconcile(context.Background()); err != nil || n != 0 || back != 1 {
+		t.Fatalf("Reconcile = %d reconciled, %d re-attached, %v; want 0, 1", n, back, err)
+	}
+	stored, err := e.db.Run(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through the overlay's mount, as the run sees its tree.
+	if err := os.WriteFile(filepath.Join(e.dataDir, "stages", stored.StageID, "tree", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := owner.waitRun(run.ID, "completed", "errored", "killed", "cancelled", "reconciled")
+	events := owner.trace(run.ID)
+	if done.Status != "completed" {
+		t.Fatalf("re-attached run: %s (%s)\ntrace: %s", done.Status, done.Reason, brief(events))
+	}
+	verify(t, run.ID, events)
+	if !strings.Contains(strings.Join(types(events), " "), "reattached") {
+		t.Errorf("trace = %v, want a reattached event", types(events))
+	}
+	var cs changeSetView
+	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+	if len(cs.Entries) == 0 || cs.Entries[0].Path != "after.txt" {
+		t.Errorf("change set = %+v, want after.txt", cs.Entries)
 	}
 }

@@ -44,6 +44,8 @@ type env struct {
 	model    *modeltest.Provider
 	runner   *runner.Runner
 	creds    *service.Credentials
+	gateway  *gatewayRuns // the runner the gateway authorizes by
+	provider *gateway.Gateway
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -148,6 +150,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.provider = model
 	e.runner = runner.New(db, model, e.changes, sessions, runner.Config{QuarantineAfter: 2, Now: clock.Now})
 	t.Cleanup(e.runner.Close)
 	// The gateway agent CLIs reach from their sessions, as serve makes it.
@@ -155,7 +158,9 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwSrv := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(e.runner), model, slog.New(slog.DiscardHandler)))
+	e.gateway = &gatewayRuns{}
+	e.gateway.use(e.runner)
+	gwSrv := modelapi.Serve(gwLn, modelapi.Handler(e.gateway, model, slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { gwSrv.Close() })
 	agents := service.NewAgents(db, cfg)
 	agents.SetResume(e.runner.Resume)
@@ -339,4 +344,24 @@ func (e *env) answer(script modeltest.Script) {
 	e.mu.Lock()
 	e.script = script
 	e.mu.Unlock()
+}
+
+// gatewayRuns is the runner the env's gateway authorizes by: a test that
+// restarts the runner (as a server restart would) points it at the new one.
+type gatewayRuns struct {
+	mu   sync.Mutex
+	runs modelapi.Runs
+}
+
+func (g *gatewayRuns) use(r *runner.Runner) {
+	g.mu.Lock()
+	g.runs = modelapi.Runner(r)
+	g.mu.Unlock()
+}
+
+func (g *gatewayRuns) Authorize(ctx context.Context, token string) (modelapi.Grant, error) {
+	g.mu.Lock()
+	runs := g.runs
+	g.mu.Unlock()
+	return runs.Authorize(ctx, token)
 }

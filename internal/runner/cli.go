@@ -82,8 +82,15 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
 		return r.failed(a, "the run's task could not be saved", err), agent, true
 	}
-	// One command per start of the CLI: a re-attached run finds its own.
-	cmdID := fmt.Sprintf("cli-%d", len(conv))
+	// One command per start of the CLI, named by how many tasks it was
+	// given: a re-attached run finds its own, answer checkpointed or not.
+	starts := 0
+	for _, m := range conv {
+		if m.Role == "user" {
+			starts++
+		}
+	}
+	cmdID := fmt.Sprintf("cli-%d", starts)
 
 	timeout := r.cfg.RunTimeout
 	if agent.Limits.RunTimeoutS > 0 {

@@ -225,19 +225,26 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// initSignals are the signals the Go runtime would crash or exit on when a
-// command (or anyone) sent them to the init.
-var initSignals = []syscall.Signal{
-	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPIPE,
+// keptSignals keep the Go runtime's handlers in the init: faults it turns
+// into panics, its preemption (SIGURG) and profiling signals, seccomp's
+// SIGSYS, and the two no process can change. Every other signal gets the
+// default action (see defaultSignals), whatever the process that started
+// the server ignored: a command must not inherit an ignored signal.
+var keptSignals = map[syscall.Signal]bool{
+	syscall.SIGKILL: true, syscall.SIGSTOP: true,
+	syscall.SIGSEGV: true, syscall.SIGBUS: true, syscall.SIGFPE: true, syscall.SIGILL: true, syscall.SIGTRAP: true,
+	syscall.SIGURG: true, syscall.SIGPROF: true, syscall.SIGSYS: true,
 }
+
+// lastSignal is the highest signal number (SIGRTMAX on Linux).
+const lastSignal = 64
 
 // kernelSigsetSize is the size of the kernel's sigset_t that rt_sigaction
 // takes: 64 signals (mips, with 128, fails closed here).
 const kernelSigsetSize = 8
 
-// defaultSignals gives initSignals their default action in the init, behind
-// the Go runtime's back. The init is its PID namespace's init, and the
+// defaultSignals gives every signal but keptSignals its default action in
+// the init, behind the Go runtime's back. The init is its PID namespace's init, and the
 // kernel drops a signal with the default action sent to such an init, from
 // inside the namespace or from the host (SIGKILL from the host excepted):
 // so none of them ends the init, and the commands, which inherit the
@@ -249,7 +256,10 @@ const kernelSigsetSize = 8
 // start. Stop asks for SIGTERM on the control socket instead.
 func defaultSignals() error {
 	var act [8]uint64 // larger than any arch's struct sigaction; all zero: SIG_DFL, no flags, empty mask
-	for _, sig := range initSignals {
+	for sig := syscall.Signal(1); sig <= lastSignal; sig++ {
+		if keptSignals[sig] {
+			continue
+		}
 		_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, kernelSigsetSize, 0, 0)
 		if errno != 0 {
 			return fmt.Errorf("rt_sigaction(%v, SIG_DFL): %w", sig, errno)

@@ -174,11 +174,13 @@ func (s *supervisor) serve() {
 	st := s.state
 	conns := s.conns
 	s.mu.Unlock()
+	// No new connection once the state says the session ended: whoever
+	// reads an ended state finds no supervisor to dial.
+	s.ln.Close()
+	os.Remove(sockPath(s.dir))
 	if err := writeJSON(statePath(s.dir), st); err != nil {
 		s.log.Error("state not recorded", "err", err)
 	}
-	s.ln.Close()
-	os.Remove(sockPath(s.dir))
 	for c := range conns {
 		c.send(message{Event: "ended", State: &st})
 		c.c.Close()
