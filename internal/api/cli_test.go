@@ -348,11 +348,20 @@ func TestAgentCLIReattached(t *testing.T) {
 			return modeltest.Text(cliFinal)
 		}
 		args, _ := json.Marshal(map[string]any{"cmd": cmd, "yield_time_ms": 600000})
-		return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+		// Text with the call: a step the CLI reports before the restart.
+		return modeltest.Reply{Content: "I will wait for go.", ToolCalls: []modeltest.ToolCall{{ID: "call_1", Name: "exec_command", Arguments: string(args)}}}
 	})
 	run := owner.send(id, "Wait for go, then write after.txt.")
 	waitFor(t, "the CLI's command", func() bool { return len(processesWith("while [ ! -e go ]")) > 0 })
 
+	waitFor(t, "a step of the CLI's in the trace", func() bool {
+		for _, ev := range owner.trace(run.ID) {
+			if ev.Type == "transcript" {
+				return true
+			}
+		}
+		return false
+	})
 	e.runner.Close() // the server stops; the CLI goes on in its session
 	second := runner.New(e.db, e.provider, e.changes, e.sessions, runner.Config{QuarantineAfter: 2, Now: e.clock.Now})
 	t.Cleanup(second.Close)
@@ -377,9 +386,46 @@ func TestAgentCLIReattached(t *testing.T) {
 	if !strings.Contains(strings.Join(types(events), " "), "reattached") {
 		t.Errorf("trace = %v, want a reattached event", types(events))
 	}
+	// The CLI's steps before the restart are not recorded twice (its
+	// output is read from the start again).
+	seen := map[string]bool{}
+	steps := 0
+	for _, ev := range events {
+		if ev.Type != "transcript" {
+			continue
+		}
+		steps++
+		d, _ := json.Marshal(ev.Data)
+		if seen[string(d)] {
+			t.Errorf("transcript step recorded twice: %s", d)
+		}
+		seen[string(d)] = true
+	}
+	if steps == 0 {
+		t.Error("no transcript step recorded")
+	}
 	var cs changeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	if len(cs.Entries) == 0 || cs.Entries[0].Path != "after.txt" {
 		t.Errorf("change set = %+v, want after.txt", cs.Entries)
 	}
+}
+
+// TestAgentCLIMemoryViolation: an agent's own memory limit stands for its
+// CLI (OpenCode needs several hundred MiB): crossing it ends the run with
+// the memory violation, named.
+func TestAgentCLIMemoryViolation(t *testing.T) {
+	needTools(t, corral.DriverOpenCode)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("small-cli")
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverOpenCode,
+		"limits": map[string]int64{"memory_bytes": 96 << 20}}).want(http.StatusOK)
+	e.answer(func(r modeltest.Request) modeltest.Reply { return modeltest.Text(cliFinal) })
+	run := owner.send(id, "Say hello.")
+	done := owner.waitRun(run.ID, "completed", "errored", "killed", "cancelled")
+	if done.Status != "errored" || done.Violation == nil || *done.Violation != corral.ViolationMemory || !strings.Contains(done.Reason, "memory") {
+		t.Fatalf("run = %s, violation %v (%s); want errored with the memory violation", done.Status, done.Violation, done.Reason)
+	}
+	verify(t, run.ID, owner.trace(run.ID))
 }

@@ -6,6 +6,7 @@ package runner
 // landing in the staged tree like any run's.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"regexp"
@@ -26,6 +27,8 @@ const (
 	// cliOutputMax bounds what a CLI writes (its JSON events) unless the
 	// agent sets an output limit.
 	cliOutputMax = 64 << 20
+	// maxLine bounds a line of a CLI's output held until it ends.
+	maxLine = 8 << 20
 	// maxTranscript bounds the transcript events one CLI run traces.
 	maxTranscript = 500
 	// resumeTask is what a resumed CLI is told before the task again: its
@@ -139,21 +142,42 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		}
 		r.record(ctx, run.ID, trace.ToolCall, map[string]any{"id": cmdID, "name": run.Driver, "command": cmdID})
 	}
-	exit, text, err := r.follow(a, cmdID)
+	// The transcript is recorded as the CLI reports it. A re-attached run
+	// reads the CLI's output from its start again: the steps recorded
+	// before the restart are not recorded twice.
+	parser, err := driver.NewParser(run.Driver)
+	if err != nil {
+		return r.failed(a, safeMessage(err), err), agent, true
+	}
+	skip := 0
+	if reattach {
+		if evs, err := r.store.Trace(ctx, run.ID); err == nil {
+			for _, e := range evs {
+				if e.Type == trace.Transcript {
+					skip++
+				}
+			}
+		}
+	}
+	steps := 0
+	exit, text, err := r.follow(a, cmdID, func(line []byte) {
+		for _, e := range parser.Line(line) {
+			switch steps++; {
+			case steps <= skip:
+			case steps <= maxTranscript:
+				r.record(ctx, run.ID, trace.Transcript, e)
+			case steps == maxTranscript+1:
+				r.record(ctx, run.ID, trace.Transcript, map[string]any{"kind": "truncated", "note": "the CLI's further steps are left out of the trace"})
+			}
+		}
+	})
 	if err != nil {
 		if out, done := r.interrupted(a, runCtx); done {
 			return out, agent, true
 		}
 		return r.failed(a, "the CLI's session ended before it did", err), agent, true
 	}
-	answer, events, perr := driver.Parse(run.Driver, []byte(text))
-	for i, e := range events {
-		if i == maxTranscript {
-			r.record(ctx, run.ID, trace.Transcript, map[string]any{"kind": "truncated", "left_out": len(events) - i})
-			break
-		}
-		r.record(ctx, run.ID, trace.Transcript, e)
-	}
+	answer, perr := parser.Final()
 	tail, _ := capText(lastLines(text, 20), maxTraceOutput)
 	r.record(ctx, run.ID, trace.ToolResult, map[string]any{
 		"id": cmdID, "name": run.Driver, "exit_code": exit.Code, "violation": exit.Violation, "output": tail,
@@ -186,9 +210,9 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 }
 
 // follow waits for a command of a's session to end, publishing its output
-// as it comes, and returns its exit and what it wrote (its first
-// cliOutputMax bytes).
-func (r *Runner) follow(a *active, cmdID string) (*corral.CommandExit, string, error) {
+// as it comes and handing each whole line to line, and returns its exit
+// and what it wrote (its first cliOutputMax bytes).
+func (r *Runner) follow(a *active, cmdID string, line func([]byte)) (*corral.CommandExit, string, error) {
 	out := &output{live: func(offset int, text string) {
 		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: cmdID, Offset: offset, Text: text}})
 	}}
@@ -200,6 +224,23 @@ func (r *Runner) follow(a *active, cmdID string) (*corral.CommandExit, string, e
 	defer r.setCommand(a, "")
 	var offset int64
 	var red redactor
+	var partial []byte // a line not ended yet
+	lines := func(b []byte, last bool) {
+		partial = append(partial, b...)
+		for {
+			i := bytes.IndexByte(partial, '\n')
+			if i < 0 {
+				break
+			}
+			line(partial[:i])
+			partial = partial[i+1:]
+		}
+		if last && len(partial) > 0 || len(partial) > maxLine {
+			line(partial) // a line too long to hold is handed on as it is
+			partial = nil
+		}
+		partial = append([]byte(nil), partial...)
+	}
 	for {
 		// Not a.ctx: a killed run's CLI is killed and its end recorded;
 		// only the server's stop leaves it running.
@@ -208,7 +249,9 @@ func (r *Runner) follow(a *active, cmdID string) (*corral.CommandExit, string, e
 			return nil, "", err
 		}
 		offset += int64(len(o.Data))
-		out.Write(red.next(o.Data, o.Exit != nil))
+		clean := red.next(o.Data, o.Exit != nil)
+		out.Write(clean)
+		lines(clean, o.Exit != nil)
 		if o.Exit != nil {
 			return o.Exit, out.String(), nil
 		}

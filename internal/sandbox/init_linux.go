@@ -226,15 +226,22 @@ func loopbackUp() error {
 }
 
 // keptSignals keep the Go runtime's handlers in the init: faults it turns
-// into panics, its preemption (SIGURG) and profiling signals, seccomp's
-// SIGSYS, and the two no process can change. Every other signal gets the
+// into panics, its preemption (SIGURG), profiling and per-thread system
+// call (SIGRTMIN+1: without it an all-threads system call, such as the
+// capset of dropPrivileges, waits forever for threads that never answer)
+// signals, seccomp's SIGSYS, and the two no process can change. Every other signal gets the
 // default action (see defaultSignals), whatever the process that started
 // the server ignored: a command must not inherit an ignored signal.
 var keptSignals = map[syscall.Signal]bool{
 	syscall.SIGKILL: true, syscall.SIGSTOP: true,
 	syscall.SIGSEGV: true, syscall.SIGBUS: true, syscall.SIGFPE: true, syscall.SIGILL: true, syscall.SIGTRAP: true,
 	syscall.SIGURG: true, syscall.SIGPROF: true, syscall.SIGSYS: true,
+	sigPerThreadSyscall: true,
 }
+
+// sigPerThreadSyscall is the Go runtime's signal for a system call made on
+// every thread (runtime/os_linux.go).
+const sigPerThreadSyscall = syscall.Signal(33)
 
 // lastSignal is the highest signal number (SIGRTMAX on Linux).
 const lastSignal = 64
