@@ -429,6 +429,23 @@ func (s *Session) Violation() string {
 	return s.violation
 }
 
+// Check reads the session's cgroup now, as the watchdog's next look would:
+// a kernel limit that has ended a process (the memory limit's OOM kill, the
+// pids limit) ends the session with that violation at once, so a command
+// the kernel killed is never reported without the limit that killed it.
+// It returns the session's violation, "" for none.
+func (s *Session) Check() string {
+	if u, err := s.cg.usage(); err == nil {
+		switch {
+		case u.OOMKills > 0:
+			s.end(ViolationMemory)
+		case u.PidsMax > 0:
+			s.end(ViolationPids)
+		}
+	}
+	return s.Violation()
+}
+
 // Done is closed when the session has ended and is cleaned up.
 func (s *Session) Done() <-chan struct{} { return s.done }
 

@@ -399,7 +399,9 @@ func (s *supervisor) run(c *command, r *os.File, timeout time.Duration) {
 	ex := Exit{Code: code, Signal: sig, Violation: c.violation, Output: c.total, Kept: c.kept}
 	c.mu.Unlock()
 	if ex.Violation == "" {
-		ex.Violation = s.sess.Violation()
+		// Not only what the watchdog saw: the kernel may have killed the
+		// command for the session's limit since its last look.
+		ex.Violation = s.sess.Check()
 	}
 	c.log.Close() // no fsync: see writeJSON
 	if err := writeJSON(exitPath(s.dir, c.id), ex); err != nil {
