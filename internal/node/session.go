@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"corral"
 	"corral/internal/driver"
@@ -131,15 +133,32 @@ func (l *Local) Session(ctx context.Context, id string) (corral.SessionState, er
 	if err != nil {
 		return corral.SessionState{}, err
 	}
-	if c, err := supervisor.Dial(dir); err == nil {
-		c.Close()
-		return corral.SessionState{ID: id, Running: true}, nil
+	// A supervisor whose state says running and whose process is there
+	// but that did not answer (a busy machine) is asked again, a few
+	// times: a live session taken for dead would be reconciled under its
+	// still-running commands.
+	for try := 1; ; try++ {
+		c, err := supervisor.Dial(dir)
+		if err == nil {
+			c.Close()
+			return corral.SessionState{ID: id, Running: true}, nil
+		}
+		st, serr := supervisor.ReadState(dir)
+		if serr != nil {
+			return corral.SessionState{}, corral.Errorf(corral.ENOTFOUND, "no session %s", id)
+		}
+		if st.State != supervisor.StateRunning || syscall.Kill(st.PID, 0) != nil || try == 5 {
+			if st.State == supervisor.StateRunning && syscall.Kill(st.PID, 0) == nil {
+				l.cfg.Log.Warn("a session's supervisor is there but does not answer", "session", id, "err", err)
+			}
+			return corral.SessionState{ID: id, Violation: st.Violation, Abandoned: st.State == supervisor.StateAbandoned}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return corral.SessionState{}, ctx.Err()
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
 	}
-	st, serr := supervisor.ReadState(dir)
-	if serr != nil {
-		return corral.SessionState{}, corral.Errorf(corral.ENOTFOUND, "no session %s", id)
-	}
-	return corral.SessionState{ID: id, Violation: st.Violation, Abandoned: st.State == supervisor.StateAbandoned}, nil
 }
 
 // Exec starts a command in a session.

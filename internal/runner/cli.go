@@ -47,26 +47,13 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 	}
 	var conv conversation
 	if msg != nil {
-		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
-		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
-			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
-			return outcome{shutdown: true}, agent, false
-		}
-		r.record(ctx, run.ID, trace.Started, map[string]any{
-			"driver": run.Driver, "model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
-		})
-		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
-			return r.failed(a, "the workspace could not be staged", err), agent, false
+		if out, ok := r.begin(a, agent); !ok {
+			return out, agent, false
 		}
 		conv = conversation{{Role: "user", Content: msg.Content}}
 	} else {
-		if reattach {
-			r.record(ctx, run.ID, trace.Reattached, map[string]any{})
-		} else {
-			r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
-		}
-		if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
-			return r.failed(a, "the run's staged workspace could not be reopened", err), agent, false
+		if out, ok := r.again(a, agent, reattach); !ok {
+			return out, agent, false
 		}
 		b, err := r.store.Checkpoint(ctx, run.ID)
 		if err == nil {

@@ -333,17 +333,8 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 	var pending []gateway.ToolCall // a re-attached run's calls without results
 	at := 0                        // and the index of their message
 	if msg != nil {
-		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
-		if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
-			// Stopped or killed before it started, or reconciled.
-			r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
-			return outcome{shutdown: true}, agent, false
-		}
-		r.record(ctx, run.ID, trace.Started, map[string]any{
-			"model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes,
-		})
-		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
-			return r.failed(a, "the workspace could not be staged", err), agent, false
+		if out, ok := r.begin(a, agent); !ok {
+			return out, agent, false
 		}
 		_, prior, err := r.store.LastCheckpoint(ctx, agent.ID)
 		if err != nil {
@@ -355,13 +346,8 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		}
 		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: msg.Content})
 	} else {
-		if reattach {
-			r.record(ctx, run.ID, trace.Reattached, map[string]any{})
-		} else {
-			r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
-		}
-		if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
-			return r.failed(a, "the run's staged workspace could not be reopened", err), agent, false
+		if out, ok := r.again(a, agent, reattach); !ok {
+			return out, agent, false
 		}
 		b, err := r.store.Checkpoint(ctx, run.ID)
 		if err == nil {
@@ -449,6 +435,42 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 			return out, agent, true
 		}
 	}
+}
+
+// begin starts an admitted run: running in the store, started in the
+// trace, its workspace staged. ok false ends the loop with out (a run
+// stopped, killed or reconciled before it started is left as it is).
+func (r *Runner) begin(a *active, agent corral.Agent) (out outcome, ok bool) {
+	ctx, run := a.ctx, &a.run
+	run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()
+	if err := r.store.UpdateRun(ctx, *run, corral.RunAdmitted); err != nil {
+		r.cfg.Log.Warn("run not started", "run", run.ID, "err", err)
+		return outcome{shutdown: true}, false
+	}
+	data := map[string]any{"model": agent.Model, "fs": agent.Policy.FS, "changes": agent.Policy.Changes}
+	if run.Driver != "" {
+		data["driver"] = run.Driver
+	}
+	r.record(ctx, run.ID, trace.Started, data)
+	if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
+		return r.failed(a, "the workspace could not be staged", err), false
+	}
+	return outcome{}, true
+}
+
+// again takes up a resumed or re-attached run: its trace says which, and
+// its staged workspace is reopened.
+func (r *Runner) again(a *active, agent corral.Agent, reattach bool) (out outcome, ok bool) {
+	ctx, run := a.ctx, &a.run
+	if reattach {
+		r.record(ctx, run.ID, trace.Reattached, map[string]any{})
+	} else {
+		r.record(ctx, run.ID, trace.Resumed, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+	}
+	if err := r.ws.Reopen(ctx, agent.ID, run.StageID); err != nil {
+		return r.failed(a, "the run's staged workspace could not be reopened", err), false
+	}
+	return outcome{}, true
 }
 
 // calls runs the tool calls of the assistant message at index at of conv,

@@ -99,7 +99,7 @@ func Spawn(dir string, cfg Config, exe string) (*Client, error) {
 func Dial(dir string) (*Client, error) {
 	conn, err := dialUnix(sockPath(dir))
 	if err != nil {
-		return nil, corral.Errorf(corral.ENOTFOUND, "no supervisor for the session in %s", dir)
+		return nil, &corral.Error{Code: corral.ENOTFOUND, Message: "no supervisor for the session in " + dir, Op: "supervisor.Dial", Err: err}
 	}
 	c := &Client{dir: dir, conn: conn, pending: map[uint64]chan message{}, changed: make(chan struct{}), gone: make(chan struct{})}
 	go c.read()
