@@ -8,6 +8,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -138,13 +139,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 	}
 	skip := 0
 	if reattach {
-		if evs, err := r.store.Trace(ctx, run.ID); err == nil {
-			for _, e := range evs {
-				if e.Type == trace.Transcript {
-					skip++
-				}
-			}
-		}
+		skip = r.stepsRecorded(ctx, run.ID, cmdID)
 	}
 	steps := 0
 	exit, text, err := r.follow(a, cmdID, func(line []byte) {
@@ -194,6 +189,28 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the %s CLI gave no answer", run.Driver)}, agent, true
 	}
 	return outcome{status: corral.RunCompleted, reason: "the " + run.Driver + " CLI finished", answer: answer}, agent, true
+}
+
+// stepsRecorded counts the transcript steps the trace holds of command
+// cmdID: those after its start (a resumed run's earlier CLI had its own).
+func (r *Runner) stepsRecorded(ctx context.Context, runID, cmdID string) int {
+	evs, err := r.store.Trace(ctx, runID)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range evs {
+		switch e.Type {
+		case trace.ToolCall:
+			var call struct{ ID string }
+			if json.Unmarshal(e.Data, &call) == nil && call.ID == cmdID {
+				n = 0 // its start: count from here
+			}
+		case trace.Transcript:
+			n++
+		}
+	}
+	return n
 }
 
 // follow waits for a command of a's session to end, publishing its output
