@@ -154,6 +154,12 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		APIKey:  getenv("CORRAL_MODEL_API_KEY"),
 		Model:   getenv("CORRAL_MODEL"),
 	}
+	if v := getenv("CORRAL_MODEL_NATIVE"); v != "" {
+		// The protocols the provider also speaks itself, passed through.
+		for _, p := range strings.Split(v, ",") {
+			c.Model.Native = append(c.Model.Native, strings.TrimSpace(p))
+		}
+	}
 	c.SecretKey = getenv("CORRAL_SECRET_KEY")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -429,3 +429,70 @@ func TestAgentCLIMemoryViolation(t *testing.T) {
 	}
 	verify(t, run.ID, owner.trace(run.ID))
 }
+
+// TestAgentCLIsNative: with a provider that speaks the CLI's protocol
+// itself (CORRAL_MODEL_NATIVE), Codex's Responses calls and Claude Code's
+// Messages calls go through as they are, with Corral's key, and are
+// metered from the provider's own usage events.
+func TestAgentCLIsNative(t *testing.T) {
+	for _, tc := range cliCases[:2] { // codex (responses), claude-code (messages)
+		t.Run(tc.driver, func(t *testing.T) {
+			needTools(t, tc.driver)
+			e := newEnv(t, envOptions{native: true})
+			owner := e.signup("owner@example.com", "Owner")
+			id := owner.createAgent("native-" + tc.driver)
+			owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": tc.driver}).want(http.StatusOK)
+			e.answer(func(r modeltest.Request) modeltest.Reply {
+				if len(r.LastToolResults()) > 0 {
+					return modeltest.Text(cliFinal)
+				}
+				if !contains(r.Tools, tc.tool) {
+					return modeltest.Text("Proof")
+				}
+				args, _ := json.Marshal(tc.args(`printf 'corral was here\n' > proof.txt`))
+				return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: tc.tool, Arguments: string(args)})
+			})
+			run := owner.send(id, "Write the proof file.")
+			done := owner.waitRun(run.ID, "completed", "errored", "killed", "cancelled", "paused")
+			events := owner.trace(run.ID)
+			if done.Status != "completed" {
+				t.Fatalf("run: %s (%s)\ntrace: %s", done.Status, done.Reason, brief(events))
+			}
+			verify(t, run.ID, events)
+			want := "responses"
+			if tc.driver == corral.DriverClaudeCode {
+				want = "messages"
+			}
+			e.native.mu.Lock()
+			hits, keys := e.native.hits[want], append([]string(nil), e.native.keys...)
+			e.native.mu.Unlock()
+			if hits == 0 {
+				t.Fatalf("the provider took no %s call as it was: %v", want, e.native.hits)
+			}
+			for _, k := range keys {
+				if k != testModelKey {
+					t.Errorf("a call reached the provider with key %q, not Corral's", k)
+				}
+			}
+			reqs := int64(len(e.model.Requests()))
+			if done.Tokens.Input != reqs*modeltest.DefaultInputTokens || done.Tokens.Output != reqs*modeltest.DefaultOutputTokens {
+				t.Errorf("run tokens = %+v after %d provider calls", done.Tokens, reqs)
+			}
+			var cs changeSetView
+			owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+			if len(cs.Entries) != 1 || cs.Entries[0].Path != "proof.txt" {
+				t.Errorf("change set = %+v", cs.Entries)
+			}
+			for _, ev := range events {
+				if ev.Type == "usage" && strings.Contains(string(mustJSON(ev.Data)), `"estimated"`) {
+					t.Errorf("a natively passed call was estimated: %s", mustJSON(ev.Data))
+				}
+			}
+		})
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -23,6 +23,7 @@ import (
 	"corral/internal/modelapi"
 	"corral/internal/modeltest"
 	"corral/internal/node"
+	"corral/internal/protocol"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/secrets"
@@ -46,6 +47,7 @@ type env struct {
 	creds    *service.Credentials
 	gateway  *gatewayRuns // the runner the gateway authorizes by
 	provider *gateway.Gateway
+	native   *native // with envOptions.native
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -65,6 +67,10 @@ type envOptions struct {
 	// gitCA is the only CA the node's git trusts: the test git server's
 	// (production code has no switch that allows plain http).
 	gitCA string
+	// native puts a provider that speaks the Responses API and Messages
+	// itself in front of the scripted one (see nativeProvider), and tells
+	// the gateway to pass those calls through.
+	native bool
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -143,6 +149,10 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	})
 	t.Cleanup(e.model.Close)
 	gw := &gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model"}
+	if opt.native {
+		e.native = nativeProvider(t, e.model.URL())
+		gw.BaseURL, gw.Native = e.native.srv.URL+"/v1", []string{gateway.NativeResponses, gateway.NativeMessages}
+	}
 	if opt.noModel {
 		gw = &gateway.Config{}
 	}
@@ -364,4 +374,53 @@ func (g *gatewayRuns) Authorize(ctx context.Context, token string) (modelapi.Gra
 	runs := g.runs
 	g.mu.Unlock()
 	return runs.Authorize(ctx, token)
+}
+
+// native is a provider that speaks the Responses API and Anthropic Messages
+// itself: it answers them by translating to the scripted Chat Completions
+// provider behind it (with internal/protocol, as Corral's gateway would),
+// and passes Chat Completions through. It counts the calls it took in each.
+type native struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits map[string]int
+	keys []string // the key each call carried
+}
+
+func nativeProvider(t testing.TB, chatURL string) *native {
+	n := &native{hits: map[string]int{}}
+	serve := func(p protocol.Protocol, parse func([]byte) (protocol.Call, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			key := r.Header.Get("x-api-key")
+			if key == "" {
+				key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			}
+			n.mu.Lock()
+			n.hits[p.String()]++
+			n.keys = append(n.keys, key)
+			n.mu.Unlock()
+			body, _ := io.ReadAll(r.Body)
+			call, err := parse(body)
+			if err != nil {
+				protocol.WriteError(w, p, http.StatusBadRequest, err.Error())
+				return
+			}
+			req, _ := http.NewRequestWithContext(r.Context(), "POST", chatURL+"/chat/completions", bytes.NewReader(call.Chat))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				protocol.WriteError(w, p, http.StatusBadGateway, err.Error())
+				return
+			}
+			protocol.Relay(r.Context(), w, resp, call)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/responses", serve(protocol.Responses, protocol.ParseResponses))
+	mux.HandleFunc("POST /v1/messages", serve(protocol.Messages, protocol.ParseMessages))
+	mux.HandleFunc("POST /v1/chat/completions", serve(protocol.Chat, protocol.ParseChat))
+	n.srv = httptest.NewServer(mux)
+	t.Cleanup(n.srv.Close)
+	return n
 }

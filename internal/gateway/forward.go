@@ -45,6 +45,12 @@ func (g *Gateway) Forward(ctx context.Context, model string, body []byte) (*http
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	g.authorize(req)
+	return g.send(req)
+}
+
+// send makes a forwarded request. An error answer (not 2xx) is read whole,
+// bounded, and has the key taken out before anybody reads it.
+func (g *Gateway) send(req *http.Request) (*http.Response, error) {
 	resp, err := g.client.Do(req)
 	if err != nil {
 		// The error names the URL, never the key (it is in a header).
@@ -87,4 +93,60 @@ func (g *Gateway) ModelName(model string) string {
 		return g.model
 	}
 	return model
+}
+
+// Native protocols a provider may speak besides Chat Completions: a call
+// an agent CLI makes in one of them is passed through (ForwardNative)
+// rather than translated.
+const (
+	NativeResponses = "responses" // POST {base}/responses, OpenAI's
+	NativeMessages  = "messages"  // POST {base}/messages, Anthropic's
+)
+
+// Native reports whether the provider takes calls in protocol as they are
+// (Config.Native).
+func (g *Gateway) Native(protocol string) bool { return g.native[protocol] }
+
+// ForwardNative sends a call in a protocol the provider speaks itself to
+// {base}/responses or {base}/messages, the model replaced by the agent's,
+// with the key (as a bearer token, and for Messages also as x-api-key)
+// and the client's anthropic-version and anthropic-beta headers, nothing
+// else of its. An error answer has the key taken out, as Forward's.
+func (g *Gateway) ForwardNative(ctx context.Context, protocol, model string, header http.Header, body []byte) (*http.Response, error) {
+	if err := g.Configured(); err != nil {
+		return nil, err
+	}
+	if !g.native[protocol] {
+		return nil, corral.Errorf(corral.EINVALID, "the model provider does not take %s calls as they are", protocol)
+	}
+	if model == "" {
+		model = g.model
+	}
+	body, stream, err := withModel(body, model)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.baseURL+"/"+protocol, bytes.NewReader(body))
+	if err != nil {
+		return nil, corral.Internal("gateway", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if protocol == NativeMessages {
+		v := header.Get("anthropic-version")
+		if v == "" {
+			v = "2023-06-01"
+		}
+		req.Header.Set("anthropic-version", v)
+		if b := header.Get("anthropic-beta"); b != "" {
+			req.Header.Set("anthropic-beta", b)
+		}
+	}
+	g.authorize(req)
+	if protocol == NativeMessages {
+		g.authorizeAnthropic(req)
+	}
+	return g.send(req)
 }

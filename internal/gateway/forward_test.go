@@ -87,3 +87,20 @@ func TestForwardRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeConfig: only the protocols Corral can pass through are taken.
+func TestNativeConfig(t *testing.T) {
+	for _, tt := range []struct {
+		native []string
+		ok     bool
+	}{{nil, true}, {[]string{NativeResponses, NativeMessages}, true}, {[]string{"chat"}, false}, {[]string{""}, false}} {
+		g, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Native: tt.native})
+		if (err == nil) != tt.ok || (err == nil && len(tt.native) > 0 && !g.Native(tt.native[0])) {
+			t.Errorf("Native %q: %v", tt.native, err)
+		}
+	}
+	g, _ := New(Config{BaseURL: "http://127.0.0.1:1/v1"})
+	if _, err := g.ForwardNative(context.Background(), NativeResponses, "m", http.Header{}, []byte(`{}`)); corral.ErrorCode(err) != corral.EINVALID {
+		t.Errorf("ForwardNative without Native = %v, want EINVALID", err)
+	}
+}

@@ -42,6 +42,10 @@ type Config struct {
 	APIKey     string       // may be empty for local providers such as Ollama
 	Model      string       // the default model; a Request may name another
 	HTTPClient *http.Client // optional
+	// Native lists the protocols the provider also speaks itself
+	// (NativeResponses, NativeMessages): agent CLIs' calls in them are
+	// passed through instead of translated to Chat Completions.
+	Native []string
 
 	// Sleep waits between tries; it must return ctx's error as soon as ctx
 	// ends. nil is a real timer. Tests set one that does not wait.
@@ -134,9 +138,11 @@ type Gateway struct {
 	redact func(string) string
 	// Forward's way to the provider (forward.go): authorize puts the key
 	// in a request's header.
-	baseURL   string
-	client    *http.Client
-	authorize func(*http.Request)
+	baseURL            string
+	client             *http.Client
+	authorize          func(*http.Request)
+	authorizeAnthropic func(*http.Request)
+	native             map[string]bool
 }
 
 // New returns a Gateway for cfg. A Config without BaseURL gives a Gateway
@@ -171,6 +177,18 @@ func New(cfg Config) (*Gateway, error) {
 		if key != "" {
 			r.Header.Set("Authorization", "Bearer "+key)
 		}
+	}
+	g.authorizeAnthropic = func(r *http.Request) {
+		if key != "" {
+			r.Header.Set("x-api-key", key)
+		}
+	}
+	g.native = map[string]bool{}
+	for _, p := range cfg.Native {
+		if p != NativeResponses && p != NativeMessages {
+			return nil, corral.Errorf(corral.EINVALID, "CORRAL_MODEL_NATIVE takes %q and %q, not %q", NativeResponses, NativeMessages, p)
+		}
+		g.native[p] = true
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),

@@ -70,6 +70,10 @@ type Upstream interface {
 	Forward(ctx context.Context, model string, body []byte) (*http.Response, error)
 	// ModelName is the model an agent set to model calls.
 	ModelName(model string) string
+	// Native says whether the provider takes calls in protocol ("responses",
+	// "messages") as they are; ForwardNative sends one.
+	Native(protocol string) bool
+	ForwardNative(ctx context.Context, protocol, model string, header http.Header, body []byte) (*http.Response, error)
 }
 
 // Handler serves the model API.
@@ -144,10 +148,13 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			protocol.WriteError(w, p, http.StatusRequestEntityTooLarge, "the request is larger than Corral's gateway takes (32 MiB)")
 			return
 		}
-		call, err := parse(body)
-		if err != nil {
-			protocol.WriteError(w, p, http.StatusBadRequest, corral.ErrorMessage(err))
-			return
+		native := p != protocol.Chat && s.up.Native(p.String())
+		var call protocol.Call
+		if !native {
+			if call, err = parse(body); err != nil {
+				protocol.WriteError(w, p, http.StatusBadRequest, corral.ErrorMessage(err))
+				return
+			}
 		}
 		rec := runner.Call{Protocol: p.String(), Dropped: call.Dropped}
 		if err := g.Check(r.Context()); err != nil {
@@ -162,7 +169,13 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		// Not the client's context: a client that goes away mid-answer must not
 		// cut the provider off before its usage comes (Relay drains it,
 		// bounded).
-		resp, err := s.up.Forward(context.WithoutCancel(r.Context()), g.Model(), call.Chat)
+		upCtx := context.WithoutCancel(r.Context())
+		var resp *http.Response
+		if native {
+			resp, err = s.up.ForwardNative(upCtx, p.String(), g.Model(), r.Header, body)
+		} else {
+			resp, err = s.up.Forward(upCtx, g.Model(), call.Chat)
+		}
 		if err != nil {
 			rec.Error = corral.ErrorMessage(err)
 			g.Record(r.Context(), gateway.Usage{}, rec)
@@ -170,7 +183,12 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			return
 		}
 		defer resp.Body.Close()
-		res := protocol.Relay(r.Context(), w, resp, call)
+		var res protocol.Result
+		if native {
+			res = protocol.RelayNative(r.Context(), w, resp, p, len(body))
+		} else {
+			res = protocol.Relay(r.Context(), w, resp, call)
+		}
 		rec.Model, rec.Status, rec.Estimated, rec.Aborted = res.Model, res.Status, res.Usage.Estimated, res.ClientGone
 		if res.Err != nil {
 			rec.Error = res.Err.Error()

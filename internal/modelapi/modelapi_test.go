@@ -3,13 +3,16 @@ package modelapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +45,10 @@ func (upstream) Forward(ctx context.Context, model string, body []byte) (*http.R
 	return nil, fmt.Errorf("not called in these tests")
 }
 func (upstream) ModelName(m string) string { return m }
+func (upstream) Native(string) bool        { return false }
+func (upstream) ForwardNative(context.Context, string, string, http.Header, []byte) (*http.Response, error) {
+	return nil, fmt.Errorf("not called in these tests")
+}
 
 // serve starts the gateway on a socket and returns a dial function that
 // writes preamble first (as a supervisor does), unless it is "".
@@ -131,5 +138,108 @@ func TestNoPreamble(t *testing.T) {
 		if status != 0 {
 			t.Errorf("preamble %q: answered %d %s, want the connection closed", preamble, status, body)
 		}
+	}
+}
+
+// recorded is a grant that keeps what Record was given.
+type recorded struct {
+	grant
+	mu    sync.Mutex
+	usage []gateway.Usage
+	calls []runner.Call
+}
+
+func (g *recorded) Record(_ context.Context, u gateway.Usage, c runner.Call) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.usage, g.calls = append(g.usage, u), append(g.calls, c)
+	return nil
+}
+
+type recordedRuns struct{ g *recorded }
+
+func (r recordedRuns) Authorize(ctx context.Context, token string) (Grant, error) {
+	if token == "crt_a" {
+		return r.g, nil
+	}
+	return nil, corral.Errorf(corral.EUNAUTH, "no")
+}
+
+// TestNative: with a provider that speaks the CLI's protocol itself, the
+// call goes through as it is (the agent's model, Corral's key in the
+// provider's own header), the answer comes back byte for byte, and the
+// call is metered from the provider's own usage events.
+func TestNative(t *testing.T) {
+	tests := []struct {
+		name, path, body, stream, authHeader string
+		want                                 gateway.Usage
+	}{
+		{"responses", "/v1/responses", `{"model":"gpt-5-codex","stream":true,"input":"hi"}`,
+			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":12,\"output_tokens\":7}}}\n\n",
+			"Authorization", gateway.Usage{Input: 12, Output: 7}},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet","stream":true,"max_tokens":10,"messages":[]}`,
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":20}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n",
+			"x-api-key", gateway.Usage{Input: 20, Output: 9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got struct {
+				path, auth, version, model string
+			}
+			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct{ Model string }
+				json.NewDecoder(r.Body).Decode(&body)
+				got.path, got.auth, got.version, got.model = r.URL.Path, r.Header.Get(tt.authHeader), r.Header.Get("anthropic-version"), body.Model
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tt.stream)
+			}))
+			defer provider.Close()
+			gw, err := gateway.New(gateway.Config{BaseURL: provider.URL + "/v1", APIKey: "sk-native", Model: "m",
+				Native: []string{gateway.NativeResponses, gateway.NativeMessages}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := &recorded{}
+			path := filepath.Join(t.TempDir(), "gw.sock")
+			ln, err := Listen(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := Serve(ln, Handler(recordedRuns{g}, gw, slog.New(slog.DiscardHandler)))
+			defer srv.Close()
+			c, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, corral.GatewayPreamble("run_a"))
+			req, _ := http.NewRequest("POST", "http://gateway"+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Authorization", "Bearer crt_a")
+			req.Header.Set("x-api-key", "crt_a")
+			req.Write(c)
+			resp, err := http.ReadResponse(bufio.NewReader(c), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || string(b) != tt.stream {
+				t.Errorf("client got %d %q, want the provider's stream as it was", resp.StatusCode, b)
+			}
+			wantAuth := "Bearer sk-native"
+			if tt.authHeader == "x-api-key" {
+				wantAuth = "sk-native"
+			}
+			if got.path != "/v1"+strings.TrimPrefix(tt.path, "/v1") || got.auth != wantAuth || got.model != "test-model" {
+				t.Errorf("provider saw %+v", got)
+			}
+			if tt.name == "messages" && got.version == "" {
+				t.Error("no anthropic-version sent to a Messages provider")
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.usage) != 1 || g.usage[0] != tt.want || g.calls[0].Estimated {
+				t.Errorf("metered %+v %+v, want %+v from the provider's events", g.usage, g.calls, tt.want)
+			}
+		})
 	}
 }
