@@ -147,8 +147,9 @@ func (l *Local) Session(ctx context.Context, id string) (corral.SessionState, er
 		if serr != nil {
 			return corral.SessionState{}, corral.Errorf(corral.ENOTFOUND, "no session %s", id)
 		}
-		if st.State != supervisor.StateRunning || syscall.Kill(st.PID, 0) != nil || try == 5 {
-			if st.State == supervisor.StateRunning && syscall.Kill(st.PID, 0) == nil {
+		there := st.State == supervisor.StateRunning && syscall.Kill(st.PID, 0) == nil
+		if !there || try == 5 {
+			if there {
 				l.cfg.Log.Warn("a session's supervisor is there but does not answer", "session", id, "err", err)
 			}
 			return corral.SessionState{ID: id, Violation: st.Violation, Abandoned: st.State == supervisor.StateAbandoned}, nil

@@ -247,14 +247,19 @@ func scanRun(s scanner) (corral.Run, error) {
 
 // Run returns one run.
 func (db *DB) Run(ctx context.Context, id string) (corral.Run, error) {
-	r, err := scanRun(db.queryRow(ctx, `SELECT `+runColumns+runFrom+`WHERE r.id = ?`, id))
+	return db.oneRun(ctx, "sqlite.Run", `r.id = ?`, id)
+}
+
+// oneRun returns the run where holds; ENOTFOUND when none does.
+func (db *DB) oneRun(ctx context.Context, op, where string, args ...any) (corral.Run, error) {
+	r, err := scanRun(db.queryRow(ctx, `SELECT `+runColumns+runFrom+`WHERE `+where, args...))
 	switch {
 	case err == nil:
 		return r, nil
 	case errors.Is(err, sql.ErrNoRows):
 		return corral.Run{}, corral.NotFound("run")
 	default:
-		return corral.Run{}, corral.Internal("sqlite.Run", err)
+		return corral.Run{}, corral.Internal(op, err)
 	}
 }
 
@@ -364,15 +369,7 @@ func (db *DB) RunByToken(ctx context.Context, hash []byte) (corral.Run, error) {
 	if len(hash) != 32 {
 		return corral.Run{}, corral.NotFound("run")
 	}
-	r, err := scanRun(db.queryRow(ctx, `SELECT `+runColumns+runFrom+`WHERE r.token_hash = ? AND r.status = ?`, hash, corral.RunRunning))
-	switch {
-	case err == nil:
-		return r, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return corral.Run{}, corral.NotFound("run")
-	default:
-		return corral.Run{}, corral.Internal("sqlite.RunByToken", err)
-	}
+	return db.oneRun(ctx, "sqlite.RunByToken", `r.token_hash = ? AND r.status = ?`, hash, corral.RunRunning)
 }
 
 // AddUsage adds one model call's tokens to the run and to its agent's
