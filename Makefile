@@ -111,7 +111,8 @@ bench: deps
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 		else echo "note: bubblewrap missing: the sandbox benchmark reports the exec ratio only"; fi; }
-	$(GO) test -run '^$$' -bench . -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
+	$(GO) test -run '^$$' -bench '^Benchmark(ListAgents|Clone|Import|StartTrue|ExecWarm|IdleSession)$$' -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
+	$(GO) test -run '^$$' -bench DelegationTree -benchtime 3x -count 3 ./internal/api/
 	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/

@@ -144,6 +144,9 @@ type Agent struct {
 	State     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// CreatedByRun is the run whose create_agent tool made the agent; ""
+	// for an agent a person made.
+	CreatedByRun string
 
 	// Access is the level of the user the agent was loaded for. Stores fill
 	// it in the same read as the agent, so it is never stale.

@@ -32,6 +32,11 @@ const (
 	ReasonDiskQuota       = "disk_quota"       // the agent's pending change sets hold limits.pending_disk_bytes on disk
 	ReasonRunLimit        = "run_limit"        // the agent has had limits.max_runs runs
 	ReasonBusy            = "busy"             // a run of the agent is still active
+
+	// A delegated run's tree caps, checked before the agent's own rules.
+	ReasonDelegationDepth       = "delegation_depth"       // the parent is as deep as the tree may go
+	ReasonDelegationFanout      = "delegation_fanout"      // the parent has started as many children as it may
+	ReasonDelegationConcurrency = "delegation_concurrency" // the tree has as many delegated runs active as it may
 )
 
 // What drives a run. A run whose Driver is "" is the built-in agent loop;
@@ -75,8 +80,17 @@ type Run struct {
 	Status      string
 	TriggeredBy *UserRef // who sent the message; nil when the account is gone
 	ParentRunID string   // "" for a run a person started
-	MessageID   string   // the message that started it; "" for a terminal run
-	Driver      string   // "" for the built-in agent loop, DriverTerminal, or an agent CLI
+	// RootRunID is the run a person started that this one descends from
+	// through delegation: "" for such a run itself (Root answers either
+	// way). Depth counts the hops
+	// from it (0 for the root); ParentCall is the parent's tool call that
+	// started this run, so that asking again finds it instead of starting
+	// another.
+	RootRunID  string
+	Depth      int
+	ParentCall string
+	MessageID  string // the message that started it; "" for a terminal run
+	Driver     string // "" for the built-in agent loop, DriverTerminal, or an agent CLI
 	// StageID names the run's staged tree; it is also the id of the change
 	// set the run's changes become.
 	StageID     string
@@ -89,6 +103,14 @@ type Run struct {
 	EndedAt     time.Time // zero while active
 }
 
+// Root is the id of the root of r's tree: RootRunID, or r's own id.
+func (r Run) Root() string {
+	if r.RootRunID == "" {
+		return r.ID
+	}
+	return r.RootRunID
+}
+
 // AdmissionFacts are what an admission decision is made from. The store
 // reads them in the same transaction that records the decision, so two
 // messages sent at once cannot both take the last slot.
@@ -99,6 +121,9 @@ type AdmissionFacts struct {
 	// PendingDiskBytes is what the agent's pending change sets hold on the
 	// host's disk (their ChangeSet.DiskBytes).
 	PendingDiskBytes int64
+	// For a delegated run: the runs its parent has started so far, and the
+	// delegated runs of its tree active now.
+	Children, TreeActive int64
 }
 
 // Admission is the evidence of one admission decision: sizes and counts,
@@ -158,6 +183,17 @@ type RunStore interface {
 	SaveCheckpoint(ctx context.Context, runID string, data []byte) error
 	// Checkpoint returns a run's checkpoint; nil when it has none.
 	Checkpoint(ctx context.Context, runID string) ([]byte, error)
+	// ChildRun returns the run that parentID's tool call call started;
+	// ENOTFOUND when none did.
+	ChildRun(ctx context.Context, parentID, call string) (Run, error)
+	// TreeRuns lists the runs of the tree whose root is rootID, the root
+	// included, oldest first.
+	TreeRuns(ctx context.Context, rootID string) ([]Run, error)
+	// TreeTokens sums the tokens of every run of a tree.
+	TreeTokens(ctx context.Context, rootID string) (int64, error)
+	// AgentsCreatedInTree counts the agents that runs of a tree created.
+	AgentsCreatedInTree(ctx context.Context, rootID string) (int64, error)
+
 	// LastCheckpoint returns the checkpoint of the agent's newest run that
 	// has one, and that run's id: "" and nil when none has.
 	LastCheckpoint(ctx context.Context, agentID string) (string, []byte, error)
@@ -168,4 +204,46 @@ type RunStore interface {
 	// CountViolations counts the agent's runs that ended with a violation
 	// at or after since.
 	CountViolations(ctx context.Context, agentID string, since time.Time) (int64, error)
+}
+
+// TreeCaps bound a tree of delegated runs: the runs a person's run starts
+// through its delegate tool, theirs, and so on. They are server settings.
+type TreeCaps struct {
+	Depth       int   // how deep a tree may go below its root; default 3
+	Fanout      int   // how many runs one run may start; default 4
+	Concurrency int   // how many delegated runs of a tree may be active at once; default 4
+	Create      int   // how many agents a tree's runs may create; default 3
+	Tokens      int64 // the tokens a whole tree may use; 0: only the agents' own budgets
+}
+
+// WithDefaults fills the caps left zero; a negative cap is zero (none
+// allowed), and a negative Tokens means no tree cap.
+func (c TreeCaps) WithDefaults() TreeCaps {
+	def := func(v *int, d int) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	def(&c.Depth, 3)
+	def(&c.Fanout, 4)
+	def(&c.Concurrency, 4)
+	def(&c.Create, 3)
+	if c.Tokens < 0 {
+		c.Tokens = 0
+	}
+	return c
+}
+
+// AgentSpec is what a run's create_agent tool asks for. Zero fields are
+// the parent agent's; nothing may be wider than the parent agent's.
+type AgentSpec struct {
+	Name, Instructions string
+	FS                 string // "" or FSReadOnly or FSReadWrite
+	// Limits: only MaxRuns, RunTimeoutS, CPUMillis, MemoryBytes, Pids and
+	// OutputBytes may be asked for.
+	Limits       Limits
+	BudgetTokens int64
 }

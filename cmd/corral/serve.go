@@ -75,6 +75,8 @@ type serveConfig struct {
 	CloneMaxBytes int64
 	// Imports bounds an archive import (zero fields: archive's defaults).
 	Imports archive.Limits
+	// Delegation caps trees of delegated runs (zero fields: defaults).
+	Delegation corral.TreeCaps
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -138,6 +140,37 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		{&c.Imports.MaxFiles, "import-max-files", "CORRAL_IMPORT_MAX_FILES", archive.DefaultMaxFiles, "most files one import writes"},
 		{&c.Imports.MaxFileSize, "import-max-file-size", "CORRAL_IMPORT_MAX_FILE_SIZE", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
 	}
+	caps := []struct {
+		dst       *int
+		flag, env string
+		def       int
+		usage     string
+	}{
+		{&c.Delegation.Depth, "delegation-depth", "CORRAL_DELEGATION_DEPTH", 3, "how deep a tree of delegated runs may go"},
+		{&c.Delegation.Fanout, "delegation-fanout", "CORRAL_DELEGATION_FANOUT", 4, "how many runs one run may delegate to"},
+		{&c.Delegation.Concurrency, "delegation-concurrency", "CORRAL_DELEGATION_CONCURRENCY", 4, "how many delegated runs of one tree may be active at once"},
+		{&c.Delegation.Create, "delegation-create", "CORRAL_DELEGATION_CREATE", 3, "how many agents one tree's runs may create"},
+	}
+	for _, cp := range caps {
+		def := cp.def
+		if v := getenv(cp.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return c, fmt.Errorf("%w: %s=%q: want a number, 0 or more", errUsage, cp.env, v)
+			}
+			def = n
+		}
+		fs.IntVar(cp.dst, cp.flag, def, cp.usage+" (0: none)")
+	}
+	treeTokens := int64(0)
+	if v := getenv("CORRAL_DELEGATION_TOKENS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("%w: CORRAL_DELEGATION_TOKENS=%q: want a number, 0 or more", errUsage, v)
+		}
+		treeTokens = n
+	}
+	fs.Int64Var(&c.Delegation.Tokens, "delegation-tokens", treeTokens, "tokens one tree of delegated runs may use in all (0: only the agents' own budgets)")
 	for _, sz := range sizes {
 		def := sz.def
 		if v := getenv(sz.env); v != "" {
@@ -318,6 +351,20 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 				log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
 			}
 		}
+		ready := func() error {
+			if err := model.Configured(); err != nil {
+				return err
+			}
+			if err := sandbox.Available(); err != nil {
+				return err
+			}
+			return workspace.DiskAvailable()
+		}
+		runService := service.NewRuns(db, runs, ready, cfg)
+		runService.UseNode(sessions)
+		// Delegation before any run is re-attached: a parent taken up
+		// again asks for its child at once.
+		runs.UseDelegation(service.NewDelegation(runService, agents, delegationCaps(c.Delegation)))
 		// Then settle the runs a stopped server left behind.
 		n, back, err := runs.Reconcile(ctx)
 		if err != nil {
@@ -330,22 +377,11 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			log.Warn("runs interrupted by the last stop were reconciled", "runs", n)
 		}
 		agents.SetResume(runs.Resume)
-		ready := func() error {
-			if err := model.Configured(); err != nil {
-				return err
-			}
-			if err := sandbox.Available(); err != nil {
-				return err
-			}
-			return workspace.DiskAvailable()
-		}
 		go sweepChanges(ctx, changes, log)
 		// Streams hold connections: at most half of them, so ordinary
 		// requests always find room.
 		apiCfg := api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done(),
 			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
-		runService := service.NewRuns(db, runs, ready, cfg)
-		runService.UseNode(sessions)
 		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
 		apiServer.SetCredentials(creds)
 		mux.Handle("/api/", apiServer)
@@ -594,3 +630,15 @@ func prepareDataDir(data string, log *slog.Logger) error {
 // gatewaySocket is where, under the data directory, the gateway listens
 // for agent CLIs (their sessions' supervisors join them to it).
 const gatewaySocket = "gateway.sock"
+
+// delegationCaps turns the flags' caps into the domain's: a flag's 0 is
+// "none allowed", which corral.TreeCaps spells as a negative number (its
+// zero is "the default").
+func delegationCaps(c corral.TreeCaps) corral.TreeCaps {
+	for _, v := range []*int{&c.Depth, &c.Fanout, &c.Concurrency, &c.Create} {
+		if *v == 0 {
+			*v = -1
+		}
+	}
+	return c
+}

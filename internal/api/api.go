@@ -118,6 +118,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/agents/{id}/runs", true, s.listRuns},
 		{"GET", "/api/runs/{id}", true, s.getRun},
 		{"GET", "/api/runs/{id}/trace", true, s.getTrace},
+		{"GET", "/api/runs/{id}/tree", true, s.getTree},
 		{"GET", "/api/runs/{id}/events", true, s.runEvents},
 		{"POST", "/api/runs/{id}/stop", true, s.stopRun},
 		{"POST", "/api/runs/{id}/kill", true, s.killRun},

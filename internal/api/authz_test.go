@@ -158,6 +158,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "/api/agents/{id}/runs", need: "viewer", ok: 200},
 	{method: "GET", path: "/api/runs/{id}", need: "viewer", ok: 200},
 	{method: "GET", path: "/api/runs/{id}/trace", need: "viewer", ok: 200},
+	{method: "GET", path: "/api/runs/{id}/tree", need: "viewer", ok: 200},
 	{method: "GET", path: "/api/runs/{id}/events", need: "viewer", ok: 200},   // an ended run: the stream closes at once
 	{method: "GET", path: "/api/runs/{id}/terminal", need: "editor", ok: 409}, // an ended run has no terminal
 	{method: "POST", path: "/api/agents/{id}/terminal", need: "editor", ok: 201},

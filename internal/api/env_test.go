@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"corral"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -48,6 +49,8 @@ type env struct {
 	gateway  *gatewayRuns // the runner the gateway authorizes by
 	provider *gateway.Gateway
 	native   *native // with envOptions.native
+	runs     *service.Runs
+	deleg    *service.Delegation
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -71,6 +74,8 @@ type envOptions struct {
 	// itself in front of the scripted one (see nativeProvider), and tells
 	// the gateway to pass those calls through.
 	native bool
+	// caps are the delegation caps (zero fields: the defaults).
+	caps corral.TreeCaps
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -182,6 +187,9 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	}
 	runs := service.NewRuns(db, e.runner, ready, cfg)
 	runs.UseNode(sessions)
+	e.runs = runs
+	e.deleg = service.NewDelegation(runs, agents, opt.caps)
+	e.runner.UseDelegation(e.deleg)
 	e.api = New(opt.api, accounts, agents, e.changes, runs)
 	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
 	if err != nil {

@@ -17,6 +17,8 @@ type runView struct {
 	Status      string       `json:"status"`
 	TriggeredBy *userRefView `json:"triggered_by"`
 	ParentRunID *string      `json:"parent_run_id"`
+	RootRunID   string       `json:"root_run_id"`
+	Depth       int          `json:"depth"`
 	MessageID   string       `json:"message_id"`
 	Driver      string       `json:"driver"`
 	ChangeSetID *string      `json:"change_set_id"`
@@ -36,7 +38,7 @@ type tokensView struct {
 func viewRun(r corral.Run) runView {
 	v := runView{
 		ID: r.ID, AgentID: r.AgentID, Status: r.Status, MessageID: r.MessageID, Driver: "builtin",
-		ParentRunID: optional(r.ParentRunID), ChangeSetID: optional(r.ChangeSetID),
+		ParentRunID: optional(r.ParentRunID), RootRunID: r.Root(), Depth: r.Depth, ChangeSetID: optional(r.ChangeSetID),
 		Tokens:    tokensView{Input: r.Tokens.Input, Output: r.Tokens.Output},
 		Violation: optional(r.Violation), Reason: r.Reason, CreatedAt: rfc3339(r.CreatedAt),
 	}
@@ -96,6 +98,15 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, actor corral.Use
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewRun(run))
+	return nil
+}
+
+func (s *Server) getTree(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	runs, err := s.runs.Tree(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(runs, viewRun))
 	return nil
 }
 

@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -58,8 +59,46 @@ func buildClaude(in Input) (Invocation, error) {
 	if in.ReadOnly {
 		argv = append(argv, "--disallowedTools", "Edit,Write,NotebookEdit")
 	}
+	var files map[string][]byte
+	if in.MCPURL != "" {
+		p, b, err := claudeMCPConfig(in)
+		if err != nil {
+			return Invocation{}, err
+		}
+		files = map[string][]byte{p: b}
+		// Only Corral's server: none of a .mcp.json in the workspace. Its
+		// tools are allowed with the rest (--dangerously-skip-permissions).
+		argv = append(argv, "--mcp-config", p, "--strict-mcp-config")
+		env = append(env, in.mcpEnv()...)
+		// The default for every server; the config's own timeout is this
+		// one's.
+		env = append(env, "MCP_TOOL_TIMEOUT="+strconv.FormatInt(in.mcpTimeoutMillis(), 10))
+	}
 	argv = append(argv, "--", in.Task)
-	return Invocation{Argv: argv, Env: env}, nil
+	return Invocation{Argv: argv, Env: env, Files: files}, nil
+}
+
+// claudeMCPConfig is the --mcp-config file that registers the gateway's
+// MCP server. The token is not in it: Claude Code expands ${VAR} in a
+// server's headers from its environment.
+func claudeMCPConfig(in Input) (string, []byte, error) {
+	cfg := map[string]any{"mcpServers": map[string]any{mcpServer: map[string]any{
+		"type":    "http",
+		"url":     in.MCPURL,
+		"headers": map[string]string{"Authorization": "Bearer ${" + MCPTokenEnv + "}"},
+		// Milliseconds, for a call (a delegate call waits for a child
+		// run); it also raises the five minutes an HTTP server's call may
+		// go without a byte.
+		"timeout": in.mcpTimeoutMillis(),
+		// Its tools in the first turn's prompt, not deferred behind tool
+		// search: start waits (at most 5 s) for the server.
+		"alwaysLoad": true,
+	}}}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", nil, err
+	}
+	return path.Join(in.Home, "corral-mcp.json"), append(b, '\n'), nil
 }
 
 // claudeParser reads stream-json: {"type":"system",...} first, then

@@ -3,7 +3,9 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -46,12 +48,24 @@ func buildCodex(in Input) (Invocation, error) {
 	kv("base_url", tomlString(in.BaseURL))
 	kv("env_key", tomlString("OPENAI_API_KEY"))
 	kv("wire_api", tomlString("responses"))
+	if in.MCPURL != "" {
+		// The delegation tools (codex mcp add --url --bearer-token-env-var
+		// writes the same). A call may wait for a whole child run. Approved
+		// beforehand: codex exec has nobody to ask, and cancels a call that
+		// needs approval ("user cancelled MCP tool call").
+		fmt.Fprintf(&c, "\n[mcp_servers.%s]\n", mcpServer)
+		kv("url", tomlString(in.MCPURL))
+		kv("bearer_token_env_var", tomlString(MCPTokenEnv))
+		kv("tool_timeout_sec", strconv.FormatInt(int64(math.Ceil(in.MCPTimeout.Seconds())), 10))
+		kv("default_tools_approval_mode", tomlString("approve"))
+	}
 
 	env := append(baseEnv(in),
 		"CODEX_HOME="+codexHome,
 		"OPENAI_API_KEY="+in.Token,
 		"OPENAI_BASE_URL="+in.BaseURL,
 	)
+	env = append(env, in.mcpEnv()...)
 	argv := []string{
 		path.Join(in.ToolsDir, "bin", "codex"), "exec",
 		"--json",

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"corral"
@@ -64,7 +65,25 @@ type Input struct {
 	// pointed at its AGENTS.md.
 	Workspace string
 	ReadOnly  bool // the workspace is read-only (policy)
+	// MCPURL is the gateway's MCP server of the delegation tools (streamable
+	// HTTP), "http://127.0.0.1:PORT/mcp"; "" registers none. The CLI sends
+	// Token to it as a bearer token, read from MCPTokenEnv: the token is in
+	// no argv and no file.
+	MCPURL string
+	// MCPTimeout is how long one call of an MCP tool may take: a delegate
+	// call waits for a whole child run, so the run's own time. Required
+	// with MCPURL.
+	MCPTimeout time.Duration
 }
+
+// MCPTokenEnv is the variable that holds the run's token for the MCP
+// server. Not the CLIs' own key variables: Claude Code leaves its
+// ANTHROPIC_API_KEY out of what it expands in an MCP server's headers.
+const MCPTokenEnv = "CORRAL_MCP_TOKEN"
+
+// mcpServer is the name the MCP server is registered under: the CLIs name
+// its tools after it (mcp__corral__delegate).
+const mcpServer = "corral"
 
 // Invocation is how to start a CLI. The runner writes Files, then starts
 // Argv with exactly Env in the workspace, its stdin empty (/dev/null, or
@@ -229,6 +248,15 @@ func (in Input) check() error {
 			return corral.Errorf(corral.EINVALID, "the %s %q is not a clean absolute path", p.what, p.path)
 		}
 	}
+	if in.MCPURL != "" {
+		u, err := url.Parse(in.MCPURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return corral.Errorf(corral.EINVALID, "the MCP server's URL %q is not an http(s) URL", bound(in.MCPURL, 200))
+		}
+		if in.MCPTimeout < time.Second {
+			return corral.Errorf(corral.EINVALID, "the MCP server's call timeout %s is under a second", in.MCPTimeout)
+		}
+	}
 	if w := in.Workspace; w != "" && (!path.IsAbs(w) || path.Clean(w) != w) {
 		return corral.Errorf(corral.EINVALID, "the workspace %q is not a clean absolute path", w)
 	}
@@ -264,6 +292,19 @@ func baseEnv(in Input) []string {
 		"NO_COLOR=1",
 	}
 }
+
+// mcpEnv is the environment the MCP server's token is read from: nothing
+// without one.
+func (in Input) mcpEnv() []string {
+	if in.MCPURL == "" {
+		return nil
+	}
+	return []string{MCPTokenEnv + "=" + in.Token}
+}
+
+// mcpTimeoutMillis is MCPTimeout as the CLIs that count in milliseconds
+// take it.
+func (in Input) mcpTimeoutMillis() int64 { return in.MCPTimeout.Milliseconds() }
 
 // tmpDir is the CLIs' TMPDIR, in HOME: what they leave there (OpenCode
 // unpacks a 5 MiB library on every start, Claude Code keeps task output)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"corral"
@@ -96,6 +97,10 @@ func TestBuildRefuses(t *testing.T) {
 		{"HOME in the default workspace", Codex, func(in *Input) { in.Workspace, in.Home = "", "/workspace/h" }},
 		{"relative workspace", ClaudeCode, func(in *Input) { in.Workspace = "ws" }},
 		{"relative tools directory", ClaudeCode, func(in *Input) { in.ToolsDir = "build/tools" }},
+		{"MCP URL not http", Codex, func(in *Input) { in.MCPURL, in.MCPTimeout = "unix:///gw.sock", time.Minute }},
+		{"MCP URL without host", ClaudeCode, func(in *Input) { in.MCPURL, in.MCPTimeout = "http:///mcp", time.Minute }},
+		{"MCP URL with a user", OpenCode, func(in *Input) { in.MCPURL, in.MCPTimeout = "http://u:p@127.0.0.1:4000/mcp", time.Minute }},
+		{"MCP without a call timeout", Codex, func(in *Input) { in.MCPURL = "http://127.0.0.1:4000/mcp" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,6 +208,92 @@ func TestBuild(t *testing.T) {
 			}
 			if inv.MinMemory < 512*mib {
 				t.Errorf("MinMemory = %d MiB, want at least the sandbox's default 512", inv.MinMemory/mib)
+			}
+		})
+	}
+}
+
+// TestBuildMCP: with an MCP server, each CLI registers it as "corral"
+// (streamable HTTP, the run's token as bearer read from CORRAL_MCP_TOKEN,
+// a call's timeout the run's time, its tools allowed without asking), in
+// the config keys its pinned version reads; the token is in no argv and no
+// file. Without one, nothing of it is there.
+func TestBuildMCP(t *testing.T) {
+	const url = "http://127.0.0.1:4000/mcp"
+	cases := []struct {
+		driver string
+		check  func(t *testing.T, in Input, inv Invocation)
+	}{
+		{Codex, func(t *testing.T, in Input, inv Invocation) {
+			cfg := string(inv.Files[in.Home+"/.codex/config.toml"])
+			want := "[mcp_servers.corral]\nurl = \"" + url + "\"\nbearer_token_env_var = \"CORRAL_MCP_TOKEN\"\n" +
+				"tool_timeout_sec = 1800\ndefault_tools_approval_mode = \"approve\"\n"
+			if !strings.Contains(cfg, want) {
+				t.Errorf("config.toml lacks\n%s\nin\n%s", want, cfg)
+			}
+		}},
+		{ClaudeCode, func(t *testing.T, in Input, inv Invocation) {
+			p := in.Home + "/corral-mcp.json"
+			if !strings.Contains(strings.Join(inv.Argv, "\x00"), "--mcp-config\x00"+p+"\x00--strict-mcp-config") {
+				t.Errorf("argv %q does not name %s alone", inv.Argv, p)
+			}
+			want := `{"mcpServers":{"corral":{"alwaysLoad":true,"headers":{"Authorization":"Bearer ${CORRAL_MCP_TOKEN}"},"timeout":1800000,"type":"http","url":"` + url + `"}}}`
+			var cfg any
+			if err := json.Unmarshal(inv.Files[p], &cfg); err != nil || jsonOf(cfg) != want {
+				t.Errorf("%s = %s (%v), want %s", p, inv.Files[p], err, want)
+			}
+			if env := envMap(t, inv.Env); env["MCP_TOOL_TIMEOUT"] != "1800000" {
+				t.Errorf("MCP_TOOL_TIMEOUT = %q, want the run's 1800000 ms", env["MCP_TOOL_TIMEOUT"])
+			}
+		}},
+		{OpenCode, func(t *testing.T, in Input, inv Invocation) {
+			var cfg struct{ MCP json.RawMessage }
+			if err := json.Unmarshal(inv.Files[in.Home+"/opencode.json"], &cfg); err != nil {
+				t.Fatal(err)
+			}
+			want := `{"corral":{"enabled":true,"headers":{"Authorization":"Bearer {env:CORRAL_MCP_TOKEN}"},"oauth":false,"timeout":1800000,"type":"remote","url":"` + url + `"}}`
+			var got any
+			if err := json.Unmarshal(cfg.MCP, &got); err != nil || jsonOf(got) != want {
+				t.Errorf("opencode.json mcp = %s, want %s", cfg.MCP, want)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.driver, func(t *testing.T) {
+			in := goodInput()
+			in.Token = "crt_secret-token"
+			plain, err := Build(tc.driver, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.MCPURL, in.MCPTimeout = url, 30*time.Minute
+			inv, err := Build(tc.driver, in)
+			if err != nil {
+				t.Fatalf("Build = %v", err)
+			}
+			tc.check(t, in, inv)
+			if env := envMap(t, inv.Env); env[MCPTokenEnv] != in.Token {
+				t.Errorf("%s = %q, want the run's token", MCPTokenEnv, env[MCPTokenEnv])
+			}
+			if strings.Contains(strings.Join(inv.Argv, " "), in.Token) {
+				t.Errorf("argv %q holds the token", inv.Argv)
+			}
+			for p, b := range inv.Files {
+				if bytes.Contains(b, []byte(in.Token)) {
+					t.Errorf("file %s holds the token", p)
+				}
+			}
+			// Without a server: none of it.
+			if env := envMap(t, plain.Env); env[MCPTokenEnv] != "" || env["MCP_TOOL_TIMEOUT"] != "" {
+				t.Errorf("without an MCP server, the environment has %s or MCP_TOOL_TIMEOUT", MCPTokenEnv)
+			}
+			for p, b := range plain.Files {
+				if bytes.Contains(b, []byte("mcp")) || strings.Contains(p, "mcp") {
+					t.Errorf("without an MCP server, file %s registers one:\n%s", p, b)
+				}
+			}
+			if strings.Contains(strings.Join(plain.Argv, " "), "mcp") {
+				t.Errorf("without an MCP server, argv %q registers one", plain.Argv)
 			}
 		})
 	}

@@ -70,6 +70,21 @@ func buildOpenCode(in Input) (Invocation, error) {
 		},
 		"permission": permission,
 	}
+	if in.MCPURL != "" {
+		// The delegation tools, allowed by permission "*". The token is read
+		// from the environment at start, as the provider's key is.
+		cfg["mcp"] = map[string]any{mcpServer: map[string]any{
+			"type":    "remote",
+			"url":     in.MCPURL,
+			"enabled": true,
+			"headers": map[string]string{"Authorization": "Bearer {env:" + MCPTokenEnv + "}"},
+			// A refused token is Corral's answer, not a reason to try OAuth.
+			"oauth": false,
+			// Milliseconds, for every request to the server, tool calls
+			// included (a delegate call waits for a child run).
+			"timeout": in.mcpTimeoutMillis(),
+		}}
+	}
 	// The workspace's AGENTS.md, which OpenCode reads as a project file
 	// (and so not with OPENCODE_DISABLE_PROJECT_CONFIG below), named
 	// here; a missing one is no error.
@@ -111,6 +126,7 @@ func buildOpenCode(in Input) (Invocation, error) {
 		"OPENCODE_DISABLE_PROJECT_CONFIG=1",
 		"OPENCODE_DISABLE_TERMINAL_TITLE=1",
 	)
+	env = append(env, in.mcpEnv()...)
 	argv := []string{
 		path.Join(in.ToolsDir, "bin", "opencode"), "run",
 		"--format", "json",

@@ -1,12 +1,13 @@
 // Package modelapi is Corral's gateway as agent CLIs reach it from inside
 // their sandboxes (through the session's supervisor, on a unix socket of
 // the server): OpenAI Chat Completions, the OpenAI Responses API and
-// Anthropic Messages. Every call is authorized by its run's token (the
-// CLI's only credential, good while the run is running), checked against
-// the agent's budget before it is sent, sent upstream as Chat Completions
-// with the provider's key (which never leaves this process), relayed back
-// in the CLI's protocol as it streams, and metered from the provider's
-// usage, whatever way the call ends.
+// Anthropic Messages; and, at /mcp, an MCP server of the delegation tools.
+// Every call is authorized by its run's token (the CLI's only credential,
+// good while the run is running), checked against the agent's budget
+// before it is sent, sent upstream as Chat Completions with the provider's
+// key (which never leaves this process), relayed back in the CLI's
+// protocol as it streams, and metered from the provider's usage, whatever
+// way the call ends.
 package modelapi
 
 import (
@@ -46,10 +47,19 @@ type Runs interface {
 type Grant interface {
 	Run() string   // the run it belongs to
 	Model() string // the model it is made with
-	// Check refuses a call past the agent's budget (EADMISSION).
-	Check(ctx context.Context) error
+	// Check refuses a call past the agent's budget or its tree's token
+	// cap (EADMISSION); requestBytes is the call's size, for the tree's
+	// reservation, which Record ends.
+	Check(ctx context.Context, requestBytes int) error
 	// Record meters and traces the call.
 	Record(ctx context.Context, u gateway.Usage, c runner.Call) error
+	// Tools are the tools the run's MCP server offers (the delegation
+	// tools; none when the server offers no delegation).
+	Tools() []gateway.Tool
+	// CallTool runs one of them with its arguments (JSON) and returns the
+	// result for the model, and whether it is an error. It may take as
+	// long as a delegated run; when ctx ends, what it started is stopped.
+	CallTool(ctx context.Context, name, arguments string) (string, bool)
 }
 
 // Runner is the runner's Authorize as Runs.
@@ -85,8 +95,9 @@ func Handler(runs Runs, up Upstream, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/messages", s.call(protocol.Messages, protocol.ParseMessages))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	mux.HandleFunc("GET /v1/models", s.models)
+	mux.Handle("/mcp", s.mcp())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		protocol.WriteError(w, protocolOf(r), http.StatusNotFound, "Corral's gateway serves /v1/chat/completions, /v1/responses, /v1/messages and /v1/models")
+		protocol.WriteError(w, protocolOf(r), http.StatusNotFound, "Corral's gateway serves /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /mcp")
 	})
 	return mux
 }
@@ -157,9 +168,9 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			}
 		}
 		rec := runner.Call{Protocol: p.String(), Dropped: call.Dropped}
-		if err := g.Check(r.Context()); err != nil {
+		if err := g.Check(r.Context(), len(body)); err != nil {
 			if corral.ErrorCode(err) == corral.EADMISSION {
-				protocol.WriteBudget(w, p, "the agent's token budget is spent: the run pauses until its owner raises the budget")
+				protocol.WriteBudget(w, p, corral.ErrorMessage(err))
 				return
 			}
 			s.log.Error("checking a model call's budget", "run", g.Run(), "err", err)

@@ -36,8 +36,12 @@ type grant struct{}
 
 func (grant) Run() string                                              { return "run_a" }
 func (grant) Model() string                                            { return "test-model" }
-func (grant) Check(context.Context) error                              { return nil }
+func (grant) Check(context.Context, int) error                         { return nil }
 func (grant) Record(context.Context, gateway.Usage, runner.Call) error { return nil }
+func (grant) Tools() []gateway.Tool                                    { return nil }
+func (grant) CallTool(context.Context, string, string) (string, bool) {
+	return "error: no tools", true
+}
 
 type upstream struct{}
 

@@ -92,12 +92,18 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 	defer cancel()
 	if !reattach {
 		token, hash := newToken()
-		inv, err := driver.Build(run.Driver, driver.Input{
+		in := driver.Input{
 			Task: conv[len(conv)-1].Content, Instructions: agent.Instructions,
 			BaseURL: "http://" + corral.GatewayAddr + "/v1", Token: token,
 			Model: r.model.ModelName(agent.Model), ToolsDir: corral.ToolsDir, Home: cliHome,
 			ReadOnly: agent.Policy.FS == corral.FSReadOnly,
-		})
+		}
+		if r.deleg != nil {
+			// The delegation tools, through the gateway's MCP server; a
+			// delegate call may wait as long as the run may last.
+			in.MCPURL, in.MCPTimeout = "http://"+corral.GatewayAddr+"/mcp", timeout
+		}
+		inv, err := driver.Build(run.Driver, in)
 		if err != nil {
 			return r.failed(a, safeMessage(err), err), agent, true
 		}
@@ -171,12 +177,16 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		}
 	}
 	a.mu.Lock()
-	budget := a.budgetHit
-	a.budgetHit = false
+	budget, treeSpent := a.budgetHit, a.treeSpent
+	a.budgetHit, a.treeSpent = false, ""
 	a.mu.Unlock()
 	switch out, done := r.interrupted(a, runCtx); {
 	case done:
 		return out, agent, true
+	case !r.mayGoOn(a):
+		return revoked, agent, true
+	case treeSpent != "":
+		return outcome{status: corral.RunErrored, reason: treeSpent}, agent, true
 	case exit.Violation != "":
 		return outcome{status: corral.RunErrored, violation: exit.Violation,
 			reason: fmt.Sprintf("the %s CLI crossed the sandbox's %s limit", run.Driver, exit.Violation)}, agent, true

@@ -145,3 +145,32 @@ func (c conversation) trim(max int) conversation {
 	}
 	return c
 }
+
+// open finds the last assistant turn whose tool calls do not all have
+// results after it (the results that are there come in the calls' order),
+// and returns its index.
+func (c conversation) open() (int, bool) {
+	for i := len(c) - 1; i >= 0; i-- {
+		if c[i].Role != "assistant" {
+			if c[i].Role == "tool" {
+				continue
+			}
+			return 0, false
+		}
+		answered := len(c) - 1 - i
+		return i, len(c[i].ToolCalls) > answered
+	}
+	return 0, false
+}
+
+// requestSize is the bytes a model request carries, for estimates.
+func requestSize(req gateway.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	return n
+}

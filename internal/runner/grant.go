@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"strconv"
 	"strings"
 
 	"corral"
@@ -38,6 +41,7 @@ type Grant struct {
 	model          string // the agent's model: what the call is sent as
 	r              *Runner
 	a              *active
+	release        func() // the call's reservation under the tree's cap, once Check made it
 }
 
 // Run is the run the call belongs to.
@@ -68,6 +72,11 @@ func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
 	if stopping, killed := a.state(); stopping || killed {
 		return nil, refused
 	}
+	if !r.mayGoOn(a) {
+		// The person who started it lost access: the run ends.
+		r.stopActive(a)
+		return nil, refused
+	}
 	agent, err := r.store.Agent(ctx, run.AgentID, "")
 	if err != nil {
 		return nil, err
@@ -77,8 +86,10 @@ func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
 
 // Check refuses a call when the agent's budget is spent (or the agent is
 // paused): the run then pauses when its CLI has ended, as a built-in run
-// pauses at its budget.
-func (g *Grant) Check(ctx context.Context) error {
+// pauses at its budget. It then reserves the call, of requestBytes, under
+// the tree's token cap, and refuses it when the tree's tokens are spent:
+// the run then ends when its CLI has. Record ends the reservation.
+func (g *Grant) Check(ctx context.Context, requestBytes int) error {
 	m := meter{r: g.r, runID: g.runID, agentID: g.agentID}
 	err := m.Check(ctx)
 	if err == errBudget {
@@ -86,7 +97,22 @@ func (g *Grant) Check(ctx context.Context) error {
 		g.a.budgetHit = true
 		g.a.mu.Unlock()
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	release, err := g.r.reserveTree(ctx, g.a.run, requestBytes)
+	var spent errTreeSpent
+	if errors.As(err, &spent) {
+		g.a.mu.Lock()
+		g.a.treeSpent = spent.Error()
+		g.a.mu.Unlock()
+		return corral.Errorf(corral.EADMISSION, "%s: the run ends", spent.Error())
+	}
+	if err != nil {
+		return err
+	}
+	g.release = release
+	return nil
 }
 
 // Call is what the gateway knows of one CLI model call when it ends.
@@ -104,6 +130,10 @@ type Call struct {
 // reported it (or, without a report, as estimated), and traces the call.
 func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
 	ctx = context.WithoutCancel(ctx)
+	if g.release != nil {
+		// After the usage is stored, so the next call of the tree sees it.
+		defer g.release()
+	}
 	if len(c.Dropped) > 0 {
 		g.r.record(ctx, g.runID, trace.GatewayNote, map[string]any{"protocol": c.Protocol, "dropped": c.Dropped})
 	}
@@ -123,4 +153,37 @@ func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
 	}
 	g.r.record(ctx, g.runID, trace.Usage, data)
 	return err
+}
+
+// Tools are the delegation tools the run's CLI is offered through the
+// gateway's MCP server: none when the server offers no delegation.
+func (g *Grant) Tools() []gateway.Tool {
+	if g.r.deleg == nil {
+		return nil
+	}
+	return DelegationTools
+}
+
+// CallTool runs one delegation tool call of the run's CLI (arguments as
+// JSON) and returns its result as the model reads it, and whether it is an
+// error. The call acts, like the built-in loop's, as the person who
+// started the run's tree. A delegate call waits for its child run, also
+// while that child is paused (a CLI cannot pause); when ctx ends (the CLI
+// gave up on the call) the child is stopped and awaited.
+func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, bool) {
+	if !isDelegation(name) {
+		return "error: there is no tool " + strconv.Quote(name), true
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	key := "mcp-" + hex.EncodeToString(b)
+	call := gateway.ToolCall{ID: key, Name: name, Arguments: arguments}
+	g.r.traceCall(g.a, key, call)
+	d := g.r.delegation(g.a, key, call, ctx, false)
+	if d.shutdown {
+		return "error: the server is stopping; ask again", true
+	}
+	res := d.res
+	g.r.traceResult(g.a, call, res)
+	return res.forModel(name), res.Error != ""
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // errBudget is the meter's refusal: the agent's budget is spent.
-var errBudget = corral.Errorf(corral.EADMISSION, "the agent's token budget is spent")
+var errBudget = corral.Errorf(corral.EADMISSION, "the agent's token budget is spent: the run pauses until its owner raises the budget")
 
 // meter checks an agent's budget before each model call and records each
 // call's usage, as the provider reported it, on the run and the agent.

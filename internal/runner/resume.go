@@ -58,15 +58,19 @@ func (r *Runner) Resume(ctx context.Context, agentID string) error {
 		return err
 	}
 	for _, run := range paused {
-		if run.AgentID != agentID {
-			continue
+		if run.AgentID != agentID || r.pausedChild(ctx, run) != "" {
+			continue // another agent's, or waiting for a child still paused
 		}
-		run.Status = corral.RunRunning
+		run.Status, run.Reason = corral.RunRunning, ""
 		if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
 			continue // stopped, killed or resumed by someone else meanwhile
 		}
 		if a := r.track(run); a != nil {
 			go r.execute(a, nil, false)
+		}
+		if run.ParentRunID != "" {
+			// A parent paused by this child's pause waits again.
+			r.resumeRun(ctx, run.ParentRunID)
 		}
 	}
 	return nil
@@ -151,6 +155,10 @@ func (r *Runner) Reconcile(ctx context.Context) (reconciled, reattached int, err
 		return 0, 0, err
 	}
 	n := 0
+	// Every run that can be re-attached is first, so that a tree is taken
+	// up whole: a reconciled parent then stops its re-attached children,
+	// and a re-attached parent finds its children where they are.
+	var gone []corral.Run
 	for _, run := range left {
 		if run.Status == corral.RunRunning {
 			if st, err := r.node.Session(ctx, run.ID); err == nil && st.Running {
@@ -166,6 +174,9 @@ func (r *Runner) Reconcile(ctx context.Context) (reconciled, reattached int, err
 				continue
 			}
 		}
+		gone = append(gone, run)
+	}
+	for _, run := range gone {
 		// Whatever the session left (its logs, an ended supervisor's
 		// state) goes.
 		r.endSession(run.ID)

@@ -129,6 +129,9 @@ type Runner struct {
 	mu     sync.Mutex
 	active map[string]*active // by run id
 
+	deleg Delegator // nil: runs are offered no delegation tools
+	trees treeBudgets
+
 	traceFailures atomic.Int64
 }
 
@@ -148,6 +151,9 @@ type active struct {
 	// budgetHit: the gateway refused one of the run's CLI's model calls
 	// for the agent's budget; the run pauses when its CLI has ended.
 	budgetHit bool
+	// treeSpent: it refused one for the tree's token cap (why, in words);
+	// the run ends when its CLI has.
+	treeSpent string
 }
 
 func (a *active) setOutput(callID string, out *output) {
@@ -289,6 +295,9 @@ type outcome struct {
 	violation string
 	answer    string // the model's final text, for the thread
 	shutdown  bool   // the server is stopping: leave the run for reconciliation
+	// waitingFor: with status RunPaused, the delegated run whose pause
+	// paused this one (its agent's budget is not spent).
+	waitingFor string
 }
 
 // execute runs a's loop from its start (msg non-nil) or from its
@@ -303,6 +312,9 @@ func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 	case out.shutdown:
 		// The stage and the session stay: the next start-up re-attaches
 		// or reconciles.
+	case out.status == corral.RunPaused && out.waitingFor != "":
+		r.endSession(a.run.ID)
+		r.pauseWaiting(ctx, a.run, out.waitingFor)
 	case out.status == corral.RunPaused:
 		r.endSession(a.run.ID)
 		r.pause(ctx, a.run, agent)
@@ -356,10 +368,12 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		if err != nil {
 			return r.failed(a, "the run's conversation could not be loaded", err), agent, true
 		}
-		if last := len(conv) - 1; reattach && last >= 0 && conv[last].Role == "assistant" && len(conv[last].ToolCalls) > 0 {
-			// The server stopped while these ran: their commands are in the
-			// session, finished or not, under the same ids.
-			pending, at = conv[last].ToolCalls, last
+		if i, open := conv.open(); open {
+			// The server stopped while these ran (their commands are in the
+			// session, finished or not, under the same ids), or the run
+			// paused while a delegated run it waited for was paused (that
+			// call finds the same child again).
+			pending, at = conv[i].ToolCalls, i
 		} else {
 			conv = conv.repair()
 		}
@@ -397,10 +411,13 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		if turn == r.cfg.MaxTurns {
 			return outcome{status: corral.RunErrored, reason: fmt.Sprintf("the run reached its limit of %d model calls", r.cfg.MaxTurns)}, agent, true
 		}
+		if !r.mayGoOn(a) {
+			return revoked, agent, true
+		}
 		req := gateway.Request{
 			Model:    agent.Model,
 			Messages: append([]gateway.Message{system}, conv...),
-			Tools:    tools,
+			Tools:    r.offered(),
 			OnDelta: func(d gateway.Delta) {
 				r.hub.publish(run.ID, Event{Delta: d.Content})
 			},
@@ -411,7 +428,19 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 			},
 			Interrupt: a.stopped,
 		}
+		release, err := r.reserveTree(runCtx, *run, requestSize(req))
+		if err != nil {
+			if out, done := r.interrupted(a, runCtx); done {
+				return out, agent, true
+			}
+			var spent errTreeSpent
+			if errors.As(err, &spent) {
+				return outcome{status: corral.RunErrored, reason: spent.Error()}, agent, true
+			}
+			return r.failed(a, "the tree's token cap could not be checked", err), agent, true
+		}
 		resp, err := r.model.Complete(runCtx, req, m)
+		release()
 		if errors.Is(err, errBudget) {
 			return outcome{status: corral.RunPaused}, agent, true
 		}
@@ -473,32 +502,75 @@ func (r *Runner) again(a *active, agent corral.Agent, reattach bool) (out outcom
 	return outcome{}, true
 }
 
-// calls runs the tool calls of the assistant message at index at of conv,
-// appends their results and checkpoints. done says the run must end, with
-// out.
+// calls runs the tool calls of the assistant message at index at of conv
+// that have no result yet, appends their results and checkpoints. done
+// says the run must end, with out. Consecutive delegate calls run at once.
 func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int, calls []gateway.ToolCall, runCtx context.Context, deadline time.Time) (_ conversation, out outcome, done bool) {
 	ctx, run := a.ctx, &a.run
-	for i, call := range calls {
+	// The command's id in the session (and a delegated run's key) is fixed
+	// by the call's place in the conversation, so a re-attached or resumed
+	// run finds it again.
+	key := func(i int) string { return fmt.Sprintf("m%d-%d", at, i) }
+	for i := len(conv) - 1 - at; i < len(calls); {
 		if out, done := r.interrupted(a, runCtx); done {
 			return conv, out, true
 		}
-		// The command's id in the session is fixed by its place in the
-		// conversation, so a re-attached run finds it again.
-		res, err := r.runTool(a, agent, fmt.Sprintf("m%d-%d", at, i), call, deadline)
-		if err != nil {
-			return conv, r.failed(a, "the sandbox failed: "+safeMessage(err), err), true
+		if !r.mayGoOn(a) {
+			return conv, revoked, true
 		}
-		conv = append(conv, gateway.Message{Role: "tool", ToolCallID: call.ID, Content: res.forModel(call.Name)})
-		if res.Violation != "" {
-			r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": call.ID})
+		if calls[i].Name == toolDelegate {
+			j := i
+			for j < len(calls) && calls[j].Name == toolDelegate {
+				j++
+			}
+			keys := make([]string, 0, j-i)
+			for k := i; k < j; k++ {
+				keys = append(keys, key(k))
+				r.traceCall(a, key(k), calls[k])
+			}
+			for k, d := range r.delegateBatch(a, keys, calls[i:j], runCtx) {
+				if d.shutdown {
+					// Nothing more is recorded: the next start re-attaches
+					// the run, and asks again from here.
+					return conv, outcome{shutdown: true}, true
+				}
+				if d.paused != "" {
+					// The results so far are kept; this call and those
+					// after it are asked again when the run resumes.
+					if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+						return conv, r.failed(a, "the conversation could not be saved", err), true
+					}
+					return conv, outcome{status: corral.RunPaused, waitingFor: d.paused}, true
+				}
+				r.traceResult(a, calls[i+k], d.res)
+				conv = append(conv, gateway.Message{Role: "tool", ToolCallID: calls[i+k].ID, Content: d.res.forModel(calls[i+k].Name)})
+			}
+			i = j
+		} else {
+			res, err := r.runTool(a, agent, key(i), calls[i], runCtx, deadline)
+			if err != nil {
+				return conv, r.failed(a, "the sandbox failed: "+safeMessage(err), err), true
+			}
+			conv = append(conv, gateway.Message{Role: "tool", ToolCallID: calls[i].ID, Content: res.forModel(calls[i].Name)})
+			if res.Violation != "" {
+				r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": calls[i].ID})
+				if err := r.checkpoint(ctx, run.ID, conv); err != nil {
+					r.cfg.Log.Error("checkpoint", "run", run.ID, "err", err)
+				}
+				if _, killed := a.state(); killed {
+					return conv, outcome{status: corral.RunKilled, reason: "killed on request"}, true
+				}
+				return conv, outcome{status: corral.RunErrored, violation: res.Violation,
+					reason: fmt.Sprintf("the sandbox's %s limit ended the run", res.Violation)}, true
+			}
+			i++
+		}
+		if i < len(calls) {
+			// Each result is kept as it comes, so a run that pauses or is
+			// re-attached later in this turn does not ask for it again.
 			if err := r.checkpoint(ctx, run.ID, conv); err != nil {
-				r.cfg.Log.Error("checkpoint", "run", run.ID, "err", err)
+				return conv, r.failed(a, "the conversation could not be saved", err), true
 			}
-			if _, killed := a.state(); killed {
-				return conv, outcome{status: corral.RunKilled, reason: "killed on request"}, true
-			}
-			return conv, outcome{status: corral.RunErrored, violation: res.Violation,
-				reason: fmt.Sprintf("the sandbox's %s limit ended the run", res.Violation)}, true
 		}
 	}
 	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
@@ -569,19 +641,32 @@ func messageData(resp gateway.Response) map[string]any {
 // runTool runs one tool call as command cmdID of the run's session. An
 // error is Corral's failure (the session is gone); the model's mistakes
 // are results.
-func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, runCtx context.Context, deadline time.Time) (toolResult, error) {
+	r.traceCall(a, cmdID, call)
+	var res toolResult
+	if isDelegation(call.Name) {
+		res = r.delegation(a, cmdID, call, runCtx, false).res
+	} else {
+		var err error
+		if res, err = r.tool(a, agent, cmdID, call, deadline); err != nil {
+			return res, err
+		}
+	}
+	r.traceResult(a, call, res)
+	return res, nil
+}
+
+func (r *Runner) traceCall(a *active, cmdID string, call gateway.ToolCall) {
 	args, _ := capText(call.Arguments, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args, "command": cmdID})
-	res, err := r.tool(a, agent, cmdID, call, deadline)
-	if err != nil {
-		return res, err
-	}
+}
+
+func (r *Runner) traceResult(a *active, call gateway.ToolCall, res toolResult) {
 	out, truncated := capText(res.Output, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolResult, map[string]any{
 		"id": call.ID, "name": call.Name, "exit_code": res.ExitCode, "violation": res.Violation,
 		"error": res.Error, "output": out, "truncated": truncated,
 	})
-	return res, nil
 }
 
 func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
@@ -678,7 +763,10 @@ func (r *Runner) record(ctx context.Context, runID, typ string, data any) {
 // agent.
 func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, staged bool, out outcome) {
 	if staged {
-		cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, out.status == corral.RunCompleted)
+		// A delegated run's changes always wait for a person: the person
+		// who started the tree did not ask for them.
+		auto := out.status == corral.RunCompleted && run.Depth == 0
+		cs, err := r.ws.Finish(ctx, agent, run.ID, run.StageID, auto)
 		if err != nil {
 			r.cfg.Log.Error("run's changes not recorded", "run", run.ID, "err", err)
 			if out.status == corral.RunCompleted {
@@ -726,6 +814,7 @@ func (r *Runner) ended(ctx context.Context, run corral.Run, settle func()) {
 	}
 	r.rec.Forget(run.ID)
 	r.hub.end(run.ID)
+	r.afterEnd(ctx, run)
 }
 
 // quarantine quarantines the agent when it has had QuarantineAfter

@@ -120,6 +120,12 @@ func (l LimitsInput) empty() bool { return l == LimitsInput{} }
 
 // Create makes an agent owned by the actor.
 func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (corral.Agent, error) {
+	return s.create(ctx, actor, in, "")
+}
+
+// create makes an agent owned by the actor; byRun is the run whose
+// create_agent asked for it, "" for a person.
+func (s *Agents) create(ctx context.Context, actor corral.User, in AgentInput, byRun string) (corral.Agent, error) {
 	if in.Name == nil {
 		return corral.Agent{}, corral.Errorf(corral.EINVALID, "name is required")
 	}
@@ -132,6 +138,8 @@ func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (
 		CreatedAt: now,
 		UpdatedAt: now,
 		Access:    corral.LevelOwner,
+		// Who made it is recorded, so that a tree's creations are counted.
+		CreatedByRun: byRun,
 	}
 	if err := apply(&a, in); err != nil {
 		return corral.Agent{}, err

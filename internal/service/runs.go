@@ -357,3 +357,43 @@ func (s *Runs) follow(ctx context.Context, ch <-chan corral.RunEvent, tick <-cha
 		}
 	}
 }
+
+// Tree returns the delegation tree below a run, the run included, oldest
+// first: each run of it the actor may view, and only where the actor may
+// view every run between it and the one asked for, so a run the actor may
+// not see hides what it started too.
+func (s *Runs) Tree(ctx context.Context, actor corral.User, runID string) ([]corral.Run, error) {
+	top, err := s.loadRun(ctx, actor, runID, access.ViewRuns)
+	if err != nil {
+		return nil, err
+	}
+	all, err := s.store.TreeRuns(ctx, top.Root())
+	if err != nil {
+		return nil, err
+	}
+	may := map[string]bool{top.AgentID: true} // by agent: the actor's view, read once
+	in := map[string]bool{top.ID: true}
+	out := []corral.Run{top}
+	for _, r := range all { // oldest first: a parent comes before its children
+		if r.ID == top.ID || !in[r.ParentRunID] {
+			continue
+		}
+		ok, seen := may[r.AgentID]
+		if !seen {
+			a, err := s.store.Agent(ctx, r.AgentID, actor.ID)
+			switch {
+			case err == nil:
+				ok = access.Check(a.Access, access.ViewRuns) == access.Allow
+			case corral.ErrorCode(err) == corral.ENOTFOUND:
+			default:
+				return nil, err
+			}
+			may[r.AgentID] = ok
+		}
+		if ok {
+			in[r.ID] = true
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

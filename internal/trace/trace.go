@@ -35,6 +35,12 @@ const (
 	Ended       = "ended"
 	Reconciled  = "reconciled"
 	Reattached  = "reattached" // the server came back and found the run's session still running
+	// Delegation: the run started a child run on another agent (or found
+	// the one its call had started), a hop it asked for was refused (the
+	// cap, or not found), or it created an agent.
+	Delegated         = "delegated"
+	DelegationRefused = "delegation_refused"
+	AgentCreated      = "agent_created"
 	// GatewayNote: what of an agent CLI's model call could not be sent
 	// upstream (a tool type the provider has no equivalent for) and was
 	// left out, never silently.

@@ -34,6 +34,8 @@ function run(status: Run['status'], by = me.id): Run {
     status,
     triggered_by: { id: by, name: 'Someone' },
     parent_run_id: null,
+    root_run_id: 'run_1',
+    depth: 0,
     message_id: 'msg_1',
     change_set_id: null,
     tokens: { input: 0, output: 0 },

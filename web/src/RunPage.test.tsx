@@ -15,6 +15,8 @@ function run(driver: RunDriver | undefined, status: Run['status'] = 'completed')
     status,
     triggered_by: { id: 'usr_me', name: 'Me' },
     parent_run_id: null,
+    root_run_id: 'run_abcdef12',
+    depth: 0,
     message_id: 'msg_1',
     driver,
     change_set_id: null,
@@ -36,6 +38,7 @@ function serve(r: Run, trace: TraceEvent[] = []) {
     if (method !== 'GET') return undefined
     if (url === '/api/runs/run_abcdef12') return [200, r]
     if (url === '/api/runs/run_abcdef12/trace') return [200, { items: trace }]
+    if (url === '/api/runs/run_abcdef12/tree') return [200, { items: [r] }]
     if (url === '/api/agents/agt_1') return [200, agentAt('viewer')]
     return undefined
   })

@@ -28,12 +28,19 @@ interface Props {
   onEnded?: (s: LiveState) => void
   /** Leaves usage events out (the conversation's compact view). */
   compact?: boolean
+  /** Called with each trace event as it streams live (the run page follows its delegation tree on `delegated`). */
+  onTrace?: (ev: TraceEvent) => void
 }
 
-export function RunView({ run, level, me, onEnded, compact }: Props) {
+export function RunView({ run, level, me, onEnded, compact, onTrace }: Props) {
   const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
   const endedAtStart = useRef(isTerminal(run.status))
   const reported = useRef(false)
+  // Read from the stream's listener, so a new callback does not reopen the stream.
+  const traceHook = useRef(onTrace)
+  useEffect(() => {
+    traceHook.current = onTrace
+  }, [onTrace])
   const [terminalOpen, setTerminalOpen] = useState(false)
 
   useEffect(() => {
@@ -83,6 +90,7 @@ export function RunView({ run, level, me, onEnded, compact }: Props) {
         const event = parseData<TraceEvent>((e as MessageEvent).data)
         if (!event) return
         dispatch({ type: 'trace', event })
+        traceHook.current?.(event)
         // The server closes the stream after this; EventSource would reconnect.
         if (event.type === 'ended' || event.type === 'reconciled') stop()
       })

@@ -304,6 +304,8 @@ describe('RunView terminal button', () => {
       status,
       triggered_by: { id: me.id, name: 'Me' },
       parent_run_id: null,
+      root_run_id: 'run_1',
+      depth: 0,
       message_id: 'msg_1',
       change_set_id: null,
       tokens: { input: 0, output: 0 },

@@ -1,4 +1,5 @@
 import { formatClock } from './format'
+import { Link } from './router'
 import type { TimelineItem } from './timeline'
 
 /** A run's trace as a list of what happened, in order. */
@@ -10,6 +11,11 @@ export function Timeline({ items, label }: { items: TimelineItem[]; label: strin
         <li key={it.seq} className={`tl tl-${it.tone} tl-type-${it.type}`}>
           <div className="tl-head">
             <span className="tl-title">{it.title}</span>
+            {it.link && (
+              <Link to={it.link.to} className="tl-link">
+                {it.link.text}
+              </Link>
+            )}
             {it.facts.length > 0 && <span className="tl-facts">{it.facts.join(' · ')}</span>}
             <time dateTime={it.at} className="tl-time">
               {formatClock(it.at)}

@@ -160,6 +160,9 @@ export const api = {
 
   runs: (id: string) => request<Items<Run>>('GET', `/api/agents/${enc(id)}/runs`).then((a) => a.items),
   run: (runId: string) => request<Run>('GET', `/api/runs/${enc(runId)}`),
+  /** The run and the runs it started through delegation (theirs too), oldest first: those the caller may see. */
+  tree: (runId: string, signal?: AbortSignal) =>
+    request<Items<Run>>('GET', `/api/runs/${enc(runId)}/tree`, undefined, { signal }).then((a) => a.items),
   trace: (runId: string) => request<Items<TraceEvent>>('GET', `/api/runs/${enc(runId)}/trace`).then((a) => a.items),
   stopRun: (runId: string) => request<Run>('POST', `/api/runs/${enc(runId)}/stop`),
   killRun: (runId: string) => request<Run>('POST', `/api/runs/${enc(runId)}/kill`),

@@ -13,6 +13,8 @@ function run(over: Partial<Run>): Run {
     status: 'running',
     triggered_by: null,
     parent_run_id: null,
+    root_run_id: 'run_1',
+    depth: 0,
     message_id: 'msg_1',
     change_set_id: null,
     tokens: { input: 0, output: 0 },

@@ -7,7 +7,15 @@ function ev(seq: number, type: string, data: Record<string, unknown> = {}): Trac
 }
 
 describe('toTimelineItem', () => {
-  const cases: { name: string; event: TraceEvent; title: string; detail?: string; facts?: string[]; tone: string }[] = [
+  const cases: {
+    name: string
+    event: TraceEvent
+    title: string
+    detail?: string
+    facts?: string[]
+    tone: string
+    link?: { to: string; text: string }
+  }[] = [
     {
       name: 'admitted',
       event: ev(1, 'admitted', { prompt_bytes: 22, runs_admitted: 0, tokens_used: 5, tokens_budget: 100 }),
@@ -250,10 +258,58 @@ describe('toTimelineItem', () => {
     },
     {
       name: 'an unknown type keeps its data',
-      event: ev(14, 'delegated', { to: 'agt_2' }),
-      title: 'delegated',
+      event: ev(14, 'handed_over', { to: 'agt_2' }),
+      title: 'handed_over',
       detail: '{\n  "to": "agt_2"\n}',
       tone: 'info',
+    },
+    {
+      name: 'a delegated run, linked',
+      event: ev(15, 'delegated', { tool_call_id: 'c1', run_id: 'run_child111', agent_id: 'agt_2', depth: 2 }),
+      title: 'Delegated to agent agt_2:',
+      facts: ['depth 2'],
+      tone: 'tool',
+      link: { to: '/runs/run_child111', text: 'run child111' },
+    },
+    {
+      name: 'a delegation refused by a tree cap names the cap',
+      event: ev(16, 'delegation_refused', { tool: 'delegate', tool_call_id: 'c2', target: 'agt_2', error: 'too deep', cap: 'delegation_depth' }),
+      title: 'Delegation refused: too deep',
+      detail: 'The chain of delegated runs is as deep as this server allows (--delegation-depth).',
+      facts: ['cap: delegation_depth', 'agent agt_2'],
+      tone: 'warn',
+    },
+    {
+      name: 'a delegation refused without a cap (no such agent)',
+      event: ev(17, 'delegation_refused', { tool: 'delegate', tool_call_id: 'c3', target: 'agt_nope', error: 'agent not found' }),
+      title: 'Delegation refused: agent not found',
+      detail: undefined,
+      facts: ['agent agt_nope'],
+      tone: 'warn',
+    },
+    {
+      name: 'an agent creation refused by its cap',
+      event: ev(18, 'delegation_refused', { tool: 'create_agent', target: 'linter', error: 'no more agents', cap: 'delegation_create' }),
+      title: 'Agent creation refused: no more agents',
+      detail: 'The tree has created as many agents as this server allows (--delegation-create).',
+      facts: ['cap: delegation_create', 'name linter'],
+      tone: 'warn',
+    },
+    {
+      name: 'a created agent, linked',
+      event: ev(19, 'agent_created', { tool_call_id: 'c4', agent_id: 'agt_new12345', name: 'linter', fs: 'read-only' }),
+      title: 'Created agent linter',
+      facts: ['workspace read-only'],
+      tone: 'info',
+      link: { to: '/agents/agt_new12345', text: 'agent new12345' },
+    },
+    {
+      name: 'paused waiting for a paused delegated run',
+      event: ev(20, 'paused', { waiting_for: 'run_child111' }),
+      title: 'Paused: waiting for a delegated run, which is paused',
+      facts: [],
+      tone: 'warn',
+      link: { to: '/runs/run_child111', text: 'run child111' },
     },
   ]
   for (const c of cases) {
@@ -264,6 +320,7 @@ describe('toTimelineItem', () => {
       if ('detail' in c) expect(item.detail).toBe(c.detail)
       if (c.facts) expect(item.facts).toEqual(c.facts)
       expect(item.tone).toBe(c.tone)
+      expect(item.link).toEqual(c.link)
     })
   }
 })

@@ -3,6 +3,7 @@
 // steps are internal/driver's Event).
 
 import { driverInfo, isCLI, protocolName } from './drivers'
+import { shortId } from './format'
 import type { TraceEvent } from './types'
 
 export type Tone = 'info' | 'tool' | 'output' | 'model' | 'good' | 'warn' | 'bad'
@@ -17,6 +18,8 @@ export interface TimelineItem {
   /** Short facts shown beside the title. */
   facts: string[]
   tone: Tone
+  /** A page of the app the entry points to (a delegated run, a created agent), shown after the title. */
+  link?: { to: string; text: string }
 }
 
 type Data = Record<string, unknown>
@@ -123,6 +126,22 @@ function transcriptItem(base: Pick<TimelineItem, 'seq' | 'at' | 'type'>, d: Data
       return { ...base, title: `CLI ${kind}${name ? `: ${name}` : ''}`, detail: bounded(text), facts, tone: 'info' }
     }
   }
+}
+
+function runLink(id: string): { to: string; text: string } {
+  return { to: `/runs/${encodeURIComponent(id)}`, text: `run ${shortId(id)}` }
+}
+
+/**
+ * The tree caps a refused hop may name (`cap` of delegation_refused), in
+ * words, with the server setting that raises each.
+ */
+export const capWords: Record<string, string> = {
+  delegation_depth: 'The chain of delegated runs is as deep as this server allows (--delegation-depth).',
+  delegation_fanout: 'This run has delegated to as many runs as this server allows one run (--delegation-fanout).',
+  delegation_concurrency:
+    'The tree already has as many delegated runs going at once as this server allows (--delegation-concurrency); a later try may fit.',
+  delegation_create: 'The tree has created as many agents as this server allows (--delegation-create).',
 }
 
 /** The CLI's own command in the run's session (id "cli-N", named by the driver), not a tool of Corral's loop. */
@@ -234,6 +253,18 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       return { ...base, title: `Model call retried${attempt !== undefined ? ` (try ${attempt})` : ''}`, detail: str(d.message), facts, tone: 'warn' }
     }
     case 'paused': {
+      // A parent whose delegated run paused waits for it instead of spending.
+      const child = str(d.waiting_for)
+      if (child) {
+        return {
+          ...base,
+          title: 'Paused: waiting for a delegated run, which is paused',
+          detail: 'This run goes on when that one resumes.',
+          facts,
+          tone: 'warn',
+          link: runLink(child),
+        }
+      }
       const b = budgetFact(d)
       if (b) facts.push(b)
       return { ...base, title: 'Paused: the token budget is spent', facts, tone: 'warn' }
@@ -279,6 +310,40 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
         facts,
         tone: 'warn',
       }
+    case 'delegated': {
+      const agent = str(d.agent_id) ?? 'unknown'
+      const child = str(d.run_id)
+      const depth = num(d.depth)
+      if (depth !== undefined) facts.push(`depth ${depth}`)
+      return { ...base, title: `Delegated to agent ${agent}${child ? ':' : ''}`, facts, tone: 'tool', link: child ? runLink(child) : undefined }
+    }
+    case 'delegation_refused': {
+      // A refused hop is the tool's error, never the run's end: a warning.
+      const error = str(d.error) ?? 'refused'
+      const cap = str(d.cap)
+      const target = str(d.target)
+      const creating = d.tool === 'create_agent'
+      if (cap) facts.push(`cap: ${cap}`)
+      if (target) facts.push(creating ? `name ${target}` : `agent ${target}`)
+      return {
+        ...base,
+        title: `${creating ? 'Agent creation refused' : 'Delegation refused'}: ${error}`,
+        detail: cap ? capWords[cap] : undefined,
+        facts,
+        tone: 'warn',
+      }
+    }
+    case 'agent_created': {
+      const id = str(d.agent_id)
+      if (str(d.fs)) facts.push(`workspace ${d.fs}`)
+      return {
+        ...base,
+        title: `Created agent ${str(d.name) ?? id ?? 'unnamed'}`,
+        facts,
+        tone: 'info',
+        link: id ? { to: `/agents/${encodeURIComponent(id)}`, text: `agent ${shortId(id)}` } : undefined,
+      }
+    }
     case 'terminal_opened':
       return { ...base, title: `Terminal opened by ${str(d.user) ?? 'someone'}`, facts, tone: 'info' }
     case 'terminal_closed': {

@@ -125,7 +125,12 @@ export interface Run {
   agent_id: string
   status: RunStatus
   triggered_by: UserRef | null
+  /** The run whose `delegate` tool started this one; null for a run a person started. */
   parent_run_id: string | null
+  /** The run a person started that this one descends from; its own id for such a run. */
+  root_run_id: string
+  /** Delegation hops from the root run: 0 for the root. */
+  depth: number
   message_id: string
   /**
    * builtin: the agent loop; terminal: a person at the run's terminal, no
@@ -162,6 +167,9 @@ export type TraceType =
   | 'reconciled'
   | 'transcript'
   | 'gateway_note'
+  | 'delegated'
+  | 'delegation_refused'
+  | 'agent_created'
 
 export interface TraceEvent {
   seq: number

@@ -19,7 +19,7 @@ const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
 	a.disk_bytes, a.disk_inodes, a.pending_disk_bytes,
-	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver`
+	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run`
 
 // rank returns SQL that turns the level name in col into its corral.Level
 // number, so that SQL's max picks the highest level; 0 (LevelNone) for
@@ -101,7 +101,7 @@ func scanAgent(s scanner) (corral.Agent, error) {
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
 		&a.Limits.DiskBytes, &a.Limits.DiskInodes, &a.Limits.PendingDiskBytes,
-		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &access)
+		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun, &access)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -140,14 +140,14 @@ func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
 		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
 			disk_bytes, disk_inodes, pending_disk_bytes,
-			budget_tokens, budget_used, state, created_at, updated_at, globs, driver)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			budget_tokens, budget_used, state, created_at, updated_at, globs, driver, created_by_run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Owner.ID, a.Name, a.Instructions, a.Model,
 		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
 		a.Limits.DiskBytes, a.Limits.DiskInodes, a.Limits.PendingDiskBytes,
-		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated), globsOf(a.Policy), driverOf(a))
+		a.Budget.Tokens, a.Budget.Used, a.State, millis(created), millis(updated), globsOf(a.Policy), driverOf(a), a.CreatedByRun)
 	switch {
 	case err == nil:
 		return nil

@@ -158,12 +158,12 @@ func TestMigrateToDiskKeepsRows(t *testing.T) {
 		t.Errorf("admissions after migration:\n%q\nwant\n%q", got, beforeAdmissions)
 	}
 	wantIndexes := []string{"admissions_agent_seq", "admissions_user_id",
-		"runs_agent_seq", "runs_agent_violations", "runs_status_seq", "runs_token_hash", "runs_triggered_by"}
+		"runs_agent_seq", "runs_agent_violations", "runs_parent_call", "runs_root", "runs_status_seq", "runs_token_hash", "runs_triggered_by"}
 	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE type = 'index'
 		AND tbl_name IN ('runs', 'admissions') AND sql IS NOT NULL ORDER BY name`); !slices.Equal(got, wantIndexes) {
 		t.Errorf("indexes after migration = %q, want %q", got, wantIndexes)
 	}
-	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE name LIKE '%_v6'`); len(got) != 0 {
+	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE name LIKE '%_v6' OR name LIKE '%_v14'`); len(got) != 0 {
 		t.Errorf("left over from the rebuild: %q", got)
 	}
 	for _, check := range []string{`PRAGMA integrity_check`, `PRAGMA foreign_key_check`} {

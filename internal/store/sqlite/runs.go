@@ -48,6 +48,12 @@ const activeStatuses = `'` + corral.RunAdmitted + `', '` + corral.RunRunning + `
 const admitCountsQuery = `SELECT count(*), coalesce(sum(status IN (` + activeStatuses + `)), 0)
 	FROM runs WHERE agent_id = ?`
 
+// treeCountsQuery counts, for a delegated run being admitted, the runs its
+// parent (?1) started and the delegated runs of its tree (?2) active now.
+const treeCountsQuery = `SELECT
+	(SELECT count(*) FROM runs WHERE parent_run_id = ?1),
+	(SELECT count(*) FROM runs WHERE root_run_id = ?2 AND depth > 0 AND status IN (` + activeStatuses + `))`
+
 // pendingDiskQuery sums what an agent's pending change sets hold on disk.
 const pendingDiskQuery = `SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
 	WHERE agent_id = ? AND status = '` + corral.ChangePending + `'`
@@ -91,6 +97,11 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	}
 	if err := tx.QueryRowContext(ctx, pendingDiskQuery, a.ID).Scan(&facts.PendingDiskBytes); err != nil {
 		return corral.Admission{}, corral.Internal(op, err)
+	}
+	if r.ParentRunID != "" {
+		if err := tx.QueryRowContext(ctx, treeCountsQuery, r.ParentRunID, r.RootRunID).Scan(&facts.Children, &facts.TreeActive); err != nil {
+			return corral.Admission{}, corral.Internal(op, err)
+		}
 	}
 
 	ev.Reason = decide(facts)
@@ -177,13 +188,16 @@ func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, m corral.Message, r corr
 		by = sql.NullString{String: r.TriggeredBy.ID, Valid: true}
 	}
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO runs (id, agent_id, status, triggered_by, parent_run_id, message_id, stage_id, created_at, driver)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO runs (id, agent_id, status, triggered_by, parent_run_id, message_id, stage_id, created_at, driver,
+			root_run_id, depth, parent_call)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AgentID, corral.RunAdmitted, by, r.ParentRunID, r.MessageID, r.StageID,
-		millis(db.orNow(r.CreatedAt)), r.Driver)
+		millis(db.orNow(r.CreatedAt)), r.Driver, r.Root(), r.Depth, r.ParentCall)
 	switch {
 	case isForeignKey(err):
 		return corral.NotFound("user")
+	case isUnique(err) && r.ParentRunID != "":
+		return conflict("the parent's call has started a run already")
 	case isUnique(err):
 		return conflict("run already exists")
 	case err != nil:
@@ -224,7 +238,7 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 // that triggered it; scanRun reads them in this order.
 const runColumns = `r.id, r.agent_id, r.status, u.id, u.name, r.parent_run_id, r.message_id,
 	r.stage_id, r.change_set_id, r.tokens_input, r.tokens_output, r.violation, r.reason,
-	r.created_at, r.started_at, r.ended_at, r.driver`
+	r.created_at, r.started_at, r.ended_at, r.driver, r.root_run_id, r.depth, r.parent_call`
 
 const runFrom = ` FROM runs r LEFT JOIN users u ON u.id = r.triggered_by `
 
@@ -235,11 +249,14 @@ func scanRun(s scanner) (corral.Run, error) {
 	var started, ended sql.NullInt64
 	if err := s.Scan(&r.ID, &r.AgentID, &r.Status, &byID, &byName, &r.ParentRunID, &r.MessageID,
 		&r.StageID, &r.ChangeSetID, &r.Tokens.Input, &r.Tokens.Output, &r.Violation, &r.Reason,
-		&created, &started, &ended, &r.Driver); err != nil {
+		&created, &started, &ended, &r.Driver, &r.RootRunID, &r.Depth, &r.ParentCall); err != nil {
 		return corral.Run{}, err
 	}
 	if byID.Valid {
 		r.TriggeredBy = &corral.UserRef{ID: byID.String, Name: byName.String}
+	}
+	if r.RootRunID == r.ID {
+		r.RootRunID = "" // the domain's root (the column holds the id, for one index)
 	}
 	r.CreatedAt, r.StartedAt, r.EndedAt = fromMillis(created), fromNullMillis(started), fromNullMillis(ended)
 	return r, nil
@@ -529,3 +546,47 @@ func (db *DB) CountViolations(ctx context.Context, agentID string, since time.Ti
 // index runs_agent_violations does, so that SQLite can use the index.
 const violationsQuery = `SELECT count(*) FROM runs
 	WHERE agent_id = ? AND violation != '' AND ended_at >= ?`
+
+// ChildRun returns the run a parent's tool call started.
+func (db *DB) ChildRun(ctx context.Context, parentID, call string) (corral.Run, error) {
+	if parentID == "" {
+		return corral.Run{}, corral.NotFound("run")
+	}
+	return db.oneRun(ctx, "sqlite.ChildRun", `r.parent_run_id = ? AND r.parent_call = ?`, parentID, call)
+}
+
+// TreeRuns lists a tree's runs, oldest first: at most maxRuns, which the
+// tree caps keep far above any real tree.
+func (db *DB) TreeRuns(ctx context.Context, rootID string) ([]corral.Run, error) {
+	const op = "sqlite.TreeRuns"
+	rows, err := db.query(ctx, `SELECT `+runColumns+runFrom+`WHERE r.root_run_id = ? ORDER BY r.seq LIMIT ?`, rootID, maxRuns)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	runs, err := collect(rows, scanRun)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return runs, nil
+}
+
+// TreeTokens sums a tree's tokens, input and output.
+func (db *DB) TreeTokens(ctx context.Context, rootID string) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, `SELECT coalesce(sum(tokens_input + tokens_output), 0) FROM runs WHERE root_run_id = ?`, rootID).Scan(&n)
+	if err != nil {
+		return 0, corral.Internal("sqlite.TreeTokens", err)
+	}
+	return n, nil
+}
+
+// AgentsCreatedInTree counts the agents a tree's runs created.
+func (db *DB) AgentsCreatedInTree(ctx context.Context, rootID string) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, `SELECT count(*) FROM agents a JOIN runs r ON r.id = a.created_by_run
+		WHERE a.created_by_run != '' AND r.root_run_id = ?`, rootID).Scan(&n)
+	if err != nil {
+		return 0, corral.Internal("sqlite.AgentsCreatedInTree", err)
+	}
+	return n, nil
+}

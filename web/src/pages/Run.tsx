@@ -1,21 +1,38 @@
-// One run: its kind, its fields and its trace as a timeline, followed live
-// while it goes.
+// One run: its kind, its fields, the run that delegated it and the runs it
+// delegated to, and its trace as a timeline, followed live while it goes.
 
-import { useEffect } from 'react'
+import { useCallback, useEffect, useReducer, useRef } from 'react'
 import { api } from '../api'
 import { runKind } from '../drivers'
 import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { formatTime, shortId } from '../format'
 import { Link } from '../router'
+import { RunTree } from '../RunTree'
 import { RunView } from '../RunView'
 import { useSession } from '../session'
+import type { TraceEvent } from '../types'
 
 export function RunPage({ id }: { id: string }) {
   const { user } = useSession()
   const run = useLoad(() => api.run(id), [id])
   const agentId = run.data?.agent_id
   const agent = useLoad(() => (agentId ? api.agent(agentId) : Promise.resolve(undefined)), [agentId])
+  // The parent is asked for only to know whether this viewer may see it: a
+  // delegated run's parent may belong to an agent shared with someone else.
+  const parentId = run.data?.parent_run_id
+  const parent = useLoad(() => (parentId ? api.run(parentId) : Promise.resolve(undefined)), [parentId])
+  // The tree is asked for again when this run delegates; a reconnected
+  // stream replays the trace, so each delegated run counts once.
+  const [treeAsked, askTree] = useReducer((n: number) => n + 1, 0)
+  const delegatedSeen = useRef(new Set<string>())
+  const onTrace = useCallback((ev: TraceEvent) => {
+    if (ev.type !== 'delegated') return
+    const child = typeof ev.data?.run_id === 'string' ? ev.data.run_id : ''
+    if (delegatedSeen.current.has(child)) return
+    delegatedSeen.current.add(child)
+    askTree()
+  }, [])
   const kind = runKind(run.data?.driver) ?? 'Run'
   useEffect(() => {
     document.title = `${kind} ${shortId(id)} · Corral`
@@ -75,10 +92,20 @@ export function RunPage({ id }: { id: string }) {
         </div>
         {r.parent_run_id && (
           <div className="fact">
-            <dt>Started by run</dt>
+            <dt>Delegated by</dt>
             <dd>
-              <Link to={`/runs/${encodeURIComponent(r.parent_run_id)}`}>run {shortId(r.parent_run_id)}</Link>
+              {isNotFound(parent.error) ? (
+                <span className="muted">a run you cannot see</span>
+              ) : (
+                <Link to={`/runs/${encodeURIComponent(r.parent_run_id)}`}>run {shortId(r.parent_run_id)}</Link>
+              )}
             </dd>
+          </div>
+        )}
+        {r.depth > 0 && (
+          <div className="fact">
+            <dt>Delegation depth</dt>
+            <dd>{r.depth}</dd>
           </div>
         )}
         <div className="fact">
@@ -99,9 +126,10 @@ export function RunPage({ id }: { id: string }) {
         </div>
       </dl>
       <ErrorText error={agent.error} />
+      <RunTree run={r} refresh={treeAsked} />
       <h2>Trace</h2>
       {a ? (
-        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} />
+        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} onTrace={onTrace} />
       ) : (
         <Loading what="the trace" />
       )}

@@ -1,0 +1,271 @@
+package service
+
+// Delegation: the use cases behind a run's list_agents, delegate and
+// create_agent tools. Every hop acts as the person who started the tree's
+// root run, with that person's level on the target loaded fresh, through
+// the same admission as a message; the tree's caps are decided inside the
+// admission transaction, so parallel hops cannot both take the last slot.
+
+import (
+	"context"
+	"fmt"
+
+	"corral"
+	"corral/internal/access"
+	"corral/internal/keylock"
+	"corral/internal/sanitize"
+)
+
+// Delegation is what runs may ask of other agents. The runner calls it for
+// a run's delegation tools; it trusts nothing the run says but the run
+// itself, which the runner loaded from the store.
+type Delegation struct {
+	runs     *Runs
+	agents   *Agents
+	caps     corral.TreeCaps
+	creating keylock.Map // per tree: one create_agent counted and made at a time
+}
+
+// NewDelegation returns the delegation use cases under caps (zero fields
+// take their defaults).
+func NewDelegation(runs *Runs, agents *Agents, caps corral.TreeCaps) *Delegation {
+	return &Delegation{runs: runs, agents: agents, caps: caps.WithDefaults()}
+}
+
+// Caps are the tree caps in force.
+func (d *Delegation) Caps() corral.TreeCaps { return d.caps }
+
+// person is who a hop acts as: the person who started the run's tree.
+func person(run corral.Run) (corral.User, error) {
+	if run.TriggeredBy == nil {
+		return corral.User{}, corral.Errorf(corral.EUNAUTH, "the person who started this run no longer has an account")
+	}
+	return corral.User{ID: run.TriggeredBy.ID, Name: run.TriggeredBy.Name}, nil
+}
+
+// ListAgents returns the agents the run's person may start runs on, the
+// run's own agent included.
+func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corral.Agent, error) {
+	actor, err := person(parent)
+	if err != nil {
+		return nil, err
+	}
+	all, err := d.agents.store.AgentsFor(ctx, actor.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []corral.Agent
+	for _, a := range all {
+		if access.Check(a.Access, access.SendMessage) == access.Allow {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// Delegate starts a child run of parent on agentID with task as its
+// message, for parent's tool call call, and returns it; the caller waits
+// for it. Asked again for the same call (after a restart, or a pause), it
+// returns the run that call started. The person's access to the agent is
+// checked first and fresh: an agent they may not run is not found, exactly
+// as a missing one. A cap that refuses the hop is an EADMISSION error whose
+// Reason names it; so is any admission refusal of the target agent.
+func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (corral.Run, error) {
+	actor, err := person(parent)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	a, err := loadAgent(ctx, d.runs.store, actor, agentID, access.SendMessage)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	if child, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
+		return child, nil
+	} else if corral.ErrorCode(err) != corral.ENOTFOUND {
+		return corral.Run{}, err
+	}
+	task, err = sanitize.Content(task, sanitize.MaxContent)
+	if err != nil {
+		return corral.Run{}, err
+	}
+	if err := d.runs.ready(); err != nil {
+		return corral.Run{}, err
+	}
+	root := parent.Root()
+	now := d.runs.cfg.Now().UTC()
+	run := corral.Run{
+		ID: corral.NewID("run"), AgentID: a.ID, Status: corral.RunAdmitted,
+		TriggeredBy: parent.TriggeredBy, CreatedAt: now, StageID: corral.NewID("chg"), Driver: a.Driver,
+		ParentRunID: parent.ID, RootRunID: root, Depth: parent.Depth + 1, ParentCall: call,
+	}
+	msg := corral.Message{
+		ID: corral.NewID("msg"), AgentID: a.ID, Role: corral.RoleUser, Content: task,
+		Author: parent.TriggeredBy, RunID: run.ID, CreatedAt: now,
+	}
+	run.MessageID = msg.ID
+	size := int64(len(task))
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: a.ID, UserID: actor.ID, PromptBytes: size, At: now}
+	decided, err := d.runs.store.Admit(ctx, msg, run, ev, func(f corral.AdmissionFacts) string {
+		if reason := AdmitHop(f, run.Depth, d.caps); reason != "" {
+			return reason
+		}
+		return Admit(f, size, d.runs.DefaultMaxPrompt)
+	})
+	if err != nil {
+		if corral.ErrorCode(err) == corral.ECONFLICT {
+			// The same call, asked twice at once: the other one started it.
+			if child, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
+				return child, nil
+			}
+		}
+		return corral.Run{}, err
+	}
+	if decided.Reason != "" {
+		return corral.Run{}, &corral.Error{Code: corral.EADMISSION, Reason: decided.Reason, Message: d.refusal(decided)}
+	}
+	d.runs.engine.Start(run, msg, decided)
+	return run, nil
+}
+
+// AdmitHop is the tree's part of admitting a delegated run at depth:
+// "" or the cap that refuses it. Pure, like Admit.
+func AdmitHop(f corral.AdmissionFacts, depth int, caps corral.TreeCaps) string {
+	switch {
+	case depth > caps.Depth:
+		return corral.ReasonDelegationDepth
+	case f.Children >= int64(caps.Fanout):
+		return corral.ReasonDelegationFanout
+	case f.TreeActive >= int64(caps.Concurrency):
+		return corral.ReasonDelegationConcurrency
+	}
+	return ""
+}
+
+// refusal words a refused hop, naming the cap and its setting.
+func (d *Delegation) refusal(ev corral.Admission) string {
+	switch ev.Reason {
+	case corral.ReasonDelegationDepth:
+		return fmt.Sprintf("refused by the delegation depth cap (%d, --delegation-depth): a run this deep may not delegate further", d.caps.Depth)
+	case corral.ReasonDelegationFanout:
+		return fmt.Sprintf("refused by the delegation fan-out cap (%d, --delegation-fanout): this run has started as many delegated runs as it may", d.caps.Fanout)
+	case corral.ReasonDelegationConcurrency:
+		return fmt.Sprintf("refused by the delegation concurrency cap (%d, --delegation-concurrency): this tree has as many delegated runs going as it may; wait for one to end", d.caps.Concurrency)
+	}
+	return refusal(ev)
+}
+
+// CreateAgent makes an agent for parent's tree, owned by the tree's person,
+// never more permissive than parent's agent: the same network, the same
+// protected, risky and secret globs, its changes always waiting for a
+// person, fs and every limit at most the parent's, and a budget at most
+// what the parent's has left. The tree may create caps.Create agents.
+func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec corral.AgentSpec) (corral.Agent, error) {
+	actor, err := person(parent)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	// The person must still be allowed to run the parent's agent: whatever
+	// they could not start, they cannot extend.
+	p, err := loadAgent(ctx, d.runs.store, actor, parent.AgentID, access.SendMessage)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	in, err := narrower(p, spec)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	root := parent.Root()
+	unlock := d.creating.Lock(root)
+	defer unlock()
+	n, err := d.runs.store.AgentsCreatedInTree(ctx, root)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if n >= int64(d.caps.Create) {
+		return corral.Agent{}, &corral.Error{Code: corral.EADMISSION, Reason: "delegation_create",
+			Message: fmt.Sprintf("refused by the agent creation cap (%d, --delegation-create): this tree has created as many agents as it may", d.caps.Create)}
+	}
+	return d.agents.create(ctx, actor, in, parent.ID)
+}
+
+// narrower builds the new agent's settings from the parent agent p and
+// what was asked: an error for anything wider than p's.
+func narrower(p corral.Agent, spec corral.AgentSpec) (AgentInput, error) {
+	name, instructions := spec.Name, spec.Instructions
+	builtin, review := corral.DriverBuiltin, corral.ChangesReview
+	fs, network := p.Policy.FS, p.Policy.Network
+	if spec.FS != "" {
+		if spec.FS != corral.FSReadOnly && spec.FS != corral.FSReadWrite {
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "policy.fs must be %q or %q", corral.FSReadOnly, corral.FSReadWrite)
+		}
+		if spec.FS == corral.FSReadWrite && p.Policy.FS != corral.FSReadWrite {
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "policy.fs %q is wider than this agent's %q", spec.FS, p.Policy.FS)
+		}
+		fs = spec.FS
+	}
+	secrets, protected, risky := p.Policy.Secrets, p.Policy.Protected, p.Policy.Risky
+	in := AgentInput{
+		Name: &name, Instructions: &instructions, Model: &p.Model, Driver: &builtin,
+		FS: &fs, Changes: &review, Network: &network,
+		Secrets: &secrets, Protected: &protected, Risky: &risky,
+	}
+	l := p.Limits
+	limits := LimitsInput{
+		MaxPromptBytes: &l.MaxPromptBytes, MaxRuns: &l.MaxRuns, RunTimeoutS: &l.RunTimeoutS,
+		CPUMillis: &l.CPUMillis, MemoryBytes: &l.MemoryBytes, Pids: &l.Pids, OutputBytes: &l.OutputBytes,
+		DiskBytes: &l.DiskBytes, DiskInodes: &l.DiskInodes, PendingDiskBytes: &l.PendingDiskBytes,
+	}
+	a := spec.Limits
+	if a.MaxPromptBytes != 0 || a.DiskBytes != 0 || a.DiskInodes != 0 || a.PendingDiskBytes != 0 {
+		return AgentInput{}, corral.Errorf(corral.EINVALID, "a new agent may set only limits max_runs, run_timeout_s, cpu_millis, memory_bytes, pids and output_bytes")
+	}
+	for _, f := range []struct {
+		name   string
+		parent int64
+		asked  int64
+		dst    **int64
+	}{
+		{"max_runs", l.MaxRuns, a.MaxRuns, &limits.MaxRuns},
+		{"run_timeout_s", l.RunTimeoutS, a.RunTimeoutS, &limits.RunTimeoutS},
+		{"cpu_millis", l.CPUMillis, a.CPUMillis, &limits.CPUMillis},
+		{"memory_bytes", l.MemoryBytes, a.MemoryBytes, &limits.MemoryBytes},
+		{"pids", l.Pids, a.Pids, &limits.Pids},
+		{"output_bytes", l.OutputBytes, a.OutputBytes, &limits.OutputBytes},
+	} {
+		switch {
+		case f.asked == 0:
+			continue
+		case f.asked < 0:
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "limits.%s must be positive", f.name)
+		case f.parent == 0:
+			// The server's default, which this layer does not know: a
+			// number asked for could be above it.
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "limits.%s: this agent has the server's default, which a new agent keeps", f.name)
+		case f.asked > f.parent:
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "limits.%s %d is above this agent's %d", f.name, f.asked, f.parent)
+		}
+		v := f.asked
+		*f.dst = &v
+	}
+	in.Limits = limits
+	budget := int64(0)
+	if p.Budget.Tokens > 0 {
+		left := p.Budget.Tokens - p.Budget.Used
+		if left <= 0 {
+			return AgentInput{}, corral.Errorf(corral.EADMISSION, "this agent's token budget is spent: it cannot give a new agent any")
+		}
+		budget = left
+	}
+	if b := spec.BudgetTokens; b != 0 {
+		switch {
+		case b < 0:
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "budget_tokens must be positive")
+		case budget > 0 && b > budget:
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "budget_tokens %d is above what this agent has left (%d)", b, budget)
+		default:
+			budget = b
+		}
+	}
+	in.BudgetTokens = &budget
+	return in, nil
+}
