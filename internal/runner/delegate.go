@@ -9,6 +9,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -118,7 +119,7 @@ func (r *Runner) delegation(a *active, key string, call gateway.ToolCall, runCtx
 		msg := corral.ErrorMessage(err)
 		data := map[string]any{"tool": call.Name, "tool_call_id": call.ID, "target": target, "error": msg}
 		var e *corral.Error
-		if corral.ErrorCode(err) == corral.EADMISSION && asError(err, &e) && e.Reason != "" {
+		if errors.As(err, &e) && e.Code == corral.EADMISSION && e.Reason != "" {
 			data["cap"] = e.Reason
 		}
 		r.record(ctx, run.ID, trace.DelegationRefused, data)
@@ -230,14 +231,6 @@ func strictJSON(args string, v any) error {
 		return fmt.Errorf("the arguments are not what the tool takes: %v", err)
 	}
 	return nil
-}
-
-func asError(err error, target **corral.Error) bool {
-	e, ok := err.(*corral.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 // childWait is how often a parent looks at its child's status when no
