@@ -442,7 +442,7 @@ func (r *Runner) pauseWaiting(ctx context.Context, run corral.Run, childID strin
 }
 
 // resumeRun continues one paused run, if its agent may go on and no child
-// of it is paused.
+// of it is paused (takeUp).
 func (r *Runner) resumeRun(ctx context.Context, runID string) {
 	run, err := r.store.Run(ctx, runID)
 	if err != nil || run.Status != corral.RunPaused {
@@ -452,14 +452,5 @@ func (r *Runner) resumeRun(ctx context.Context, runID string) {
 	if err != nil || agent.Budget.Spent() || agent.State != corral.StateActive {
 		return
 	}
-	if r.pausedChild(ctx, run) != "" {
-		return
-	}
-	run.Status, run.Reason = corral.RunRunning, ""
-	if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
-		return // stopped, killed or resumed by someone else meanwhile
-	}
-	if a := r.track(run); a != nil {
-		go r.execute(a, nil, false)
-	}
+	r.takeUp(ctx, run)
 }

@@ -58,22 +58,30 @@ func (r *Runner) Resume(ctx context.Context, agentID string) error {
 		return err
 	}
 	for _, run := range paused {
-		if run.AgentID != agentID || r.pausedChild(ctx, run) != "" {
-			continue // another agent's, or waiting for a child still paused
-		}
-		run.Status, run.Reason = corral.RunRunning, ""
-		if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
-			continue // stopped, killed or resumed by someone else meanwhile
-		}
-		if a := r.track(run); a != nil {
-			go r.execute(a, nil, false)
-		}
-		if run.ParentRunID != "" {
-			// A parent paused by this child's pause waits again.
-			r.resumeRun(ctx, run.ParentRunID)
+		if run.AgentID == agentID {
+			r.takeUp(ctx, run)
 		}
 	}
 	return nil
+}
+
+// takeUp continues a paused run whose agent may go on, unless a child of
+// it is still paused, and then its parent, paused by its pause, and so up
+// the tree.
+func (r *Runner) takeUp(ctx context.Context, run corral.Run) {
+	if r.pausedChild(ctx, run) != "" {
+		return
+	}
+	run.Status, run.Reason = corral.RunRunning, ""
+	if err := r.store.UpdateRun(ctx, run, corral.RunPaused); err != nil {
+		return // stopped, killed or resumed by someone else meanwhile
+	}
+	if a := r.track(run); a != nil {
+		go r.execute(a, nil, false)
+	}
+	if run.ParentRunID != "" {
+		r.resumeRun(ctx, run.ParentRunID)
+	}
 }
 
 // endPaused ends a paused run on request. Its staged changes become a

@@ -13,7 +13,6 @@ import (
 	"corral"
 	"corral/internal/access"
 	"corral/internal/keylock"
-	"corral/internal/sanitize"
 )
 
 // Delegation is what runs may ask of other agents. The runner calls it for
@@ -84,47 +83,18 @@ func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agen
 	} else if corral.ErrorCode(err) != corral.ENOTFOUND {
 		return corral.Run{}, err
 	}
-	task, err = sanitize.Content(task, sanitize.MaxContent)
-	if err != nil {
-		return corral.Run{}, err
-	}
-	if err := d.runs.ready(); err != nil {
-		return corral.Run{}, err
-	}
-	root := parent.Root()
-	now := d.runs.cfg.Now().UTC()
-	run := corral.Run{
-		ID: corral.NewID("run"), AgentID: a.ID, Status: corral.RunAdmitted,
-		TriggeredBy: parent.TriggeredBy, CreatedAt: now, StageID: corral.NewID("chg"), Driver: a.Driver,
-		ParentRunID: parent.ID, RootRunID: root, Depth: parent.Depth + 1, ParentCall: call,
-	}
-	msg := corral.Message{
-		ID: corral.NewID("msg"), AgentID: a.ID, Role: corral.RoleUser, Content: task,
-		Author: parent.TriggeredBy, RunID: run.ID, CreatedAt: now,
-	}
-	run.MessageID = msg.ID
-	size := int64(len(task))
-	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: a.ID, UserID: actor.ID, PromptBytes: size, At: now}
-	decided, err := d.runs.store.Admit(ctx, msg, run, ev, func(f corral.AdmissionFacts) string {
-		if reason := AdmitHop(f, run.Depth, d.caps); reason != "" {
-			return reason
+	depth := parent.Depth + 1
+	_, child, err := d.runs.admit(ctx, actor, a, task, corral.Run{
+		TriggeredBy: parent.TriggeredBy,
+		ParentRunID: parent.ID, RootRunID: parent.Root(), Depth: depth, ParentCall: call,
+	}, func(f corral.AdmissionFacts) string { return AdmitHop(f, depth, d.caps) }, d.refusal)
+	if corral.ErrorCode(err) == corral.ECONFLICT {
+		// The same call, asked twice at once: the other one started it.
+		if c, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
+			return c, nil
 		}
-		return Admit(f, size, d.runs.DefaultMaxPrompt)
-	})
-	if err != nil {
-		if corral.ErrorCode(err) == corral.ECONFLICT {
-			// The same call, asked twice at once: the other one started it.
-			if child, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
-				return child, nil
-			}
-		}
-		return corral.Run{}, err
 	}
-	if decided.Reason != "" {
-		return corral.Run{}, &corral.Error{Code: corral.EADMISSION, Reason: decided.Reason, Message: d.refusal(decided)}
-	}
-	d.runs.engine.Start(run, msg, decided)
-	return run, nil
+	return child, err
 }
 
 // AdmitHop is the tree's part of admitting a delegated run at depth:

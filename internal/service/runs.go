@@ -69,7 +69,19 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
-	content, err = sanitize.Content(content, sanitize.MaxContent)
+	return s.admit(ctx, actor, a, content, corral.Run{TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}}, nil, refusal)
+}
+
+// admit adds content as a message to agent a's thread and starts a run
+// for it if admission allows: the part of Send that a delegated hop
+// shares, once the caller has checked the actor's access. run carries who
+// triggered it and its place in a tree; its ids, times, stage and driver
+// are filled here. hop, when not nil, decides before the agent's own
+// rules (a delegated run's tree caps), in the same transaction; words
+// says a refusal.
+func (s *Runs) admit(ctx context.Context, actor corral.User, a corral.Agent, content string, run corral.Run,
+	hop func(corral.AdmissionFacts) string, words func(corral.Admission) string) (corral.Message, corral.Run, error) {
+	content, err := sanitize.Content(content, sanitize.MaxContent)
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
@@ -80,22 +92,24 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 		return corral.Message{}, corral.Run{}, err
 	}
 	now := s.cfg.Now().UTC()
-	run := corral.Run{
-		ID: corral.NewID("run"), AgentID: agentID, Status: corral.RunAdmitted,
-		TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}, CreatedAt: now,
-		StageID: corral.NewID("chg"),
-		// The agent's driver when the message came: a change of driver
-		// meanwhile is for the next run.
-		Driver: a.Driver,
-	}
+	run.ID, run.AgentID, run.Status, run.CreatedAt = corral.NewID("run"), a.ID, corral.RunAdmitted, now
+	run.StageID = corral.NewID("chg")
+	// The agent's driver when the message came: a change of driver
+	// meanwhile is for the next run.
+	run.Driver = a.Driver
 	msg := corral.Message{
-		ID: corral.NewID("msg"), AgentID: agentID, Role: corral.RoleUser, Content: content,
-		Author: &corral.UserRef{ID: actor.ID, Name: actor.Name}, RunID: run.ID, CreatedAt: now,
+		ID: corral.NewID("msg"), AgentID: a.ID, Role: corral.RoleUser, Content: content,
+		Author: run.TriggeredBy, RunID: run.ID, CreatedAt: now,
 	}
 	run.MessageID = msg.ID
 	size := int64(len(content))
-	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: actor.ID, PromptBytes: size, At: now}
+	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: a.ID, UserID: actor.ID, PromptBytes: size, At: now}
 	decided, err := s.store.Admit(ctx, msg, run, ev, func(f corral.AdmissionFacts) string {
+		if hop != nil {
+			if reason := hop(f); reason != "" {
+				return reason
+			}
+		}
 		return Admit(f, size, s.DefaultMaxPrompt)
 	})
 	if err != nil {
@@ -103,7 +117,7 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 	}
 	if decided.Reason != "" {
 		return corral.Message{}, corral.Run{}, &corral.Error{
-			Code: corral.EADMISSION, Reason: decided.Reason, Message: refusal(decided),
+			Code: corral.EADMISSION, Reason: decided.Reason, Message: words(decided),
 		}
 	}
 	s.engine.Start(run, msg, decided)
