@@ -630,3 +630,56 @@ func TestDelegationTreeReattached(t *testing.T) {
 		t.Errorf("after the restart the tree has %d runs, want still 2 (the call found its child again)", n)
 	}
 }
+
+func TestDelegationPausedChainResumesWhole(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	alice := e.signup("alice@example.com", "Alice")
+	boss := alice.roleAgent("boss", "boss")
+	mid := alice.roleAgent("mid", "mid")
+	worker := alice.roleAgent("worker", "worker")
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 10}}).want(http.StatusOK)
+	const wait = "while [ ! -e go ]; do sleep 0.05; done"
+	e.answer(roles(map[string]modeltest.Script{
+		"boss": delegator,
+		"mid": func(req modeltest.Request) modeltest.Reply {
+			if len(req.LastToolResults()) > 0 {
+				return modeltest.Text("mid done")
+			}
+			return modeltest.Calls(delegateCall("d", worker, "work"))
+		},
+		"worker": func(req modeltest.Request) modeltest.Reply {
+			if res := req.LastToolResults(); len(res) > 0 && strings.Contains(res[0].Content, "released") {
+				return modeltest.Text("worker done")
+			}
+			if len(req.LastToolResults()) > 0 {
+				return modeltest.Calls(modeltest.ShellCall("w", wait+"; echo released"))
+			}
+			return modeltest.Calls(modeltest.ShellCall("s", "echo step"))
+		},
+	}))
+	root := alice.send(boss, "delegate to "+mid)
+	alice.waitRun(root.ID, "paused")
+	tree := alice.tree(root.ID)
+	if len(tree) != 3 {
+		t.Fatalf("tree = %d runs, want 3", len(tree))
+	}
+	for _, r := range tree {
+		alice.waitRun(r.ID, "paused")
+	}
+	// The raise resumes the worker, and with it every run above it, while
+	// the worker is still at work.
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 1000}}).want(http.StatusOK)
+	waitFor(t, "the worker's second command", func() bool { return len(processesWith("while [ ! -e go ]")) > 0 })
+	alice.waitRun(tree[1].ID, "running")
+	alice.waitRun(root.ID, "running")
+	stored, err := e.db.Run(context.Background(), tree[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dataDir, "stages", stored.StageID, "tree", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tree {
+		alice.waitRun(r.ID, "completed")
+	}
+}
