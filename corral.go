@@ -223,6 +223,8 @@ type Message struct {
 	Author    *UserRef // nil for messages not written by a person
 	RunID     string   // "" when no run belongs to it
 	CreatedAt time.Time
+	// Sources are the documents an answer drew on (retrieval).
+	Sources []Source
 }
 
 // Change set statuses.

@@ -36,7 +36,7 @@ var forbidden = []struct {
 }{
 	{
 		from: []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/runner", "corral/internal/supervisor", "corral/internal/node"},
-		to:   []string{"corral/internal/store/...", "corral/internal/auth", "corral/internal/api"},
+		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api"},
 		why:  "what runs agents' code must not reach storage, accounts or HTTP",
 	},
 	{
@@ -56,7 +56,7 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/internal/modelapi"},
-		to:   []string{"corral/internal/store/...", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/sandbox", "corral/internal/node", "corral/internal/workspace"},
+		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/sandbox", "corral/internal/node", "corral/internal/workspace"},
 		why:  "the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees",
 	},
 	{

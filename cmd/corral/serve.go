@@ -28,6 +28,7 @@ import (
 	"corral/internal/modelapi"
 	"corral/internal/netguard"
 	"corral/internal/node"
+	"corral/internal/retrieval"
 	"corral/internal/role"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
@@ -77,6 +78,11 @@ type serveConfig struct {
 	Imports archive.Limits
 	// Delegation caps trees of delegated runs (zero fields: defaults).
 	Delegation corral.TreeCaps
+	// DocumentMaxBytes bounds one document; EmbedModel is the provider's
+	// embedding model ("" ranks documents by BM25 alone).
+	DocumentMaxBytes   int64
+	EmbedModel         string
+	RetrievalThreshold float64
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -127,6 +133,12 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		proxies.fromEnv = true
 	}
 	fs.Var(proxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-For is believed (repeatable, or comma-separated)")
+	threshold, err := strconv.ParseFloat(envOr(getenv, "CORRAL_RETRIEVAL_THRESHOLD", "0"), 64)
+	if err != nil || threshold < 0 || threshold > 1 {
+		return c, fmt.Errorf("%w: CORRAL_RETRIEVAL_THRESHOLD: want a number from 0 to 1", errUsage)
+	}
+	fs.Float64Var(&c.RetrievalThreshold, "retrieval-threshold", threshold, "the confidence below which a document search tells an agent nothing relevant was found (0: the calibrated default, 0.5; 0.85 refuses nine in ten near misses)")
+	fs.StringVar(&c.EmbedModel, "embed-model", getenv("CORRAL_EMBED_MODEL"), "the provider's embedding model for document retrieval (empty: BM25 alone)")
 	fs.StringVar(&c.GitCAFile, "git-ca-file", getenv("CORRAL_GIT_CA_FILE"), "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
 	sizes := []struct {
 		dst       *int64
@@ -139,6 +151,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		{&c.Imports.MaxBytes, "import-max-bytes", "CORRAL_IMPORT_MAX_BYTES", archive.DefaultMaxBytes, "most bytes an import writes, uncompressed"},
 		{&c.Imports.MaxFiles, "import-max-files", "CORRAL_IMPORT_MAX_FILES", archive.DefaultMaxFiles, "most files one import writes"},
 		{&c.Imports.MaxFileSize, "import-max-file-size", "CORRAL_IMPORT_MAX_FILE_SIZE", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
+		{&c.DocumentMaxBytes, "document-max-bytes", "CORRAL_DOCUMENT_MAX_BYTES", 4 << 20, "largest document retrieval indexes, in bytes"},
 	}
 	caps := []struct {
 		dst       *int
@@ -201,6 +214,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	c.TrustedProxies = proxies.list
+	if c.RetrievalThreshold < 0 || c.RetrievalThreshold > 1 {
+		return c, fmt.Errorf("%w: --retrieval-threshold must be from 0 to 1", errUsage)
+	}
 	if c.MaxConns < 0 || c.MaxConnsPerAddr < 0 {
 		return c, fmt.Errorf("%w: --max-conns and --max-conns-per-addr must not be negative", errUsage)
 	}
@@ -365,6 +381,17 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		// Delegation before any run is re-attached: a parent taken up
 		// again asks for its child at once.
 		runs.UseDelegation(service.NewDelegation(runService, agents, delegationCaps(c.Delegation)))
+		// Documents: each agent's private store and the library, files of
+		// their own apart from the database.
+		stores, err := retrieval.OpenStores(ctx, filepath.Join(c.Data, "documents"))
+		if err != nil {
+			return err
+		}
+		defer stores.Close()
+		documents := service.NewDocuments(db, stores, model, service.DocumentsConfig{
+			MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
+		agents.OnDelete(documents.DropAgent)
+		runs.UseRetrieval(documents)
 		// Then settle the runs a stopped server left behind.
 		n, back, err := runs.Reconcile(ctx)
 		if err != nil {
@@ -384,6 +411,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
 		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
 		apiServer.SetCredentials(creds)
+		apiServer.SetDocuments(documents)
 		mux.Handle("/api/", apiServer)
 		mux.Handle("/v1/", api.NotFound())
 		mux.Handle("/", webui.Handler())

@@ -11,24 +11,26 @@ import "corral"
 type Action int
 
 const (
-	ViewAgent     Action = iota // read the agent's settings
-	ReadMessages                // read the thread
-	ViewRuns                    // read runs and their traces and events
-	ViewChanges                 // read change sets and diffs
-	ReadFiles                   // read the persistent workspace
-	ReadSecrets                 // read its secret files (.env*, policy.exclude), which runs never see
-	SendMessage                 // post a message (and so start a run)
-	StopOwnRun                  // gracefully stop a run the caller started
-	StopAnyRun                  // gracefully stop anyone's run
-	KillRun                     // kill a run at once
-	EditAgent                   // change name, instructions, model, policy, limits
-	DecideChanges               // approve or reject change sets
-	WriteFiles                  // upload into the persistent workspace
-	SetBudget                   // change the token budget
-	Share                       // grant, revoke, create and delete share links
-	Release                     // lift a quarantine
-	DeleteAgent                 // delete the agent and everything it owns
-	UseTerminal                 // open a shell in a run's sandbox, or a terminal run
+	ViewAgent      Action = iota // read the agent's settings
+	ReadMessages                 // read the thread
+	ViewRuns                     // read runs and their traces and events
+	ViewChanges                  // read change sets and diffs
+	ReadFiles                    // read the persistent workspace
+	ReadSecrets                  // read its secret files (.env*, policy.exclude), which runs never see
+	SendMessage                  // post a message (and so start a run)
+	StopOwnRun                   // gracefully stop a run the caller started
+	StopAnyRun                   // gracefully stop anyone's run
+	KillRun                      // kill a run at once
+	EditAgent                    // change name, instructions, model, policy, limits
+	DecideChanges                // approve or reject change sets
+	WriteFiles                   // upload into the persistent workspace
+	SetBudget                    // change the token budget
+	Share                        // grant, revoke, create and delete share links
+	Release                      // lift a quarantine
+	DeleteAgent                  // delete the agent and everything it owns
+	UseTerminal                  // open a shell in a run's sandbox, or a terminal run
+	ReadDocuments                // list and search the agent's private documents (and, through it, the library)
+	WriteDocuments               // upload and delete the agent's private documents
 
 	numActions // keep last: the exhaustive test walks 0..numActions-1
 )
@@ -37,7 +39,7 @@ var actionNames = [numActions]string{
 	"view_agent", "read_messages", "view_runs", "view_changes", "read_files", "read_secrets",
 	"send_message", "stop_own_run", "stop_any_run", "kill_run", "edit_agent",
 	"decide_changes", "write_files", "set_budget", "share", "release",
-	"delete_agent", "use_terminal",
+	"delete_agent", "use_terminal", "read_documents", "write_documents",
 }
 
 func (a Action) String() string {
@@ -60,24 +62,26 @@ func Actions() []Action {
 // missing here has the zero value LevelNone, which Check refuses: a new
 // action is denied until someone decides who may do it.
 var required = [numActions]corral.Level{
-	ViewAgent:     corral.LevelViewer,
-	ReadMessages:  corral.LevelViewer,
-	ViewRuns:      corral.LevelViewer,
-	ViewChanges:   corral.LevelViewer,
-	ReadFiles:     corral.LevelViewer,
-	ReadSecrets:   corral.LevelEditor,
-	SendMessage:   corral.LevelRunner,
-	StopOwnRun:    corral.LevelRunner,
-	StopAnyRun:    corral.LevelEditor,
-	KillRun:       corral.LevelEditor,
-	EditAgent:     corral.LevelEditor,
-	DecideChanges: corral.LevelEditor,
-	WriteFiles:    corral.LevelEditor,
-	SetBudget:     corral.LevelOwner,
-	Share:         corral.LevelOwner,
-	Release:       corral.LevelOwner,
-	DeleteAgent:   corral.LevelOwner,
-	UseTerminal:   corral.LevelEditor,
+	ViewAgent:      corral.LevelViewer,
+	ReadMessages:   corral.LevelViewer,
+	ViewRuns:       corral.LevelViewer,
+	ViewChanges:    corral.LevelViewer,
+	ReadFiles:      corral.LevelViewer,
+	ReadSecrets:    corral.LevelEditor,
+	SendMessage:    corral.LevelRunner,
+	StopOwnRun:     corral.LevelRunner,
+	StopAnyRun:     corral.LevelEditor,
+	KillRun:        corral.LevelEditor,
+	EditAgent:      corral.LevelEditor,
+	DecideChanges:  corral.LevelEditor,
+	WriteFiles:     corral.LevelEditor,
+	SetBudget:      corral.LevelOwner,
+	Share:          corral.LevelOwner,
+	Release:        corral.LevelOwner,
+	DeleteAgent:    corral.LevelOwner,
+	UseTerminal:    corral.LevelEditor,
+	ReadDocuments:  corral.LevelViewer,
+	WriteDocuments: corral.LevelEditor,
 }
 
 // Decision is the outcome of Check.
@@ -132,4 +136,35 @@ func (d Decision) Err(kind string, action Action) error {
 	default:
 		return corral.NotFound(kind)
 	}
+}
+
+// LibraryAction is something done to the shared library, which belongs to
+// no agent: it is decided by who the caller is, not by a level.
+type LibraryAction int
+
+const (
+	ReadLibrary    LibraryAction = iota // list it; an agent's search draws from it
+	PublishLibrary                      // add a document to it
+	DeleteLibrary                       // delete one of its documents
+
+	numLibraryActions
+)
+
+// Library decides a library action for a signed-in caller (signedIn false
+// is never allowed), who is an admin or not and the author of the
+// document concerned or not (DeleteLibrary only). It is total and fails
+// closed like Check.
+func Library(signedIn, admin, author bool, action LibraryAction) Decision {
+	if !signedIn {
+		return Hide
+	}
+	switch action {
+	case ReadLibrary, PublishLibrary:
+		return Allow
+	case DeleteLibrary:
+		if admin || author {
+			return Allow
+		}
+	}
+	return Forbid
 }

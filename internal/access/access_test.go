@@ -18,24 +18,51 @@ var levels = []corral.Level{corral.LevelNone, corral.LevelViewer, corral.LevelRu
 
 var want = map[Action][5]Decision{
 	//               none viewer runner editor owner
-	ViewAgent:     {N, A, A, A, A},
-	ReadMessages:  {N, A, A, A, A},
-	ViewRuns:      {N, A, A, A, A},
-	ViewChanges:   {N, A, A, A, A},
-	ReadFiles:     {N, A, A, A, A},
-	ReadSecrets:   {N, F, F, A, A},
-	SendMessage:   {N, F, A, A, A},
-	StopOwnRun:    {N, F, A, A, A},
-	StopAnyRun:    {N, F, F, A, A},
-	KillRun:       {N, F, F, A, A},
-	EditAgent:     {N, F, F, A, A},
-	DecideChanges: {N, F, F, A, A},
-	WriteFiles:    {N, F, F, A, A},
-	SetBudget:     {N, F, F, F, A},
-	Share:         {N, F, F, F, A},
-	Release:       {N, F, F, F, A},
-	DeleteAgent:   {N, F, F, F, A},
-	UseTerminal:   {N, F, F, A, A},
+	ViewAgent:      {N, A, A, A, A},
+	ReadMessages:   {N, A, A, A, A},
+	ViewRuns:       {N, A, A, A, A},
+	ViewChanges:    {N, A, A, A, A},
+	ReadFiles:      {N, A, A, A, A},
+	ReadSecrets:    {N, F, F, A, A},
+	SendMessage:    {N, F, A, A, A},
+	StopOwnRun:     {N, F, A, A, A},
+	StopAnyRun:     {N, F, F, A, A},
+	KillRun:        {N, F, F, A, A},
+	EditAgent:      {N, F, F, A, A},
+	DecideChanges:  {N, F, F, A, A},
+	WriteFiles:     {N, F, F, A, A},
+	SetBudget:      {N, F, F, F, A},
+	Share:          {N, F, F, F, A},
+	Release:        {N, F, F, F, A},
+	DeleteAgent:    {N, F, F, F, A},
+	UseTerminal:    {N, F, F, A, A},
+	ReadDocuments:  {N, A, A, A, A},
+	WriteDocuments: {N, F, F, A, A},
+}
+
+func TestLibraryEveryCase(t *testing.T) {
+	// signedIn, admin, author → read, publish, delete
+	tests := []struct {
+		signedIn, admin, author bool
+		want                    [3]Decision
+	}{
+		{false, false, false, [3]Decision{N, N, N}},
+		{false, true, true, [3]Decision{N, N, N}},
+		{true, false, false, [3]Decision{A, A, F}},
+		{true, false, true, [3]Decision{A, A, A}},
+		{true, true, false, [3]Decision{A, A, A}},
+		{true, true, true, [3]Decision{A, A, A}},
+	}
+	for _, tt := range tests {
+		for a := ReadLibrary; a < numLibraryActions; a++ {
+			if got := Library(tt.signedIn, tt.admin, tt.author, a); got != tt.want[a] {
+				t.Errorf("Library(signedIn %v, admin %v, author %v, %d) = %v, want %v", tt.signedIn, tt.admin, tt.author, a, got, tt.want[a])
+			}
+		}
+	}
+	if got := Library(true, true, true, numLibraryActions); got != Forbid {
+		t.Errorf("an unknown library action: %v, want forbid", got)
+	}
 }
 
 func TestCheckEveryActionAndLevel(t *testing.T) {

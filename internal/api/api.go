@@ -67,6 +67,8 @@ type Server struct {
 
 	// credentials is set by SetCredentials; nil answers unavailable.
 	credentials *service.Credentials
+	// documents is set by SetDocuments; nil answers unavailable.
+	documents *service.Documents
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -138,6 +140,13 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/agents/{id}/files", true, s.deleteFile},
 		{"POST", "/api/agents/{id}/workspace/import", true, s.importWorkspace},
 		{"GET", "/api/agents/{id}/workspace/archive", true, s.archiveWorkspace},
+		{"POST", "/api/agents/{id}/documents", true, s.uploadDocument},
+		{"GET", "/api/agents/{id}/documents", true, s.listDocuments},
+		{"DELETE", "/api/agents/{id}/documents/{doc_id}", true, s.deleteDocument},
+		{"POST", "/api/agents/{id}/search", true, s.searchDocuments},
+		{"POST", "/api/library/documents", true, s.publishDocument},
+		{"GET", "/api/library/documents", true, s.listLibrary},
+		{"DELETE", "/api/library/documents/{doc_id}", true, s.unpublishDocument},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}

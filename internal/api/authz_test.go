@@ -29,6 +29,7 @@ type fixture struct {
 	viewerID  string   // an account holding a grant, for DELETE grant
 	run       string   // the agent's run, when the row asks for one
 	change    string   // the agent's pending change set, when the row asks for one
+	document  string   // the agent's private document, when the row acts on one
 }
 
 // people are the accounts of the matrix, created once.
@@ -36,6 +37,18 @@ type people struct {
 	e       *env
 	admin   *client
 	clients map[string]*client
+	library string // a library document of an account no cell uses, made on first use
+}
+
+// libraryDoc is a document of the library that only its author, an
+// account of its own no cell acts as, and an admin may delete.
+func (p *people) libraryDoc() string {
+	if p.library == "" {
+		var d documentView
+		p.e.signup("publisher@example.com", "Publisher").do("POST", "/api/library/documents?name=shared.md", "# Shared\n\nFor everyone.").want(http.StatusCreated).decode(&d)
+		p.library = d.ID
+	}
+	return p.library
 }
 
 func newPeople(e *env) *people {
@@ -69,6 +82,11 @@ func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
 	f := fixture{agent: id, link: owner.link(id, "viewer"), otherUser: p.clients["other"].user.ID, viewerID: p.clients["viewer"].user.ID}
 	if rt.method == "DELETE" && rt.path == "/api/agents/{id}/files" {
 		owner.do("PUT", "/api/agents/"+id+"/files"+rt.query, "to delete").want(http.StatusOK)
+	}
+	if strings.Contains(rt.path, "{doc_id}") {
+		var d documentView
+		owner.do("POST", "/api/agents/"+id+"/documents?name=notes.md", "# Notes\n\nTo delete.").want(http.StatusCreated).decode(&d)
+		f.document = d.ID
 	}
 	if strings.HasPrefix(rt.path, "/api/agents/{id}/repository") && rt.method != "PUT" {
 		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": matrixRepoURL}).want(http.StatusAccepted)
@@ -182,6 +200,10 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "/api/agents/{id}/repository/commits", need: "viewer", ok: 200},                                          // the fixture starts a clone
 	{method: "POST", path: "/api/agents/{id}/repository/push", body: map[string]string{"branch": "main"}, need: "editor", ok: 409}, // not ready: the clone cannot succeed
 	{method: "GET", path: "/api/agents/{id}/trace", need: "viewer", ok: 200},
+	{method: "POST", path: "/api/agents/{id}/documents", query: "?name=guide.md", body: "# Guide\n\nHow we deploy.", need: "editor", ok: 201},
+	{method: "GET", path: "/api/agents/{id}/documents", need: "viewer", ok: 200},
+	{method: "DELETE", path: "/api/agents/{id}/documents/{doc_id}", need: "editor", ok: 204}, // the fixture uploads one
+	{method: "POST", path: "/api/agents/{id}/search", body: map[string]string{"query": "how we deploy"}, need: "viewer", ok: 200},
 }
 
 // matrixRepoURL is a repository nobody serves: its clone fails, quickly.
@@ -202,7 +224,7 @@ func (rt agentRoute) url(f fixture, id string) string {
 	if rt.user == "viewer" {
 		user = f.viewerID
 	}
-	return strings.NewReplacer("{id}", id, "{user_id}", user, "{link_id}", f.link.ID).Replace(rt.path) + rt.query
+	return strings.NewReplacer("{id}", id, "{user_id}", user, "{link_id}", f.link.ID, "{doc_id}", f.document).Replace(rt.path) + rt.query
 }
 
 // subject is the id {id} stands for in the fixture, and one of the same
@@ -236,7 +258,8 @@ func (rt agentRoute) expect(actor string) int {
 // only on whether the caller is signed in, and whether they are an admin.
 type accountRoute struct {
 	method, path string // a route of the table
-	arg          string // fills the path's one {parameter}; "{other}" is the id of an account nobody else uses
+	query        string // appended to the path
+	arg          string // fills the path's one {parameter}; "{other}" is the id of an account nobody else uses, "{library_doc}" a library document of an account no cell acts as
 	body         any    // or a func() any, for a body that must differ per request
 	anon, user   int    // status for anonymous and for any signed-in user
 	admin        int    // status for the admin
@@ -244,7 +267,7 @@ type accountRoute struct {
 
 // signups numbers the matrix's signups, so each one uses a new email. Every
 // signup counts against the per-address throttle (20 free): newPeople makes
-// 9 and the signup row 9 more.
+// 9, the signup row 9 more and the library's row 1.
 var signups atomic.Int64
 
 var accountRoutes = []accountRoute{
@@ -271,13 +294,20 @@ var accountRoutes = []accountRoute{
 	{method: "POST", path: "/api/users/{id}/enable", arg: "{other}", anon: 401, user: 403, admin: 200},
 	{method: "POST", path: "/api/links/{token}/accept", arg: "csl_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", anon: 401, user: 404, admin: 404},
 	{method: "GET", path: "/api/openapi.json", anon: 200, user: 200, admin: 200},
+	{method: "POST", path: "/api/library/documents", query: "?name=notes.md", body: "# Notes\n\nShared.", anon: 401, user: 201, admin: 201},
+	{method: "GET", path: "/api/library/documents", anon: 401, user: 200, admin: 200},
+	// Published by an account of its own: nobody else but an admin (the last cell) may delete it.
+	{method: "DELETE", path: "/api/library/documents/{doc_id}", arg: "{library_doc}", anon: 401, user: 403, admin: 204},
 }
 
 var param = regexp.MustCompile(`\{[a-z_]+\}`)
 
 func (rt accountRoute) url(p *people) string {
 	arg := strings.ReplaceAll(rt.arg, "{other}", p.clients["other"].user.ID)
-	return param.ReplaceAllLiteralString(rt.path, arg)
+	if arg == "{library_doc}" {
+		arg = p.libraryDoc()
+	}
+	return param.ReplaceAllLiteralString(rt.path, arg) + rt.query
 }
 
 // TestAuthorizationMatrix walks the route table: every route must have a

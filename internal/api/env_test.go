@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"corral"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"corral"
+
 	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/gateway"
@@ -25,6 +26,7 @@ import (
 	"corral/internal/modeltest"
 	"corral/internal/node"
 	"corral/internal/protocol"
+	"corral/internal/retrieval"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/secrets"
@@ -51,6 +53,8 @@ type env struct {
 	native   *native // with envOptions.native
 	runs     *service.Runs
 	deleg    *service.Delegation
+	docs     *service.Documents
+	stores   *retrieval.Stores
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -76,6 +80,10 @@ type envOptions struct {
 	native bool
 	// caps are the delegation caps (zero fields: the defaults).
 	caps corral.TreeCaps
+	// embedModel turns on document embeddings (the fake provider's);
+	// threshold sets retrieval's (0: the calibrated default).
+	embedModel string
+	threshold  float64
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -190,7 +198,19 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.runs = runs
 	e.deleg = service.NewDelegation(runs, agents, opt.caps)
 	e.runner.UseDelegation(e.deleg)
+	// Documents, as serve wires them: stores of their own under the data
+	// directory, embeddings when the test names a model.
+	stores, err := retrieval.OpenStores(context.Background(), filepath.Join(e.dataDir, "documents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stores.Close() })
+	e.stores = stores
+	e.docs = service.NewDocuments(db, stores, model, service.DocumentsConfig{EmbeddingModel: opt.embedModel, Threshold: opt.threshold})
+	agents.OnDelete(e.docs.DropAgent)
+	e.runner.UseRetrieval(e.docs)
 	e.api = New(opt.api, accounts, agents, e.changes, runs)
+	e.api.SetDocuments(e.docs)
 	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
 	if err != nil {
 		t.Fatal(err)

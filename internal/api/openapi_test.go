@@ -96,6 +96,11 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		"Commit":     commitView{},
 		"PushResult": pushView{},
 		"Import":     importView{},
+		"Document":   documentView{},
+		"Passage":    passageView{},
+		"Retrieval":  retrievalView{},
+		"Source":     sourceView{},
+		"Message":    messageView{},
 	}
 	for name, v := range views {
 		s, ok := doc.Components.Schemas[name]

@@ -200,7 +200,7 @@ func TestRunWritesFilesIntoAChangeSet(t *testing.T) {
 		first.Last().Content != "create the files" || first.Authorization != "Bearer "+testModelKey || !first.Stream {
 		t.Fatalf("first request = %+v", first)
 	}
-	if got := strings.Join(first.Tools, ","); got != "shell,read_file,write_file,list_files,list_agents,delegate,create_agent" {
+	if got := strings.Join(first.Tools, ","); got != "shell,read_file,write_file,list_files,search_documents,list_agents,delegate,create_agent" {
 		t.Fatalf("tools offered = %s", got)
 	}
 

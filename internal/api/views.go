@@ -172,10 +172,23 @@ type messageView struct {
 	Author    *userRefView `json:"author"`
 	RunID     *string      `json:"run_id"`
 	CreatedAt string       `json:"created_at"`
+	// Sources: the documents an answer drew on; absent when none.
+	Sources []sourceView `json:"sources,omitempty"`
+}
+
+type sourceView struct {
+	DocumentID string  `json:"document_id"`
+	Name       string  `json:"name"`
+	Source     string  `json:"source"`
+	Score      float64 `json:"score"`
+	Confidence float64 `json:"confidence"`
 }
 
 func viewMessage(m corral.Message) messageView {
 	v := messageView{ID: m.ID, Role: m.Role, Content: m.Content, CreatedAt: rfc3339(m.CreatedAt)}
+	for _, s := range m.Sources {
+		v.Sources = append(v.Sources, sourceView{DocumentID: s.DocumentID, Name: s.Name, Source: s.Source, Score: s.Score, Confidence: s.Confidence})
+	}
 	if m.Author != nil {
 		v.Author = &userRefView{ID: m.Author.ID, Name: m.Author.Name}
 	}

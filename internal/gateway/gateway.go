@@ -5,6 +5,9 @@
 // sent only in the Authorization header and never appears in an error, a log
 // or a Response.
 //
+// Embed (embed.go) asks the provider's /v1/embeddings for vectors under the
+// same rules: budget checked first, usage metered, key kept, retries alike.
+//
 // A call is made whole or streamed: a Request with OnDelta streams (Server-Sent
 // Events, with the usage asked for in a final chunk) and hands over the
 // assistant's text as it arrives; both kinds go through the same budget check,
@@ -132,6 +135,7 @@ type Gateway struct {
 	configured bool
 	model      string
 	chat       openai.ChatCompletionService
+	embeddings openai.EmbeddingService // see embed.go
 	sleep      func(ctx context.Context, d time.Duration) error
 	// redact removes the key from text that came from outside. The key is
 	// held only inside closures so that printing a Gateway cannot show it.
@@ -204,6 +208,7 @@ func New(cfg Config) (*Gateway, error) {
 	// The service, not openai.NewClient: NewClient reads OPENAI_* from the
 	// environment, and configuration comes only from Config.
 	g.chat = openai.NewChatCompletionService(opts...)
+	g.embeddings = openai.NewEmbeddingService(opts...)
 	g.configured = true
 	return g, nil
 }
@@ -338,7 +343,8 @@ func (g *Gateway) wait(ctx context.Context, interrupt <-chan struct{}, d time.Du
 // result is what one call brought back, whole or streamed, before it is
 // judged by settle.
 type result struct {
-	err       error // the SDK's error: it holds the request, so it never leaves the package
+	op        string // what the call was, for the log; "" is a chat completion
+	err       error  // the SDK's error: it holds the request, so it never leaves the package
 	usage     Usage
 	metered   bool                          // the provider reported both token counts
 	message   *openai.ChatCompletionMessage // the first choice's; nil if none came
@@ -461,11 +467,15 @@ func (g *Gateway) providerError(ctx context.Context, r result) error {
 	if r.tries > 1 {
 		tries = fmt.Sprintf(" after %d tries", r.tries)
 	}
+	op := r.op
+	if op == "" {
+		op = "chat completion"
+	}
 	x := r.exchange
 	switch {
 	case ctx.Err() != nil:
 		e.Message = "the model call was cancelled"
-		e.Err = fmt.Errorf("chat completion: %w", ctx.Err())
+		e.Err = fmt.Errorf("%s: %w", op, ctx.Err())
 	case x != nil && x.responded && x.status >= 400:
 		status := x.status
 		switch status {
@@ -482,7 +492,7 @@ func (g *Gateway) providerError(ctx context.Context, r result) error {
 				e.Message += ": " + msg
 			}
 		}
-		text := fmt.Sprintf("chat completion: status %d", status)
+		text := fmt.Sprintf("%s: status %d", op, status)
 		var apiErr *openai.Error
 		if errors.As(r.err, &apiErr) && apiErr.Code != "" {
 			text += ", code " + apiErr.Code
@@ -495,7 +505,7 @@ func (g *Gateway) providerError(ctx context.Context, r result) error {
 		e.Err = errors.New(g.redact("chat completion stream: error event" + streamErrorKind(streamErr.Event.Data)))
 	default:
 		e.Message = "the model provider could not be reached" + tries
-		e.Err = errors.New(g.redact(fmt.Sprintf("chat completion (try %d): %s", r.tries, r.err)))
+		e.Err = errors.New(g.redact(fmt.Sprintf("%s (try %d): %s", op, r.tries, r.err)))
 	}
 	return e
 }

@@ -23,15 +23,16 @@ import (
 )
 
 // Provider is a running fake provider. It serves POST {URL}/chat/completions
-// and is safe for concurrent use.
+// and POST {URL}/embeddings (embeddings.go), and is safe for concurrent use.
 type Provider struct {
 	srv    *httptest.Server
 	script Script
 
 	scriptMu sync.Mutex // calls to the script, one at a time
 
-	mu   sync.Mutex
-	reqs []Request
+	mu             sync.Mutex
+	reqs           []Request
+	failEmbeddings int // the status embeddings requests get; 0 serves them
 
 	closing   chan struct{} // closed by Close: releases held replies
 	closeOnce sync.Once
@@ -43,9 +44,10 @@ type Request struct {
 	Messages      []Message
 	Tools         []string // the names of the function tools offered
 	Stream        bool
-	IncludeUsage  bool   // stream_options.include_usage
-	Authorization string // the header as sent, e.g. "Bearer sk-..."
-	Body          []byte // the raw JSON, for exact checks
+	IncludeUsage  bool     // stream_options.include_usage
+	Authorization string   // the header as sent, e.g. "Bearer sk-..."
+	Embeddings    []string // the inputs of an embeddings request; nil for a chat request
+	Body          []byte   // the raw JSON, for exact checks
 }
 
 // Message is one turn of a request's conversation. Content given as parts
@@ -79,7 +81,8 @@ func (p *Provider) Close() {
 	})
 }
 
-// Requests returns every chat completion request received so far, in order.
+// Requests returns every chat completion and embeddings request received so
+// far, in order.
 func (p *Provider) Requests() []Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -87,9 +90,13 @@ func (p *Provider) Requests() []Request {
 }
 
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings" {
+		p.serveEmbeddings(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "",
-			fmt.Sprintf("modeltest serves only POST /v1/chat/completions, not %s %s", r.Method, r.URL.Path))
+			fmt.Sprintf("modeltest serves only POST /v1/chat/completions and /v1/embeddings, not %s %s", r.Method, r.URL.Path))
 		return
 	}
 	body, err := io.ReadAll(r.Body)

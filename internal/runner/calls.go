@@ -98,9 +98,12 @@ func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int,
 func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, runCtx context.Context, deadline time.Time) (toolResult, error) {
 	r.traceCall(a, cmdID, call)
 	var res toolResult
-	if isDelegation(call.Name) {
+	switch {
+	case isDelegation(call.Name):
 		res = r.delegation(a, cmdID, call, runCtx, false).res
-	} else {
+	case call.Name == toolSearchDocuments && r.docs != nil:
+		res = r.searchTool(a, call)
+	default:
 		var err error
 		if res, err = r.tool(a, agent, cmdID, call, deadline); err != nil {
 			return res, err

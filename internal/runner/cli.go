@@ -51,7 +51,9 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		if out, ok := r.begin(a, agent); !ok {
 			return out, agent, false
 		}
-		conv = conversation{{Role: "user", Content: msg.Content}}
+		// The CLI's task is the message with what was retrieved for it;
+		// the thread keeps the message as written.
+		conv = conversation{{Role: "user", Content: r.withDocuments(a, msg.Content)}}
 	} else {
 		if out, ok := r.again(a, agent, reattach); !ok {
 			return out, agent, false
@@ -98,9 +100,10 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 			Model: r.model.ModelName(agent.Model), ToolsDir: corral.ToolsDir, Home: cliHome,
 			ReadOnly: agent.Policy.FS == corral.FSReadOnly,
 		}
-		if r.deleg != nil {
-			// The delegation tools, through the gateway's MCP server; a
-			// delegate call may wait as long as the run may last.
+		if r.deleg != nil || r.docs != nil {
+			// The delegation tools and search_documents, through the
+			// gateway's MCP server; a delegate call may wait as long as
+			// the run may last.
 			in.MCPURL, in.MCPTimeout = "http://"+corral.GatewayAddr+"/mcp", timeout
 		}
 		inv, err := driver.Build(run.Driver, in)

@@ -93,10 +93,14 @@ func isDelegation(name string) bool {
 
 // offered is what the model of a run is offered.
 func (r *Runner) offered() []gateway.Tool {
-	if r.deleg == nil {
-		return tools
+	out := append([]gateway.Tool(nil), tools...)
+	if r.docs != nil {
+		out = append(out, SearchTool)
 	}
-	return append(append([]gateway.Tool(nil), tools...), DelegationTools...)
+	if r.deleg != nil {
+		out = append(out, DelegationTools...)
+	}
+	return out
 }
 
 // delegated is how one delegation tool call ended: a result for the model,

@@ -155,13 +155,18 @@ func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
 	return err
 }
 
-// Tools are the delegation tools the run's CLI is offered through the
-// gateway's MCP server: none when the server offers no delegation.
+// Tools are the tools the run's CLI is offered through the gateway's MCP
+// server: search_documents when the server has documents, and the
+// delegation tools when it offers delegation.
 func (g *Grant) Tools() []gateway.Tool {
-	if g.r.deleg == nil {
-		return nil
+	var out []gateway.Tool
+	if g.r.docs != nil {
+		out = append(out, SearchTool)
 	}
-	return DelegationTools
+	if g.r.deleg != nil {
+		out = append(out, DelegationTools...)
+	}
+	return out
 }
 
 // CallTool runs one delegation tool call of the run's CLI (arguments as
@@ -171,7 +176,8 @@ func (g *Grant) Tools() []gateway.Tool {
 // while that child is paused (a CLI cannot pause); when ctx ends (the CLI
 // gave up on the call) the child is stopped and awaited.
 func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, bool) {
-	if !isDelegation(name) {
+	search := name == toolSearchDocuments && g.r.docs != nil
+	if !search && (!isDelegation(name) || g.r.deleg == nil) {
 		return "error: there is no tool " + strconv.Quote(name), true
 	}
 	b := make([]byte, 8)
@@ -179,6 +185,11 @@ func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, b
 	key := "mcp-" + hex.EncodeToString(b)
 	call := gateway.ToolCall{ID: key, Name: name, Arguments: arguments}
 	g.r.traceCall(g.a, key, call)
+	if search {
+		res := g.r.searchTool(g.a, call)
+		g.r.traceResult(g.a, call, res)
+		return res.forModel(name), res.Error != ""
+	}
 	d := g.r.delegation(g.a, key, call, ctx, false)
 	if d.shutdown {
 		return "error: the server is stopping; ask again", true

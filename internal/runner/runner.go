@@ -129,6 +129,7 @@ type Runner struct {
 	active map[string]*active // by run id
 
 	deleg Delegator // nil: runs are offered no delegation tools
+	docs  Retriever // nil: runs are offered no search_documents, and nothing is retrieved
 	trees treeBudgets
 
 	traceFailures atomic.Int64
@@ -355,7 +356,10 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 			r.cfg.Log.Error("earlier conversation unreadable; starting afresh", "agent", agent.ID, "err", err)
 			conv = nil
 		}
-		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: msg.Content})
+		// The model reads the message with what was retrieved for it; the
+		// thread keeps it as written.
+		content := r.withDocuments(a, msg.Content)
+		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: content})
 	} else {
 		if out, ok := r.again(a, agent, reattach); !ok {
 			return out, agent, false
@@ -601,6 +605,9 @@ func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, st
 	if out.answer != "" {
 		m := corral.Message{ID: corral.NewID("msg"), AgentID: run.AgentID, Role: corral.RoleAssistant,
 			Content: out.answer, RunID: run.ID, CreatedAt: r.cfg.Now().UTC()}
+		if r.docs != nil {
+			m.Sources = r.sources(ctx, run.ID)
+		}
 		if err := r.store.AddMessage(ctx, m); err != nil {
 			r.cfg.Log.Error("answer not added to the thread", "run", run.ID, "err", err)
 		}

@@ -28,7 +28,14 @@ type Agents struct {
 	// resume continues an agent's paused runs (the runner's Resume); nil
 	// until SetResume.
 	resume func(ctx context.Context, agentID string) error
+	// dropped are told of each deleted agent, to delete what it kept
+	// outside the store (its private documents).
+	dropped []func(agentID string) error
 }
+
+// OnDelete adds f to what is told of each deleted agent, after the store
+// has deleted it.
+func (s *Agents) OnDelete(f func(agentID string) error) { s.dropped = append(s.dropped, f) }
 
 // SetResume sets what continues an agent's paused runs once its budget
 // allows: raising the budget resumes them with no new message.
@@ -328,7 +335,18 @@ func (s *Agents) Delete(ctx context.Context, actor corral.User, id string) error
 	if _, err := s.load(ctx, actor, id, access.DeleteAgent); err != nil {
 		return err
 	}
-	return s.store.DeleteAgent(ctx, id)
+	if err := s.store.DeleteAgent(ctx, id); err != nil {
+		return err
+	}
+	for _, f := range s.dropped {
+		// The agent is gone and its id is never made again: what is left
+		// behind can be reached by nobody, so a failure is logged, not
+		// answered.
+		if err := f(id); err != nil {
+			s.cfg.Log.Error("deleting what a deleted agent kept", "agent", id, "err", err)
+		}
+	}
+	return nil
 }
 
 // Release lifts a quarantine.

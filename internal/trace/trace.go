@@ -41,6 +41,10 @@ const (
 	Delegated         = "delegated"
 	DelegationRefused = "delegation_refused"
 	AgentCreated      = "agent_created"
+	// Retrieved: what a search of the agent's documents found, for the
+	// message that started the run or a search_documents call: document
+	// and chunk ids, scores and the confidence, never the passages' text.
+	Retrieved = "retrieved"
 	// GatewayNote: what of an agent CLI's model call could not be sent
 	// upstream (a tool type the provider has no equivalent for) and was
 	// left out, never silently.

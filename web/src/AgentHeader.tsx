@@ -10,7 +10,7 @@ import { can } from './permissions'
 import { Link } from './router'
 import type { Agent } from './types'
 
-export type Section = 'conversation' | 'runs' | 'changes' | 'files' | 'repository' | 'sharing' | 'settings'
+export type Section = 'conversation' | 'runs' | 'changes' | 'files' | 'documents' | 'repository' | 'sharing' | 'settings'
 
 export function AgentHeader({ agent, section, onChange }: { agent: Agent; section: Section; onChange: (a: Agent) => void }) {
   const [error, setError] = useState<unknown>()
@@ -21,6 +21,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
     { id: 'runs', label: 'Runs', to: `${base}?tab=runs`, show: true },
     { id: 'changes', label: 'Changes', to: `${base}?tab=changes`, show: true },
     { id: 'files', label: 'Files', to: `${base}?tab=files`, show: true },
+    { id: 'documents', label: 'Documents', to: `${base}?tab=documents`, show: true },
     { id: 'repository', label: 'Repository', to: `${base}?tab=repository`, show: true },
     { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: can(agent.access, 'share') },
     { id: 'settings', label: 'Settings', to: `${base}/settings`, show: true },

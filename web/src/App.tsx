@@ -15,6 +15,7 @@ import { RunPage } from './pages/Run'
 import { ChangePage } from './pages/Change'
 import { AcceptLinkPage } from './pages/AcceptLink'
 import { CredentialsPage } from './pages/Credentials'
+import { LibraryPage } from './pages/Library'
 
 export function App() {
   const [user, setUser] = useState<User | null | undefined>(undefined)
@@ -72,6 +73,9 @@ export function App() {
             <Link to="/" aria-current={path === '/' ? 'page' : undefined}>
               Agents
             </Link>
+            <Link to="/library" aria-current={path === '/library' ? 'page' : undefined}>
+              Library
+            </Link>
           </nav>
         )}
         <div className="whoami">
@@ -108,6 +112,7 @@ function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
   if (path === '/') return <AgentsPage />
   if (match('/agents/new', path)) return <NewAgentPage />
   if (path === '/credentials') return <CredentialsPage />
+  if (path === '/library') return <LibraryPage />
   if ((p = match('/agents/:id/settings', path))) return <SettingsPage key={p.id} id={p.id} />
   if ((p = match('/agents/:id', path))) return <AgentPage key={p.id} id={p.id} />
   if ((p = match('/runs/:id', path))) return <RunPage key={p.id} id={p.id} />

@@ -93,17 +93,29 @@ export function ArchivePicker({ chosen, onChoose }: { chosen: Upload | null; onC
 /** Where an upload stands: null before it starts. */
 export type UploadState = UploadProgress | null
 
-/** The progress bar of an upload, then of the server unpacking it. */
-export function UploadBar({ state }: { state: UploadState }) {
+/**
+ * The progress bar of an upload, then of the server working on it (sentText:
+ * unpacking an archive by default). label names the bar, so several on one
+ * page stay apart.
+ */
+export function UploadBar({
+  state,
+  label = 'Upload progress',
+  sentText = 'Uploaded; the server is unpacking it…',
+}: {
+  state: UploadState
+  label?: string
+  sentText?: string
+}) {
   if (!state) return null
   const total = state.total > 0 ? state.total : 1
   const pct = Math.min(100, Math.round((state.loaded / total) * 100))
   const sent = state.total > 0 && state.loaded >= state.total
   return (
     <div className="upload-progress">
-      <progress aria-label="Upload progress" max={100} value={pct} />
+      <progress aria-label={label} max={100} value={pct} />
       <span role="status">
-        {sent ? 'Uploaded; the server is unpacking it…' : `${pct}% · ${formatBytes(state.loaded)} of ${formatBytes(state.total)}`}
+        {sent ? sentText : `${pct}% · ${formatBytes(state.loaded)} of ${formatBytes(state.total)}`}
       </span>
     </div>
   )

@@ -9,6 +9,7 @@ import type {
   Commit,
   Credential,
   CredentialRequest,
+  Doc,
   Grant,
   GrantLevel,
   ImportResult,
@@ -21,6 +22,7 @@ import type {
   Repository,
   RepositoryRequest,
   Run,
+  SearchResult,
   TraceEvent,
   User,
   WorkspaceFile,
@@ -193,6 +195,21 @@ export const api = {
   setRepository: (id: string, body: RepositoryRequest) => request<Repository>('PUT', `/api/agents/${enc(id)}/repository`, body),
   commits: (id: string) => request<Items<Commit>>('GET', `/api/agents/${enc(id)}/repository/commits`).then((a) => a.items),
   push: (id: string, branch: string) => request<PushResult>('POST', `/api/agents/${enc(id)}/repository/push`, { branch }),
+
+  /** The agent's documents, newest first. */
+  documents: (id: string) => request<Items<Doc>>('GET', `/api/agents/${enc(id)}/documents`).then((a) => a.items),
+  /** Uploads one document into the agent's private store (the raw bytes, as they are), reporting progress. */
+  uploadDocument: (id: string, name: string, body: Blob, contentType: string, onProgress?: (p: UploadProgress) => void) =>
+    upload<Doc>(`/api/agents/${enc(id)}/documents?name=${enc(name)}`, body, contentType, onProgress),
+  deleteDocument: (id: string, docId: string) => request<void>('DELETE', `/api/agents/${enc(id)}/documents/${enc(docId)}`),
+  /** Searches what the agent may draw from: its private documents and the library. */
+  search: (id: string, query: string, k?: number) =>
+    request<SearchResult>('POST', `/api/agents/${enc(id)}/search`, k === undefined ? { query } : { query, k }),
+  libraryDocuments: () => request<Items<Doc>>('GET', '/api/library/documents').then((a) => a.items),
+  /** Publishes one document to the shared library, reporting progress. */
+  uploadLibraryDocument: (name: string, body: Blob, contentType: string, onProgress?: (p: UploadProgress) => void) =>
+    upload<Doc>(`/api/library/documents?name=${enc(name)}`, body, contentType, onProgress),
+  deleteLibraryDocument: (docId: string) => request<void>('DELETE', `/api/library/documents/${enc(docId)}`),
 
   credentials: () => request<Items<Credential>>('GET', '/api/credentials').then((a) => a.items),
   /** Stores a credential; the answer, like every later one, holds no secret. */

@@ -1,4 +1,5 @@
-// Small labelled tags: a level, a state, a status, a change class, a driver.
+// Small labelled tags: a level, a state, a status, a change class, a driver,
+// where a document lives.
 
 import { driverInfo } from './drivers'
 
@@ -34,4 +35,9 @@ export function DriverBadge({ driver }: { driver: string }) {
       {d.label}
     </span>
   )
+}
+
+/** Where a document lives: one agent's private store, or the shared library. */
+export function SourceBadge({ source }: { source: string }) {
+  return <Badge kind="source" value={source} label="Where it lives" />
 }

@@ -30,3 +30,21 @@ export function shortId(id: string): string {
   const rest = id.includes('_') ? id.slice(id.indexOf('_') + 1) : id
   return rest.slice(0, 8)
 }
+
+/** A retrieval confidence (0 to 1) as it reads everywhere: two decimals, "0.86". */
+export function formatConfidence(n: number): string {
+  return Number.isFinite(n) ? n.toFixed(2) : '—'
+}
+
+/**
+ * A ranking score: BM25 scores run into the tens, fused (reciprocal rank)
+ * scores are hundredths, so small ones keep two significant digits rather
+ * than all reading 0.00.
+ */
+export function formatScore(n: number): string {
+  if (!Number.isFinite(n)) return '—'
+  const a = Math.abs(n)
+  if (a >= 10) return n.toFixed(1)
+  if (a >= 0.1 || a === 0) return n.toFixed(2)
+  return n.toPrecision(2)
+}

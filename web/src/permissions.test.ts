@@ -13,6 +13,7 @@ const allowed: Record<Action, Level[]> = {
   editSettings: ['editor', 'owner'],
   decideChanges: ['editor', 'owner'],
   editFiles: ['editor', 'owner'],
+  editDocuments: ['editor', 'owner'],
   setRepository: ['editor', 'owner'],
   push: ['editor', 'owner'],
   setBudget: ['owner'],

@@ -5,7 +5,7 @@
 import type { Level, Run, User } from './types'
 
 export type Action =
-  | 'view' // the agent, its conversation, runs, traces, change sets, files
+  | 'view' // the agent, its conversation, runs, traces, change sets, files, documents (and searching them)
   | 'send' // post a message, which starts a run
   | 'stopOwnRun'
   | 'stopAnyRun'
@@ -13,6 +13,7 @@ export type Action =
   | 'editSettings' // instructions, model, policy, limits
   | 'decideChanges' // approve or reject a change set
   | 'editFiles' // delete files, import an archive into the workspace
+  | 'editDocuments' // upload and delete the agent's private documents
   | 'setRepository' // clone a git repository into the workspace
   | 'push' // push the commits applied change sets made
   | 'setBudget'
@@ -32,6 +33,7 @@ const minimum: Record<Action, Level> = {
   editSettings: 'editor',
   decideChanges: 'editor',
   editFiles: 'editor',
+  editDocuments: 'editor',
   setRepository: 'editor',
   push: 'editor',
   setBudget: 'owner',

@@ -3,7 +3,7 @@
 // steps are internal/driver's Event).
 
 import { driverInfo, isCLI, protocolName } from './drivers'
-import { shortId } from './format'
+import { formatConfidence, formatScore, shortId } from './format'
 import type { TraceEvent } from './types'
 
 export type Tone = 'info' | 'tool' | 'output' | 'model' | 'good' | 'warn' | 'bad'
@@ -342,6 +342,35 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
         facts,
         tone: 'info',
         link: id ? { to: `/agents/${encodeURIComponent(id)}`, text: `agent ${shortId(id)}` } : undefined,
+      }
+    }
+    case 'retrieved': {
+      // What retrieval handed the model: for the person's message, or for a
+      // search_documents call (tool_call_id); nothing when it was not sure.
+      const hits = Array.isArray(d.items) ? (d.items as Data[]).filter((h) => h && typeof h === 'object') : []
+      const confidence = num(d.confidence)
+      const sure = confidence !== undefined ? ` (confidence ${formatConfidence(confidence)})` : ''
+      const found = d.answerable !== false && hits.length > 0
+      facts.push(str(d.tool_call_id) ? 'for search_documents' : 'for the message')
+      const failed = str(d.error)
+      if (failed) return { ...base, title: `Retrieval failed: ${failed}`, facts, tone: 'warn' }
+      const ranker = str(d.ranker)
+      if (ranker) facts.push(ranker === 'fused' ? 'BM25 and embeddings' : ranker === 'bm25' ? 'BM25' : ranker)
+      const lines = hits.map((h) => {
+        const score = num(h.score)
+        return [str(h.name) ?? str(h.document_id) ?? 'a document', str(h.source), score !== undefined ? `score ${formatScore(score)}` : undefined]
+          .filter(Boolean)
+          .join(' · ')
+      })
+      const note = str(d.note)
+      const detail = [...(found ? lines : []), note ? `note: ${note}` : undefined].filter(Boolean).join('\n') || undefined
+      return {
+        ...base,
+        title: found ? `Retrieved ${plural(hits.length, 'passage')}${sure}` : `Nothing relevant found${sure}`,
+        detail,
+        facts,
+        // Finding nothing is retrieval working as meant (no weak passages), not a fault.
+        tone: 'info',
       }
     }
     case 'terminal_opened':

@@ -108,6 +108,8 @@ export interface Message {
   author: UserRef | null
   run_id: string | null
   created_at: string
+  /** On an assistant answer that drew on documents: which, and how sure retrieval was. Absent or empty otherwise. */
+  sources?: MessageSource[]
 }
 
 export type RunStatus =
@@ -170,6 +172,7 @@ export type TraceType =
   | 'delegated'
   | 'delegation_refused'
   | 'agent_created'
+  | 'retrieved'
 
 export interface TraceEvent {
   seq: number
@@ -306,4 +309,61 @@ export interface CredentialRequest {
   host: string
   username: string
   secret: string
+}
+
+/** Where a document lives: one agent's private store, or the shared library every agent may draw from. */
+export type DocumentSource = 'private' | 'library'
+
+/**
+ * A document as GET /api/agents/{id}/documents and /api/library/documents
+ * answer it (the API's `Document`; named Doc here because the DOM has a
+ * Document type of its own).
+ */
+export interface Doc {
+  id: string
+  name: string
+  source: DocumentSource
+  bytes: number
+  /** How many passages the index cut it into. */
+  chunks: number
+  /** Whether its passages have embeddings (an embedding model was configured and answered when it was indexed). */
+  embedded?: boolean
+  author: UserRef | null
+  created_at: string
+  /** Whether the caller may delete it: the server decides (a library document's author or an admin). */
+  can_delete: boolean
+}
+
+/** One passage POST /api/agents/{id}/search found. */
+export interface SearchHit {
+  document_id: string
+  chunk_id: string
+  name: string
+  source: DocumentSource
+  /** The heading the passage sits under, when it has one. */
+  heading?: string
+  text: string
+  /** The calibrated chance, 0 to 1, that the passage answers the query. */
+  score: number
+}
+
+/** The answer of POST /api/agents/{id}/search. items is empty when answerable is false. */
+export interface SearchResult {
+  items: SearchHit[]
+  /** How sure retrieval is that the passages answer the query, 0 to 1. */
+  confidence: number
+  answerable: boolean
+  /** bm25: full-text ranking alone; fused: BM25 and embeddings together. */
+  ranker: 'bm25' | 'fused' | (string & {})
+  /** Why the ranking was degraded (the embedder unavailable, ...), when it was. */
+  note?: string
+}
+
+/** A document an assistant answer drew on (a message's `sources`). */
+export interface MessageSource {
+  document_id: string
+  name: string
+  source: DocumentSource
+  score: number
+  confidence: number
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"math"
 
@@ -26,10 +27,14 @@ func (db *DB) AddMessage(ctx context.Context, m corral.Message) error {
 	if m.Author != nil {
 		author = sql.NullString{String: m.Author.ID, Valid: true}
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO messages (id, agent_id, role, content, author_id, run_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.AgentID, m.Role, m.Content, author, m.RunID, millis(db.orNow(m.CreatedAt)))
+	sources, err := encodeSources(m.Sources)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	_, err = db.exec(ctx, `
+		INSERT INTO messages (id, agent_id, role, content, author_id, run_id, created_at, sources)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.AgentID, m.Role, m.Content, author, m.RunID, millis(db.orNow(m.CreatedAt)), sources)
 	switch {
 	case err == nil:
 		return nil
@@ -75,10 +80,10 @@ func (db *DB) Messages(ctx context.Context, agentID, before string, limit int) (
 
 	// The newest limit before the cursor, then turned oldest first.
 	rows, err := tx.QueryContext(ctx, `
-		SELECT id, agent_id, role, content, author_id, author_name, run_id, created_at
+		SELECT id, agent_id, role, content, author_id, author_name, run_id, created_at, sources
 		FROM (
 			SELECT m.seq, m.id, m.agent_id, m.role, m.content, u.id AS author_id,
-				u.name AS author_name, m.run_id, m.created_at
+				u.name AS author_name, m.run_id, m.created_at, m.sources
 			FROM messages m LEFT JOIN users u ON u.id = m.author_id
 			WHERE m.agent_id = ? AND m.seq < ?
 			ORDER BY m.seq DESC
@@ -94,9 +99,15 @@ func (db *DB) Messages(ctx context.Context, agentID, before string, limit int) (
 		var m corral.Message
 		var authorID, authorName sql.NullString
 		var created int64
+		var sources sql.NullString
 		if err := rows.Scan(&m.ID, &m.AgentID, &m.Role, &m.Content,
-			&authorID, &authorName, &m.RunID, &created); err != nil {
+			&authorID, &authorName, &m.RunID, &created, &sources); err != nil {
 			return nil, corral.Internal(op, err)
+		}
+		if sources.Valid {
+			if err := json.Unmarshal([]byte(sources.String), &m.Sources); err != nil {
+				return nil, corral.Internal(op, err)
+			}
 		}
 		if authorID.Valid {
 			m.Author = &corral.UserRef{ID: authorID.String, Name: authorName.String}
@@ -108,4 +119,33 @@ func (db *DB) Messages(ctx context.Context, agentID, before string, limit int) (
 		return nil, corral.Internal(op, err)
 	}
 	return msgs, nil
+}
+
+// encodeSources is a message's sources as stored: NULL when there are none.
+func encodeSources(s []corral.Source) (sql.NullString, error) {
+	if len(s) == 0 {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(s)
+	return sql.NullString{String: string(b), Valid: true}, err
+}
+
+// AddAgentUsage adds tokens spent for an agent outside any run (the
+// embeddings of its documents, a person's search of them) to its budget.
+func (db *DB) AddAgentUsage(ctx context.Context, agentID string, tokens int64) (corral.Budget, error) {
+	const op = "sqlite.AddAgentUsage"
+	if tokens < 0 {
+		return corral.Budget{}, corral.Errorf(corral.EINVALID, "token counts cannot be negative")
+	}
+	var b corral.Budget
+	err := db.w.QueryRowContext(ctx, `
+		UPDATE agents SET budget_used = budget_used + ?
+		WHERE id = ? RETURNING budget_tokens, budget_used`, tokens, agentID).Scan(&b.Tokens, &b.Used)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.Budget{}, corral.NotFound("agent")
+	case err != nil:
+		return corral.Budget{}, corral.Internal(op, err)
+	}
+	return b, nil
 }

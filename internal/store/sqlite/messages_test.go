@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -93,7 +94,7 @@ func TestMessages(t *testing.T) {
 				t.Errorf("message %d: Author = %+v, want %+v", i, g.Author, w.Author)
 			}
 			g.Author, w.Author = nil, nil
-			if g != w {
+			if !reflect.DeepEqual(g, w) {
 				t.Errorf("message %d = %+v, want %+v", i, g, w)
 			}
 		}
@@ -113,6 +114,58 @@ func TestMessages(t *testing.T) {
 			t.Errorf("Messages(unknown agent) = %+v, %v; want none", got, err)
 		}
 	})
+}
+
+// TestMessageSources: an answer's sources come back as stored; a message
+// without any has none (NULL, not an empty list).
+func TestMessageSources(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	owner := mustUser(t, db, "owner")
+	a := mustAgent(t, db, owner, "a", 0)
+	sources := []corral.Source{
+		{DocumentID: "doc_a", Name: "guide.md", Source: corral.SourcePrivate, Score: 0.91, Confidence: 0.91},
+		{DocumentID: "doc_b", Name: "glossary.md", Source: corral.SourceLibrary, Score: 0.4, Confidence: 0.91},
+	}
+	for _, m := range []corral.Message{
+		{ID: "msg_plain", AgentID: a.ID, Role: corral.RoleAssistant, Content: "no documents"},
+		{ID: "msg_sourced", AgentID: a.ID, Role: corral.RoleAssistant, Content: "from documents", Sources: sources},
+	} {
+		if err := db.AddMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.Messages(ctx, a.ID, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Sources != nil || !reflect.DeepEqual(got[1].Sources, sources) {
+		t.Fatalf("messages = %+v, want no sources then %+v", got, sources)
+	}
+	if n := count(t, db, "messages", "sources IS NULL"); n != 1 {
+		t.Fatalf("%d messages with NULL sources, want 1", n)
+	}
+}
+
+// TestAddAgentUsage: tokens spent outside a run count on the agent's budget.
+func TestAddAgentUsage(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	owner := mustUser(t, db, "owner")
+	a := mustAgent(t, db, owner, "a", 0)
+	if _, err := db.AddAgentUsage(ctx, a.ID, 40); err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.AddAgentUsage(ctx, a.ID, 2)
+	if err != nil || b.Used != 42 {
+		t.Fatalf("budget = %+v, %v, want 42 used", b, err)
+	}
+	if _, err := db.AddAgentUsage(ctx, "agt_missing", 1); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("a missing agent: %v", err)
+	}
+	if _, err := db.AddAgentUsage(ctx, a.ID, -1); corral.ErrorCode(err) != corral.EINVALID {
+		t.Fatalf("negative tokens: %v", err)
+	}
 }
 
 func TestMessagesLimitCap(t *testing.T) {

@@ -1,5 +1,6 @@
-// An agent's page: the conversation with live run progress, its runs,
-// change sets, workspace files and (for the owner) sharing. It polls, so a
+// An agent's page: the conversation with live run progress (and the
+// sources of answers that drew on documents), its runs, change sets,
+// workspace files, documents and (for the owner) sharing. It polls, so a
 // run someone else starts shows up and a revoked grant ends in a clear
 // message rather than a broken page.
 
@@ -19,6 +20,7 @@ import { RunView } from '../RunView'
 import { useSession } from '../session'
 import { SharingPanel } from '../Sharing'
 import { FileBrowser } from '../Files'
+import { DocumentsTab, MessageSources } from '../Documents'
 import { RepositoryPanel } from '../Repository'
 import type { Agent, ChangeSet, Message, Run } from '../types'
 
@@ -107,6 +109,7 @@ export function AgentPage({ id }: { id: string }) {
       {tab === 'runs' && <RunsList runs={runs.data} error={runs.error} />}
       {tab === 'changes' && <ChangesList changes={changes.data} error={changes.error} />}
       {tab === 'files' && <FileBrowser agent={a} path={query.get('path') ?? ''} />}
+      {tab === 'documents' && <DocumentsTab agent={a} />}
       {tab === 'repository' && <RepositoryPanel agent={a} />}
       {tab === 'sharing' && (can(a.access, 'share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
     </section>
@@ -158,6 +161,7 @@ function Conversation({
                   )}
                 </div>
                 <div className="msg-body">{m.content}</div>
+                {m.role === 'assistant' && <MessageSources sources={m.sources} />}
               </li>
             ))}
           </ol>

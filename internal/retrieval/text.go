@@ -1,0 +1,104 @@
+package retrieval
+
+import (
+	"strings"
+	"unicode"
+
+	"github.com/kljensen/snowball/english"
+)
+
+// terms splits text into the index's terms: words and numbers, lower-cased,
+// English stop words left out, each stemmed (Snowball English), so that
+// "deployments" finds "deploy". Text and queries go through the same
+// function, in Go, before FTS5 sees them: FTS5 then only splits on the
+// spaces between terms, and the terms it counts (its vocabulary, for the
+// confidence signal) are exactly the ones a query asks for.
+func terms(text string, each func(term string)) {
+	start := -1
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		w := strings.ToLower(text[start:end])
+		start = -1
+		if len(w) > maxTermBytes || english.IsStopWord(w) {
+			return
+		}
+		if isASCIILetters(w) {
+			w = english.Stem(w, false)
+		}
+		if w != "" {
+			each(w)
+		}
+	}
+	for i, r := range text {
+		if unicode.IsLetter(r) || unicode.IsNumber(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		flush(i)
+	}
+	flush(len(text))
+}
+
+// maxTermBytes leaves out what is not a word (a hash, base64), which would
+// only bloat the index.
+const maxTermBytes = 40
+
+func isASCIILetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// indexText is text as the full-text index stores it: its terms, joined
+// by spaces.
+func indexText(text string) string {
+	var b strings.Builder
+	terms(text, func(t string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t)
+	})
+	return b.String()
+}
+
+// filler are words of how people ask, not of what they ask about
+// (stemmed): left out of queries, where as missing terms they would only
+// lower the confidence of a question the documents answer.
+var filler = map[string]bool{
+	"get": true, "got": true, "need": true, "want": true, "happen": true, "know": true, "tell": true,
+	"pleas": true, "anyon": true, "someon": true, "someth": true, "thing": true, "way": true,
+	"would": true, "could": true, "may": true, "might": true, "must": true, "shall": true,
+	"can": true, "also": true, "ever": true, "actual": true, "realli": true, "exact": true,
+}
+
+// queryTerms is a query's distinct terms, in order of first appearance,
+// at most maxQueryTerms, without filler.
+func queryTerms(q string) []string {
+	var out []string
+	seen := map[string]bool{}
+	terms(q, func(t string) {
+		if !seen[t] && !filler[t] && len(out) < maxQueryTerms {
+			seen[t] = true
+			out = append(out, t)
+		}
+	})
+	return out
+}
+
+// maxQueryTerms bounds the work one query can ask for.
+const maxQueryTerms = 32
+
+// termSet is the distinct terms of a text.
+func termSet(text string) map[string]bool {
+	s := map[string]bool{}
+	terms(text, func(t string) { s[t] = true })
+	return s
+}
