@@ -114,6 +114,11 @@ func TestDocumentIsolationProperty(t *testing.T) {
 			res, err = e.docs.Search(ctx, actor, agents[a], q, 20)
 		} else {
 			by = "run"
+			if rng.IntN(20) == 0 {
+				// A run's message may be far longer than a query: its
+				// beginning is searched, never refused.
+				q = strings.Repeat(words(8)+" ", 200) + q
+			}
 			run := corral.Run{ID: corral.NewID("run"), AgentID: agents[a], TriggeredBy: &corral.UserRef{ID: actor.ID}}
 			res, err = e.docs.Retrieve(ctx, run, q, 20, noMeter{})
 		}

@@ -409,7 +409,7 @@ func runCLI(t *testing.T, tools, driver string, protocol fakeProtocol, readOnly 
 	cmd := exec.CommandContext(ctx, inv.Argv[0], inv.Argv[1:]...)
 	cmd.Dir = workspace
 	cmd.Env = inv.Env
-	cmd.Stdin = nil // /dev/null
+	cmd.Stdin = bytes.NewReader(inv.Stdin) // a pipe closed once written, as the runner's
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 10 * time.Second

@@ -86,11 +86,14 @@ const MCPTokenEnv = "CORRAL_MCP_TOKEN"
 const mcpServer = "corral"
 
 // Invocation is how to start a CLI. The runner writes Files, then starts
-// Argv with exactly Env in the workspace, its stdin empty (/dev/null, or
-// a pipe closed at once): Codex and OpenCode read a piped stdin to its
-// end before they start.
+// Argv with exactly Env in the workspace, Stdin on a pipe closed once it
+// is written: Codex and OpenCode read a piped stdin to its end before
+// they start.
 type Invocation struct {
 	Argv []string
+	// Stdin is what the CLI reads on its stdin: OpenCode's task, which
+	// its argument parser would change (a word like 20 becomes a number).
+	Stdin []byte
 	// Env is the whole environment: nothing is inherited.
 	Env []string
 	// Files are config files to write before the start: absolute paths

@@ -15,9 +15,10 @@ import (
 // At start it installs @opencode-ai/plugin from npm into each config
 // directory it can write; its global config directory is therefore put
 // in the read-only tools directory (XDG_CONFIG_HOME), which makes it skip
-// that. It also quotes every message argument holding a space: the task
-// is passed as its space-separated words, which it joins back with single
-// spaces into the exact text.
+// that. The task goes on its stdin, which it reads as it is when no
+// message is given: a message in argv goes through yargs, which turns a
+// word like 20 or 0x1f into a number that OpenCode then fails on
+// ("G.includes is not a function"), and quotes every word holding a space.
 //
 // Measured for a two-turn run: a peak RSS of 480 to 620 MiB, about
 // 380 MiB of it anonymous. Under a 256 MiB limit it is killed; under 384
@@ -132,10 +133,10 @@ func buildOpenCode(in Input) (Invocation, error) {
 		"--format", "json",
 		"--title", "Corral run", // a given title spares a model call to make one
 		"--auto", // permissions not denied above are granted, never asked
-		"--",
 	}
-	argv = append(argv, strings.Split(in.Task, " ")...)
-	return Invocation{Argv: argv, Env: env, Files: files}, nil
+	// The task on stdin, read as it is: words after -- would go through
+	// yargs' number parsing, and OpenCode fails on a word like 20.
+	return Invocation{Argv: argv, Env: env, Files: files, Stdin: []byte(in.Task)}, nil
 }
 
 // openCodeParser reads `opencode run --format json`: step_start, text

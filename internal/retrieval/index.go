@@ -31,6 +31,10 @@ type Index struct {
 	chunks int64        // how many chunks the store holds: N of the idf
 	terms  int64        // and how many terms they hold, for BM25's average length
 	vecs   *vectorCache // loaded on the first vector search; nil until then
+	// load is held by every write and by the first load of vecs, so that
+	// no write commits between the load's read and its caching (the load
+	// would miss it, or the write add its vectors twice).
+	load sync.Mutex
 }
 
 // schemaVersion is the layout below, kept in PRAGMA user_version. The
@@ -135,6 +139,8 @@ func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vect
 	if vectors != nil && len(vectors) != len(chunks) {
 		return corral.Internal(op, fmt.Errorf("%d vectors for %d chunks", len(vectors), len(chunks)))
 	}
+	x.load.Lock()
+	defer x.load.Unlock()
 	author := corral.UserRef{}
 	if d.Author != nil {
 		author = *d.Author
@@ -199,6 +205,8 @@ func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vect
 // no document id.
 func (x *Index) Delete(ctx context.Context, id string) error {
 	const op = "retrieval.Delete"
+	x.load.Lock()
+	defer x.load.Unlock()
 	tx, err := x.db.BeginTx(ctx, nil)
 	if err != nil {
 		return corral.Internal(op, err)

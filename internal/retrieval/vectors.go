@@ -36,10 +36,17 @@ func (c *vectorCache) remove(ids []int64) {
 
 // loadVectors reads the store's vectors once.
 func (x *Index) loadVectors(ctx context.Context) error {
-	x.mu.Lock()
-	loaded := x.vecs != nil
-	x.mu.Unlock()
-	if loaded {
+	loaded := func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.vecs != nil
+	}
+	if loaded() {
+		return nil
+	}
+	x.load.Lock() // no write meanwhile: see Index.load
+	defer x.load.Unlock()
+	if loaded() {
 		return nil
 	}
 	rows, err := x.db.QueryContext(ctx, `SELECT id, vector FROM chunks WHERE owner = ? AND vector IS NOT NULL`, x.owner)
@@ -61,9 +68,7 @@ func (x *Index) loadVectors(ctx context.Context) error {
 		return err
 	}
 	x.mu.Lock()
-	if x.vecs == nil {
-		x.vecs = c
-	}
+	x.vecs = c
 	x.mu.Unlock()
 	return nil
 }

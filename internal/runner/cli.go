@@ -130,7 +130,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 			return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, true
 		}
 		err = r.node.Exec(ctx, run.ID, corral.Command{
-			ID: cmdID, Argv: inv.Argv, Env: inv.Env,
+			ID: cmdID, Argv: inv.Argv, Env: inv.Env, Stdin: inv.Stdin,
 			Timeout:   max(time.Until(deadline), time.Millisecond),
 			OutputMax: cliOutputMax,
 		})

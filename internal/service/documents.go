@@ -199,6 +199,15 @@ func (d *Documents) Retrieve(ctx context.Context, run corral.Run, query string, 
 	if err != nil {
 		return corral.Retrieval{}, err
 	}
+	// A message may be far longer than a query: its beginning is what is
+	// searched for (a query's terms are capped anyway).
+	if len(query) > retrieval.MaxQueryBytes {
+		cut := retrieval.MaxQueryBytes
+		for cut > 0 && !utf8.RuneStart(query[cut]) {
+			cut--
+		}
+		query = query[:cut]
+	}
 	return d.search(ctx, a, query, k, m, false)
 }
 

@@ -7,6 +7,7 @@
 // and who may delete; this only keeps doomed controls off the page.
 
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react'
+import { ConfirmDelete } from './ConfirmDelete'
 import { api, type UploadProgress } from './api'
 import { SourceBadge } from './badges'
 import { ErrorText, Loading, useLoad } from './feedback'
@@ -159,44 +160,13 @@ export function DocumentUploader({ upload, onUploaded }: { upload: DocumentUploa
 
 /** Delete, asked once more inline; remove does it, onDeleted follows. */
 function DeleteDocument({ doc, remove, onDeleted }: { doc: Doc; remove: (d: Doc) => Promise<void>; onDeleted: () => void }) {
-  const [confirming, setConfirming] = useState(false)
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState<unknown>()
-
-  async function go() {
-    setBusy(true)
-    setError(undefined)
-    try {
-      await remove(doc)
-      setConfirming(false)
-      onDeleted()
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
-
-  if (!confirming) {
-    return (
-      <button type="button" className="secondary small" aria-label={`Delete ${doc.name}`} onClick={() => setConfirming(true)}>
-        Delete
-      </button>
-    )
-  }
   return (
-    <div className="confirm" role="group" aria-label={`Confirm deleting ${doc.name}`}>
-      <span>
-        {doc.source === 'library' ? `Delete ${doc.name} from the library? No agent will find it any more.` : `Delete ${doc.name}? This agent will no longer find it.`}
-      </span>{' '}
-      <button type="button" className="danger small" onClick={go} disabled={busy}>
-        Yes, delete
-      </button>{' '}
-      <button type="button" className="secondary small" onClick={() => setConfirming(false)}>
-        Cancel
-      </button>
-      <ErrorText error={error} />
-    </div>
+    <ConfirmDelete
+      name={doc.name}
+      question={doc.source === 'library' ? `Delete ${doc.name} from the library? No agent will find it any more.` : `Delete ${doc.name}? This agent will no longer find it.`}
+      remove={() => remove(doc)}
+      onDeleted={onDeleted}
+    />
   )
 }
 

@@ -3,8 +3,8 @@
 // files); a download of the whole workspace for anyone who can see it;
 // delete (with a confirm) and import for editors and owners.
 
-import { useState } from 'react'
 import { api } from './api'
+import { ConfirmDelete } from './ConfirmDelete'
 import { isNotFound } from './errors'
 import { ErrorText, Loading, useLoad } from './feedback'
 import { formatBytes } from './format'
@@ -13,44 +13,15 @@ import { can } from './permissions'
 import { Link, navigate } from './router'
 import type { Agent } from './types'
 
-/** A Delete button that asks once more, inline, before it deletes. */
+/** A Delete button for a file or a folder of the workspace. */
 function DeleteButton({ agentId, path, isDir, onDeleted }: { agentId: string; path: string; isDir: boolean; onDeleted: () => void }) {
-  const [confirming, setConfirming] = useState(false)
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState<unknown>()
-
-  async function remove() {
-    setBusy(true)
-    setError(undefined)
-    try {
-      await api.deleteFile(agentId, path, isDir)
-      setConfirming(false)
-      onDeleted()
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
-
-  if (!confirming) {
-    return (
-      <button type="button" className="secondary small" aria-label={`Delete ${path}`} onClick={() => setConfirming(true)}>
-        Delete
-      </button>
-    )
-  }
   return (
-    <div className="confirm" role="group" aria-label={`Confirm deleting ${path}`}>
-      <span>{isDir ? `Delete the folder ${path} and everything in it?` : `Delete ${path}?`}</span>{' '}
-      <button type="button" className="danger small" onClick={remove} disabled={busy}>
-        Yes, delete
-      </button>{' '}
-      <button type="button" className="secondary small" onClick={() => setConfirming(false)}>
-        Cancel
-      </button>
-      <ErrorText error={error} />
-    </div>
+    <ConfirmDelete
+      name={path}
+      question={isDir ? `Delete the folder ${path} and everything in it?` : `Delete ${path}?`}
+      remove={() => api.deleteFile(agentId, path, isDir)}
+      onDeleted={onDeleted}
+    />
   )
 }
 
