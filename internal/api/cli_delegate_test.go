@@ -24,11 +24,12 @@ const (
 	cliDelegateFinal = "The helper has answered."
 )
 
-// delegateToolOf is the delegation tool among the tools a CLI offered its
-// model: "" for a side request of the CLI's (a title), which offers none.
-func delegateToolOf(tools []string) string {
+// mcpTool is the name the CLI gave Corral's MCP tool among the tools it
+// offered its model ("mcp__corral__delegate", "corral_delegate"): "" for a
+// side request of the CLI's (a title), which offers none.
+func mcpTool(tools []string, tool string) string {
 	for _, name := range tools {
-		if name != "delegate" && strings.HasSuffix(name, "delegate") {
+		if name != tool && strings.HasSuffix(name, tool) {
 			return name
 		}
 	}
@@ -70,7 +71,7 @@ func TestAgentCLIsDelegate(t *testing.T) {
 			offered := map[string]bool{} // the names the CLI's model was offered the tool by
 			e.answer(roles(map[string]modeltest.Script{
 				"cli": func(r modeltest.Request) modeltest.Reply {
-					name := delegateToolOf(r.Tools)
+					name := mcpTool(r.Tools, "delegate")
 					if name == "" {
 						return modeltest.Text("Delegation")
 					}

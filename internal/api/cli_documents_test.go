@@ -34,18 +34,6 @@ const (
 	cliSearchPrompt = "How long does the canary stage of ledger-api last before promotion?"
 )
 
-// searchToolOf is the search_documents tool among the tools a CLI offered
-// its model: "" for a side request of the CLI's (a title), which offers
-// none.
-func searchToolOf(tools []string) string {
-	for _, name := range tools {
-		if name != "search_documents" && strings.HasSuffix(name, "search_documents") {
-			return name
-		}
-	}
-	return ""
-}
-
 // TestAgentCLIsSearchDocuments: each real agent CLI, in the real sandbox,
 // reaches search_documents through the gateway's MCP server. Alice's CLI
 // agent has a private runbook; Bob's agent has a private document in the
@@ -75,7 +63,7 @@ func TestAgentCLIsSearchDocuments(t *testing.T) {
 			offered := map[string]bool{} // the names the CLI's model was offered the tool by
 			e.answer(roles(map[string]modeltest.Script{
 				"cli": func(r modeltest.Request) modeltest.Reply {
-					name := searchToolOf(r.Tools)
+					name := mcpTool(r.Tools, "search_documents")
 					if name == "" {
 						return modeltest.Text("Canary")
 					}
