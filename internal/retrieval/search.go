@@ -135,7 +135,10 @@ func rank(ctx context.Context, scopes []Scope, q Query) ([]scored, string, strin
 		return all, "bm25", "", nil
 	}
 	vecs, err := q.Embed(ctx, []string{q.Text})
-	if err != nil || len(vecs) != 1 {
+	if err == nil && len(vecs) != 1 {
+		err = corral.Errorf(corral.EUNAVAIL, "the embedder answered %d vectors for one query", len(vecs))
+	}
+	if err != nil {
 		return all, "bm25", "embeddings were not used (" + corral.ErrorMessage(err) + "): ranked by BM25 alone", nil
 	}
 	qv := normalize(vecs[0])

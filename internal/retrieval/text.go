@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
@@ -25,7 +26,7 @@ func terms(text string, each func(term string)) {
 			return
 		}
 		if isASCIILetters(w) {
-			w = english.Stem(w, false)
+			w = stem(w)
 		}
 		if w != "" {
 			each(w)
@@ -41,6 +42,34 @@ func terms(text string, each func(term string)) {
 		flush(i)
 	}
 	flush(len(text))
+}
+
+// stems caches Snowball's stems: stemming is most of the cost of
+// indexing, and a language has far fewer words than a corpus has. The
+// cache is dropped whole when it reaches stemsMax words, so it stays
+// bounded whatever is indexed.
+var stems struct {
+	sync.RWMutex
+	m map[string]string
+}
+
+const stemsMax = 1 << 17
+
+func stem(w string) string {
+	stems.RLock()
+	s, ok := stems.m[w]
+	stems.RUnlock()
+	if ok {
+		return s
+	}
+	s = english.Stem(w, false)
+	stems.Lock()
+	if stems.m == nil || len(stems.m) >= stemsMax {
+		stems.m = make(map[string]string, 1024)
+	}
+	stems.m[strings.Clone(w)] = s
+	stems.Unlock()
+	return s
 }
 
 // maxTermBytes leaves out what is not a word (a hash, base64), which would

@@ -90,11 +90,7 @@ func (x *Index) nearest(ctx context.Context, q []float32, n int) ([]int64, []flo
 		if len(r.vec) != len(q) {
 			continue
 		}
-		var dot float32
-		for i, f := range r.vec {
-			dot += f * q[i]
-		}
-		c := float64(dot)
+		c := float64(dot(r.vec, q))
 		if len(hits) == n && c <= hits[n-1].cos {
 			continue
 		}
@@ -113,4 +109,22 @@ func (x *Index) nearest(ctx context.Context, q []float32, n int) ([]int64, []flo
 		ids[i], cos[i] = h.id, h.cos
 	}
 	return ids, cos, nil
+}
+
+// dot is the dot product of two vectors of one length, with four
+// accumulators so the loop is not one long chain of dependent adds.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
 }
