@@ -344,3 +344,43 @@ func TestDocumentsEmbeddings(t *testing.T) {
 	e.model.FailEmbeddings(0)
 	e.assertNoSecrets(t)
 }
+
+// TestDocumentsReplaceByName: uploading a document of a name the agent
+// has replaces it (in one transaction: a search finds the old version or
+// the new one); in the library it replaces only the caller's own.
+func TestDocumentsReplaceByName(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.signup("admin@example.com", "Admin")
+	alice, bob := e.signup("alice@example.com", "Alice"), e.signup("bob@example.com", "Bob")
+	id := alice.createAgent("ops")
+	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", "# Canary\n\nThe canary stage lasts 20 minutes.").want(http.StatusCreated)
+	var v2 documentView
+	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", "# Canary\n\nThe canary stage lasts 35 minutes now.").want(http.StatusCreated).decode(&v2)
+	var l list[documentView]
+	alice.do("GET", "/api/agents/"+id+"/documents", nil).want(http.StatusOK).decode(&l)
+	if len(l.Items) != 1 || l.Items[0].ID != v2.ID {
+		t.Fatalf("documents = %+v, want only the new deploys.md", l.Items)
+	}
+	var r retrievalView
+	alice.do("POST", "/api/agents/"+id+"/search", map[string]any{"query": "how long does the canary stage last?"}).want(http.StatusOK).decode(&r)
+	for _, it := range r.Items {
+		if strings.Contains(it.Text, "20 minutes") {
+			t.Fatalf("the replaced version was found: %+v", it)
+		}
+	}
+	if len(r.Items) == 0 || !strings.Contains(r.Items[0].Text, "35 minutes") {
+		t.Fatalf("search = %+v, want the new version", r)
+	}
+
+	bob.do("POST", "/api/library/documents?name=glossary.md", "# Glossary\n\nBob's words.").want(http.StatusCreated)
+	alice.do("POST", "/api/library/documents?name=glossary.md", "# Glossary\n\nAlice's words.").want(http.StatusCreated)
+	bob.do("POST", "/api/library/documents?name=glossary.md", "# Glossary\n\nBob's new words.").want(http.StatusCreated)
+	alice.do("GET", "/api/library/documents", nil).want(http.StatusOK).decode(&l)
+	var authors []string
+	for _, d := range l.Items {
+		authors = append(authors, d.Author.Name)
+	}
+	if len(l.Items) != 2 || strings.Join(authors, ",") != "Bob,Alice" {
+		t.Fatalf("library = %+v, want Bob's new glossary and Alice's, not Bob's first", l.Items)
+	}
+}

@@ -132,9 +132,12 @@ func (x *Index) init(ctx context.Context) error {
 // Close closes the store's file.
 func (x *Index) Close() error { return x.db.Close() }
 
-// Add stores a document and its chunks in one transaction. vectors is nil,
-// or one vector per chunk.
-func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vectors [][]float32) error {
+// Add stores a document and its chunks in one transaction, and removes
+// the documents replace names (a new version of the same document: who
+// may replace what is the caller's decision) in the same one, so a search
+// finds the old version or the new, never both or neither. vectors is
+// nil, or one vector per chunk.
+func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vectors [][]float32, replace ...string) error {
 	const op = "retrieval.Add"
 	if vectors != nil && len(vectors) != len(chunks) {
 		return corral.Internal(op, fmt.Errorf("%d vectors for %d chunks", len(vectors), len(chunks)))
@@ -150,6 +153,15 @@ func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vect
 		return corral.Internal(op, err)
 	}
 	defer tx.Rollback()
+	var gone []int64
+	var goneTerms int64
+	for _, old := range replace {
+		ids, n, _, err := x.remove(ctx, tx, old)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		gone, goneTerms = append(gone, ids...), goneTerms+n
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO documents (id, owner, name, bytes, chunks, author_id, author_name, embedded, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, d.ID, x.owner, d.Name, d.Bytes, len(chunks), author.ID, author.Name,
 		vectors != nil, d.CreatedAt.UTC().Format(time.RFC3339Nano)); err != nil {
@@ -192,9 +204,10 @@ func (x *Index) Add(ctx context.Context, d corral.Document, chunks []Chunk, vect
 		return corral.Internal(op, err)
 	}
 	x.mu.Lock()
-	x.chunks += int64(len(chunks))
-	x.terms += total
+	x.chunks += int64(len(chunks)) - int64(len(gone))
+	x.terms += total - goneTerms
 	if x.vecs != nil {
+		x.vecs.remove(gone)
 		x.vecs.add(added)
 	}
 	x.mu.Unlock()
@@ -212,32 +225,11 @@ func (x *Index) Delete(ctx context.Context, id string) error {
 		return corral.Internal(op, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT id, terms FROM chunks WHERE document_id = ? AND owner = ?`, id, x.owner)
+	ids, terms, found, err := x.remove(ctx, tx, id)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
-	var ids []int64
-	var total int64
-	for rows.Next() {
-		var c, n int64
-		if err := rows.Scan(&c, &n); err != nil {
-			rows.Close()
-			return corral.Internal(op, err)
-		}
-		ids = append(ids, c)
-		total += n
-	}
-	rows.Close()
-	for _, c := range ids {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM chunks_fts WHERE rowid = ?`, c); err != nil {
-			return corral.Internal(op, err)
-		}
-	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM documents WHERE id = ? AND owner = ?`, id, x.owner)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !found {
 		return corral.NotFound("document")
 	}
 	if err := tx.Commit(); err != nil {
@@ -245,12 +237,51 @@ func (x *Index) Delete(ctx context.Context, id string) error {
 	}
 	x.mu.Lock()
 	x.chunks -= int64(len(ids))
-	x.terms -= total
+	x.terms -= terms
 	if x.vecs != nil {
 		x.vecs.remove(ids)
 	}
 	x.mu.Unlock()
 	return nil
+}
+
+// remove deletes document id, its chunks and their index entries in tx,
+// and says which chunks went, how many terms they held, and whether the
+// document was there.
+func (x *Index) remove(ctx context.Context, tx *sql.Tx, id string) (ids []int64, terms int64, found bool, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, terms FROM chunks WHERE document_id = ? AND owner = ?`, id, x.owner)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	for rows.Next() {
+		var c, n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			rows.Close()
+			return nil, 0, false, err
+		}
+		ids = append(ids, c)
+		terms += n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, false, err
+	}
+	for _, c := range ids {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM chunks_fts WHERE rowid = ?`, c); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM documents WHERE id = ? AND owner = ?`, id, x.owner)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	n, _ := res.RowsAffected()
+	return ids, terms, n > 0, nil
+}
+
+// Named lists the store's documents called name, newest first.
+func (x *Index) Named(ctx context.Context, name string) ([]corral.Document, error) {
+	return x.documents(ctx, `WHERE owner = ? AND name = ? ORDER BY created_at DESC, id DESC`, x.owner, name)
 }
 
 // Documents lists the store's documents, newest first.

@@ -89,7 +89,10 @@ func (d *Documents) Upload(ctx context.Context, actor corral.User, agentID, name
 	if err != nil {
 		return corral.Document{}, err
 	}
-	doc, err := d.index(ctx, x, actor, name, body, a.Policy.Secrets, d.agentMeter(a.ID))
+	// An editor may delete any of the agent's documents, so a new one
+	// replaces every older one of its name.
+	doc, err := d.index(ctx, x, actor, name, body, a.Policy.Secrets, d.agentMeter(a.ID),
+		func(corral.Document) bool { return true })
 	doc.Source, doc.AgentID = corral.SourcePrivate, a.ID
 	return doc, err
 }
@@ -135,7 +138,10 @@ func (d *Documents) Publish(ctx context.Context, actor corral.User, name string,
 	if err := libraryCheck(actor, false, access.PublishLibrary); err != nil {
 		return corral.Document{}, err
 	}
-	doc, err := d.index(ctx, d.stores.Library(), actor, name, body, nil, libraryMeter{log: d.cfg.Log})
+	// The library's documents are their authors': a new one replaces
+	// only the caller's own of its name, never someone else's.
+	doc, err := d.index(ctx, d.stores.Library(), actor, name, body, nil, libraryMeter{log: d.cfg.Log},
+		func(old corral.Document) bool { return authored(old, actor) })
 	doc.Source = corral.SourceLibrary
 	return doc, err
 }
@@ -231,8 +237,10 @@ func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k 
 // DropAgent deletes a deleted agent's private store.
 func (d *Documents) DropAgent(agentID string) error { return d.stores.Drop(agentID) }
 
-// index reads, checks, chunks, embeds and stores one document.
-func (d *Documents) index(ctx context.Context, x *retrieval.Index, actor corral.User, name string, body io.Reader, exclude []string, m gateway.Meter) (corral.Document, error) {
+// index reads, checks, chunks, embeds and stores one document, in place
+// of the documents of its name that replaceable allows.
+func (d *Documents) index(ctx context.Context, x *retrieval.Index, actor corral.User, name string, body io.Reader, exclude []string,
+	m gateway.Meter, replaceable func(corral.Document) bool) (corral.Document, error) {
 	name, text, err := d.read(name, body, exclude)
 	if err != nil {
 		return corral.Document{}, err
@@ -258,7 +266,17 @@ func (d *Documents) index(ctx context.Context, x *retrieval.Index, actor corral.
 		}
 	}
 	doc.Embedded = vectors != nil
-	if err := x.Add(ctx, doc, chunks, vectors); err != nil {
+	same, err := x.Named(ctx, name)
+	if err != nil {
+		return corral.Document{}, err
+	}
+	var replace []string
+	for _, old := range same {
+		if replaceable(old) {
+			replace = append(replace, old.ID)
+		}
+	}
+	if err := x.Add(ctx, doc, chunks, vectors, replace...); err != nil {
 		return corral.Document{}, err
 	}
 	return doc, nil
