@@ -169,12 +169,13 @@ func (g *Grant) Tools() []gateway.Tool {
 	return out
 }
 
-// CallTool runs one delegation tool call of the run's CLI (arguments as
-// JSON) and returns its result as the model reads it, and whether it is an
-// error. The call acts, like the built-in loop's, as the person who
-// started the run's tree. A delegate call waits for its child run, also
-// while that child is paused (a CLI cannot pause); when ctx ends (the CLI
-// gave up on the call) the child is stopped and awaited.
+// CallTool runs one tool call of the run's CLI, search_documents or a
+// delegation tool (arguments as JSON), and returns its result as the model
+// reads it, and whether it is an error. The call acts, like the built-in
+// loop's, as the person who started the run's tree. A delegate call waits
+// for its child run, also while that child is paused (a CLI cannot
+// pause); when ctx ends (the CLI gave up on the call) the child is
+// stopped and awaited.
 func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, bool) {
 	search := name == toolSearchDocuments && g.r.docs != nil
 	if !search && (!isDelegation(name) || g.r.deleg == nil) {

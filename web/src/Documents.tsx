@@ -8,6 +8,7 @@
 
 import { useEffect, useRef, useState, type DragEvent, type FormEvent } from 'react'
 import { ConfirmDelete } from './ConfirmDelete'
+import { Dropzone } from './Dropzone'
 import { api, type UploadProgress } from './api'
 import { SourceBadge } from './badges'
 import { ErrorText, Loading, useLoad } from './feedback'
@@ -46,7 +47,6 @@ interface Queued {
  */
 export function DocumentUploader({ upload, onUploaded }: { upload: DocumentUpload; onUploaded: (d: Doc) => void }) {
   const [queue, setQueue] = useState<Queued[]>([])
-  const [over, setOver] = useState(false)
   const waiting = useRef<Queued[]>([])
   const draining = useRef(false)
   const nextKey = useRef(0)
@@ -91,8 +91,6 @@ export function DocumentUploader({ upload, onUploaded }: { upload: DocumentUploa
   }
 
   function onDrop(e: DragEvent<HTMLDivElement>) {
-    e.preventDefault()
-    setOver(false)
     add(Array.from(e.dataTransfer.files ?? []))
   }
 
@@ -100,17 +98,7 @@ export function DocumentUploader({ upload, onUploaded }: { upload: DocumentUploa
 
   return (
     <div className="stack doc-upload">
-      <div
-        className={over ? 'dropzone over' : 'dropzone'}
-        role="group"
-        aria-label="Documents to upload"
-        onDragOver={(e) => {
-          e.preventDefault()
-          setOver(true)
-        }}
-        onDragLeave={() => setOver(false)}
-        onDrop={onDrop}
-      >
+      <Dropzone label="Documents to upload" onDrop={onDrop}>
         <Field label="Document files" hint="Text, Markdown or source files, one or several (or drop them here): each goes up in turn and is indexed.">
           {(p) => (
             <input
@@ -125,7 +113,7 @@ export function DocumentUploader({ upload, onUploaded }: { upload: DocumentUploa
             />
           )}
         </Field>
-      </div>
+      </Dropzone>
       {queue.length > 0 && (
         <>
           <ul className="doc-uploads" aria-label="Uploads">

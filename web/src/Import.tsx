@@ -4,6 +4,7 @@
 
 import { useState, type DragEvent, type FormEvent } from 'react'
 import { api, type UploadProgress } from './api'
+import { Dropzone } from './Dropzone'
 import { archiveHint, archiveType, uploadOfDrop, uploadOfFolderFiles, type DroppedEntry, type Upload } from './archive'
 import { ErrorText } from './feedback'
 import { Field } from './Field'
@@ -13,7 +14,6 @@ import type { ImportResult } from './types'
 /** The drop zone and pickers; reports the chosen upload, or clears it (null). */
 export function ArchivePicker({ chosen, onChoose }: { chosen: Upload | null; onChoose: (u: Upload | null) => void }) {
   const [problem, setProblem] = useState<string>()
-  const [over, setOver] = useState(false)
 
   function take(u: Upload | { error: string }) {
     if ('error' in u) {
@@ -33,8 +33,6 @@ export function ArchivePicker({ chosen, onChoose }: { chosen: Upload | null; onC
   }
 
   function onDrop(e: DragEvent<HTMLDivElement>) {
-    e.preventDefault()
-    setOver(false)
     // The entries must be taken while the event lasts: the DataTransfer empties after it.
     const items = Array.from(e.dataTransfer.items ?? [])
     const entries = items
@@ -45,17 +43,7 @@ export function ArchivePicker({ chosen, onChoose }: { chosen: Upload | null; onC
   }
 
   return (
-    <div
-      className={over ? 'dropzone over' : 'dropzone'}
-      role="group"
-      aria-label="Archive or folder to import"
-      onDragOver={(e) => {
-        e.preventDefault()
-        setOver(true)
-      }}
-      onDragLeave={() => setOver(false)}
-      onDrop={onDrop}
-    >
+    <Dropzone label="Archive or folder to import" onDrop={onDrop}>
       <p>Drop an archive or a folder here, or choose one:</p>
       <div className="row">
         <Field label="Archive file" hint={archiveHint}>
@@ -86,7 +74,7 @@ export function ArchivePicker({ chosen, onChoose }: { chosen: Upload | null; onC
           {problem}
         </p>
       )}
-    </div>
+    </Dropzone>
   )
 }
 
