@@ -37,6 +37,7 @@ const usage = `usage:
   corral user create --email E --name N [--admin]   (reads the password from stdin)
   corral user disable --email E
   corral user enable --email E
+  corral node token [--data DIR]                     (a one-time join token for a sandbox node)
   corral version
 `
 
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = serve(ctx, args[1:], stderr, getenv)
 	case "user":
 		err = user(ctx, args[1:], stdin, stdout, stderr, getenv)
+	case "node":
+		err = nodeCommand(ctx, args[1:], stdout, stderr, getenv)
 	case "trace":
 		code, err := traceCommand(ctx, args[1:], stdout, stderr, getenv)
 		if errors.Is(err, flag.ErrHelp) {

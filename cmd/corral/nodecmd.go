@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+)
+
+// nodeCommand is `corral node token`: on the machine that holds control's
+// data directory, it makes a one-time join token for a sandbox node, good
+// for an hour, and prints it (stdout only: it is a secret until used).
+func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) == 0 || args[0] != "token" {
+		return fmt.Errorf("%w: corral node token [--data DIR]", errUsage)
+	}
+	fs := flag.NewFlagSet("node token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "control's data directory")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	db, err := sqlite.Open(ctx, dbPath(*data))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	token, expires, err := service.NewNodes(db, service.NodesConfig{}).JoinToken(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, token)
+	fmt.Fprintf(stderr, "corral: a one-time join token for a sandbox node, good until %s:\n"+
+		"  corral serve --role sandbox --control URL --join TOKEN --data DIR\n", expires.UTC().Format(time.RFC3339))
+	return nil
+}

@@ -1,0 +1,126 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"corral"
+	"corral/internal/auth"
+	"corral/internal/sanitize"
+)
+
+// Prefixes of a node's secrets, so one found where it should not be is
+// recognisable: a join token (one use, an hour) and a node credential
+// (hours, rotated).
+const (
+	joinPrefix       = "cnj"
+	credentialPrefix = "cnc"
+)
+
+// NodesConfig holds the lifetimes of nodes' secrets.
+type NodesConfig struct {
+	JoinTTL       time.Duration // a join token's; default 1 hour
+	CredentialTTL time.Duration // a node credential's; default 6 hours (control rotates it every hour)
+	Now           func() time.Time
+}
+
+// Nodes enrolls sandbox nodes and authenticates them: a node joins once
+// with a join token an admin makes, and is then known by short-lived
+// credentials. Only hashes are stored.
+type Nodes struct {
+	store corral.NodeStore
+	cfg   NodesConfig
+}
+
+// NewNodes returns the node use cases.
+func NewNodes(store corral.NodeStore, cfg NodesConfig) *Nodes {
+	if cfg.JoinTTL <= 0 {
+		cfg.JoinTTL = time.Hour
+	}
+	if cfg.CredentialTTL <= 0 {
+		cfg.CredentialTTL = 6 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Nodes{store: store, cfg: cfg}
+}
+
+// JoinToken makes a one-time join token (`corral node token`, on the
+// machine that holds control's data directory).
+func (s *Nodes) JoinToken(ctx context.Context) (string, time.Time, error) {
+	token, hash := auth.NewToken(joinPrefix)
+	expires := s.cfg.Now().Add(s.cfg.JoinTTL)
+	return token, expires, s.store.CreateJoinToken(ctx, hash, expires)
+}
+
+// Join enrolls a node named name with a join token, which it uses up, and
+// returns the node and its first credential. Every refusal is the same
+// EUNAUTH: a token that never was, was used, or expired.
+func (s *Nodes) Join(ctx context.Context, token, name string) (corral.NodeRecord, string, time.Time, error) {
+	name, err := sanitize.Name(name)
+	if err != nil {
+		return corral.NodeRecord{}, "", time.Time{}, err
+	}
+	if !auth.WellFormed(joinPrefix, token) {
+		return corral.NodeRecord{}, "", time.Time{}, errJoin
+	}
+	now := s.cfg.Now()
+	n := corral.NodeRecord{ID: corral.NewID("nod"), Name: name, CreatedAt: now}
+	cred, hash := auth.NewToken(credentialPrefix)
+	expires := now.Add(s.cfg.CredentialTTL)
+	if err := s.store.Enroll(ctx, auth.HashToken(token), now, n, hash, expires); err != nil {
+		if corral.ErrorCode(err) == corral.ENOTFOUND {
+			return corral.NodeRecord{}, "", time.Time{}, errJoin
+		}
+		return corral.NodeRecord{}, "", time.Time{}, err
+	}
+	return n, cred, expires, nil
+}
+
+var errJoin = corral.Errorf(corral.EUNAUTH, "the join token is unknown, used or expired: make a new one with `corral node token` on control")
+
+// Authenticate returns the node a live credential belongs to: EUNAUTH
+// otherwise.
+func (s *Nodes) Authenticate(ctx context.Context, credential string) (corral.NodeRecord, error) {
+	if !auth.WellFormed(credentialPrefix, credential) {
+		return corral.NodeRecord{}, errCredential
+	}
+	n, err := s.store.NodeByCredential(ctx, auth.HashToken(credential), s.cfg.Now())
+	if corral.ErrorCode(err) == corral.ENOTFOUND {
+		return corral.NodeRecord{}, errCredential
+	}
+	return n, err
+}
+
+var errCredential = corral.Errorf(corral.EUNAUTH, "the node credential is unknown or expired: join the node again with a new join token")
+
+// Rotate gives a node a new credential; the old ones stay good until they
+// expire, so a node that misses the new one is not locked out.
+func (s *Nodes) Rotate(ctx context.Context, nodeID string) (string, time.Time, error) {
+	cred, hash := auth.NewToken(credentialPrefix)
+	now := s.cfg.Now()
+	expires := now.Add(s.cfg.CredentialTTL)
+	return cred, expires, s.store.AddCredential(ctx, nodeID, hash, expires, now)
+}
+
+// Seen records that a node was heard from now.
+func (s *Nodes) Seen(ctx context.Context, nodeID string) error {
+	return s.store.NodeSeen(ctx, nodeID, s.cfg.Now())
+}
+
+// All lists the enrolled nodes for an admin.
+func (s *Nodes) All(ctx context.Context, actor corral.User) ([]corral.NodeRecord, error) {
+	if !actor.Admin {
+		return nil, corral.Errorf(corral.EFORBIDDEN, "only an admin sees the nodes")
+	}
+	return s.store.Nodes(ctx)
+}
+
+// Drain marks a node so that no new runs are placed on it (an admin).
+func (s *Nodes) Drain(ctx context.Context, actor corral.User, nodeID string, draining bool) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an admin drains a node")
+	}
+	return s.store.SetDraining(ctx, nodeID, draining)
+}
