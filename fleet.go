@@ -46,4 +46,9 @@ type NodeStore interface {
 	SetDraining(ctx context.Context, nodeID string, draining bool) error
 	// NodeSeen records that the node was heard from at t.
 	NodeSeen(ctx context.Context, nodeID string, t time.Time) error
+	// AgentNode is the node that holds an agent's workspace, "" when it is
+	// not placed yet; PlaceAgent places it there unless it is placed, and
+	// returns where it is.
+	AgentNode(ctx context.Context, agentID string) (string, error)
+	PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error)
 }

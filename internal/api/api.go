@@ -69,6 +69,8 @@ type Server struct {
 	credentials *service.Credentials
 	// documents is set by SetDocuments; nil answers unavailable.
 	documents *service.Documents
+	// nodes is set by SetNodes (role control); nil answers unavailable.
+	nodes *service.Nodes
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -147,6 +149,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/library/documents", true, s.publishDocument},
 		{"GET", "/api/library/documents", true, s.listLibrary},
 		{"DELETE", "/api/library/documents/{doc_id}", true, s.unpublishDocument},
+		{"GET", "/api/nodes", true, s.listNodes},
+		{"POST", "/api/nodes/{id}/drain", true, s.drainNode},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}

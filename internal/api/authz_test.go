@@ -296,6 +296,9 @@ var accountRoutes = []accountRoute{
 	{method: "GET", path: "/api/openapi.json", anon: 200, user: 200, admin: 200},
 	{method: "POST", path: "/api/library/documents", query: "?name=notes.md", body: "# Notes\n\nShared.", anon: 401, user: 201, admin: 201},
 	{method: "GET", path: "/api/library/documents", anon: 401, user: 200, admin: 200},
+	// This server runs its sandboxes itself (role all): an admin is told so.
+	{method: "GET", path: "/api/nodes", anon: 401, user: 403, admin: 503},
+	{method: "POST", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
 	// Published by an account of its own: nobody else but an admin (the last cell) may delete it.
 	{method: "DELETE", path: "/api/library/documents/{doc_id}", arg: "{library_doc}", anon: 401, user: 403, admin: 204},
 }

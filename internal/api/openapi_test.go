@@ -101,6 +101,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		"Retrieval":  retrievalView{},
 		"Source":     sourceView{},
 		"Message":    messageView{},
+		"Node":       nodeView{},
 	}
 	for name, v := range views {
 		s, ok := doc.Components.Schemas[name]

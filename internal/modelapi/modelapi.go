@@ -13,23 +13,17 @@ package modelapi
 import (
 	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"corral"
 	"corral/internal/gateway"
 	"corral/internal/protocol"
+	"corral/internal/relay"
 	"corral/internal/runner"
 )
 
@@ -244,26 +238,7 @@ func (s *server) models(w http.ResponseWriter, r *http.Request) {
 // socket address holds: it is bound through its directory's descriptor.
 // Each connection it accepts starts with corral.GatewayPreamble, the
 // session it comes from (Serve reads it).
-func Listen(path string) (net.Listener, error) {
-	dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, corral.Internal("gateway socket", err)
-	}
-	defer dir.Close()
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, corral.Internal("gateway socket", err)
-	}
-	old := unix.Umask(0o177)
-	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
-	unix.Umask(old)
-	if err != nil {
-		return nil, corral.Internal("gateway socket", err)
-	}
-	// The listener would unlink by the /proc path it was bound with, which
-	// is gone once dir is closed: leave the file for the next Listen.
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	return ln, nil
-}
+func Listen(path string) (net.Listener, error) { return relay.ListenSocket(path) }
 
 // Serve serves h on ln until it is closed: each connection's first line
 // names its session (corral.GatewayPreamble), read before any request

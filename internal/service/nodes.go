@@ -30,6 +30,19 @@ type NodesConfig struct {
 type Nodes struct {
 	store corral.NodeStore
 	cfg   NodesConfig
+	// live says how a node is now (fleet.Fleet's, in role control): its
+	// status and how many sessions it holds. nil: every node is lost.
+	live func(corral.NodeRecord) (status string, sessions int)
+}
+
+// SetLive tells the node use cases how a node is now.
+func (s *Nodes) SetLive(f func(corral.NodeRecord) (string, int)) { s.live = f }
+
+// NodeState is an enrolled node as an admin sees it.
+type NodeState struct {
+	corral.NodeRecord
+	Status   string // corral.NodeReady, NodeDraining or NodeLost
+	Sessions int    // sessions (runs) it holds now
 }
 
 // NewNodes returns the node use cases.
@@ -109,12 +122,23 @@ func (s *Nodes) Seen(ctx context.Context, nodeID string) error {
 	return s.store.NodeSeen(ctx, nodeID, s.cfg.Now())
 }
 
-// All lists the enrolled nodes for an admin.
-func (s *Nodes) All(ctx context.Context, actor corral.User) ([]corral.NodeRecord, error) {
+// All lists the enrolled nodes for an admin, with how each is now.
+func (s *Nodes) All(ctx context.Context, actor corral.User) ([]NodeState, error) {
 	if !actor.Admin {
 		return nil, corral.Errorf(corral.EFORBIDDEN, "only an admin sees the nodes")
 	}
-	return s.store.Nodes(ctx)
+	recs, err := s.store.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeState, len(recs))
+	for i, rec := range recs {
+		out[i] = NodeState{NodeRecord: rec, Status: corral.NodeLost}
+		if s.live != nil {
+			out[i].Status, out[i].Sessions = s.live(rec)
+		}
+	}
+	return out, nil
 }
 
 // Drain marks a node so that no new runs are placed on it (an admin).

@@ -151,4 +151,31 @@ func (db *DB) NodeSeen(ctx context.Context, nodeID string, t time.Time) error {
 	return nil
 }
 
+// AgentNode returns the node that holds an agent's workspace: "" when it
+// is not placed yet; ENOTFOUND when there is no such agent.
+func (db *DB) AgentNode(ctx context.Context, agentID string) (string, error) {
+	var node sql.NullString
+	err := db.queryRow(ctx, `SELECT node_id FROM agents WHERE id = ?`, agentID).Scan(&node)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", corral.NotFound("agent")
+	case err != nil:
+		return "", corral.Internal("sqlite.AgentNode", err)
+	}
+	return node.String, nil
+}
+
+// PlaceAgent places an agent on nodeID unless it is placed already, and
+// returns where it is: two placements at once agree on the first.
+func (db *DB) PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error) {
+	const op = "sqlite.PlaceAgent"
+	if _, err := db.exec(ctx, `UPDATE agents SET node_id = ? WHERE id = ? AND node_id IS NULL`, nodeID, agentID); err != nil {
+		if isForeignKey(err) {
+			return "", corral.NotFound("node")
+		}
+		return "", corral.Internal(op, err)
+	}
+	return db.AgentNode(ctx, agentID)
+}
+
 var _ corral.NodeStore = (*DB)(nil)

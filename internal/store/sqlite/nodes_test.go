@@ -79,3 +79,32 @@ func TestNodeEnrollment(t *testing.T) {
 		t.Fatalf("node = %+v", nodes[0])
 	}
 }
+
+func TestPlaceAgent(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	now := time.Now()
+	owner := mustUser(t, db, "owner")
+	a := mustAgent(t, db, owner, "a", 0)
+	for _, id := range []string{"nod_a", "nod_b"} {
+		if err := db.CreateJoinToken(ctx, []byte("join-"+id), now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Enroll(ctx, []byte("join-"+id), now, corral.NodeRecord{ID: id, Name: id}, []byte("cred-"+id), now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := db.AgentNode(ctx, a.ID); err != nil || got != "" {
+		t.Fatalf("an unplaced agent is on %q, %v", got, err)
+	}
+	if got, err := db.PlaceAgent(ctx, a.ID, "nod_a"); err != nil || got != "nod_a" {
+		t.Fatalf("PlaceAgent = %q, %v", got, err)
+	}
+	// A second placement (a race, or another control) keeps the first.
+	if got, err := db.PlaceAgent(ctx, a.ID, "nod_b"); err != nil || got != "nod_a" {
+		t.Fatalf("a second PlaceAgent = %q, %v, want nod_a kept", got, err)
+	}
+	if _, err := db.AgentNode(ctx, "agt_missing"); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("AgentNode of no agent: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 -- Sandbox nodes (the split roles): a node joins once with a one-time join
 -- token, then holds short-lived credentials control rotates. Only hashes
--- of the secrets are kept.
+-- of the secrets are kept. Each agent is placed on the node that holds its
+-- workspace.
 
 -- +goose Up
 CREATE TABLE nodes (
@@ -25,7 +26,12 @@ CREATE TABLE node_credentials (
 ) STRICT;
 CREATE INDEX node_credentials_node ON node_credentials(node_id);
 
+-- The node that holds an agent's workspace (and so runs its sessions):
+-- set when the agent is first placed, kept until the workspace is moved.
+ALTER TABLE agents ADD COLUMN node_id TEXT REFERENCES nodes(id) ON DELETE SET NULL;
+
 -- +goose Down
+ALTER TABLE agents DROP COLUMN node_id;
 DROP TABLE node_credentials;
 DROP TABLE node_join_tokens;
 DROP TABLE nodes;

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"net/http"
+
+	"corral"
+	"corral/internal/service"
+)
+
+// SetNodes serves /api/nodes with n (role control). Without it those
+// routes answer that this server has no sandbox nodes.
+func (s *Server) SetNodes(n *service.Nodes) { s.nodes = n }
+
+func (s *Server) nodesService() (*service.Nodes, error) {
+	if s.nodes == nil {
+		return nil, corral.Errorf(corral.EUNAVAIL, "this server runs its sandboxes itself (role all): it has no sandbox nodes")
+	}
+	return s.nodes, nil
+}
+
+type nodeView struct {
+	ID       string  `json:"id"`
+	Name     string  `json:"name"`
+	Status   string  `json:"status"`
+	Runs     int     `json:"runs"`
+	LastSeen *string `json:"last_seen"`
+}
+
+func viewNode(n service.NodeState) nodeView {
+	v := nodeView{ID: n.ID, Name: n.Name, Status: n.Status, Runs: n.Sessions}
+	if !n.LastSeen.IsZero() {
+		t := rfc3339(n.LastSeen)
+		v.LastSeen = &t
+	}
+	return v
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an admin sees the nodes")
+	}
+	n, err := s.nodesService()
+	if err != nil {
+		return err
+	}
+	nodes, err := n.All(r.Context(), actor)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(nodes, viewNode))
+	return nil
+}
+
+func (s *Server) drainNode(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an admin drains a node")
+	}
+	n, err := s.nodesService()
+	if err != nil {
+		return err
+	}
+	if err := n.Drain(r.Context(), actor, r.PathValue("id"), true); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

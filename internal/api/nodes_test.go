@@ -1,0 +1,49 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"corral"
+	"corral/internal/service"
+)
+
+// TestNodesAPI: an admin lists the enrolled nodes with how each is now,
+// and drains one; nobody else may.
+func TestNodesAPI(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	admin := e.signup("admin@example.com", "Admin")
+	user := e.signup("user@example.com", "User")
+	nodes := service.NewNodes(e.db, service.NodesConfig{})
+	nodes.SetLive(func(rec corral.NodeRecord) (string, int) {
+		if rec.Draining {
+			return corral.NodeDraining, 1
+		}
+		return corral.NodeReady, 2
+	})
+	e.api.SetNodes(nodes)
+	ctx := context.Background()
+	token, _, err := nodes.JoinToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, _, err := nodes.Join(ctx, token, "sandbox-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l list[nodeView]
+	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
+	if len(l.Items) != 1 || l.Items[0].ID != n.ID || l.Items[0].Name != "sandbox-a" || l.Items[0].Status != "ready" || l.Items[0].Runs != 2 {
+		t.Fatalf("nodes = %+v", l.Items)
+	}
+	user.do("GET", "/api/nodes", nil).want(http.StatusForbidden)
+	user.do("POST", "/api/nodes/"+n.ID+"/drain", nil).want(http.StatusForbidden)
+	admin.do("POST", "/api/nodes/"+n.ID+"/drain", nil).want(http.StatusNoContent)
+	admin.do("POST", "/api/nodes/nod_doesnotexist/drain", nil).want(http.StatusNotFound)
+	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
+	if l.Items[0].Status != "draining" {
+		t.Fatalf("after drain: %+v", l.Items[0])
+	}
+	e.assertNoSecrets(t)
+}
