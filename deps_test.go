@@ -60,6 +60,11 @@ var forbidden = []struct {
 		why:  "the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees",
 	},
 	{
+		from: []string{"corral/internal/nodeagent", "corral/internal/relay", "corral/internal/relay/noderpc"},
+		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/gateway", "corral/internal/modelapi", "corral/internal/runner", "corral/internal/secrets"},
+		why:  "a sandbox node holds no database, no keys and no accounts: it is handed what each call needs",
+	},
+	{
 		from: []string{"corral/cmd/corral"},
 		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/secrets/secrettest"},
 		why:  "the server never carries the tests' fakes and servers",
@@ -137,6 +142,10 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/gittest/gittest.go":       "package gittest\n",
 		"cmd/corral/main.go":                "package main\n\nimport _ \"corral/internal/service\"\n",
 		"internal/auth/auth.go":             "package auth\n",
+		"internal/relay/relay.go":           "package relay\n",
+		"internal/relay/noderpc/noderpc.go": "package noderpc\n",
+		"internal/nodeagent/nodeagent.go":   "package nodeagent\n\nimport _ \"corral/internal/relay\"\n\nimport _ \"corral/internal/secrets\"\n",
+		"internal/secrets/secrets.go":       "package secrets\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
@@ -165,6 +174,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/service imports corral/internal/workspace (internal/service/changes.go)",
 		"corral/internal/modelapi must not import corral/internal/service (the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees):\n" +
 			"\tcorral/internal/modelapi imports corral/internal/service (internal/modelapi/modelapi.go)",
+		"corral/internal/nodeagent must not import corral/internal/secrets (a sandbox node holds no database, no keys and no accounts: it is handed what each call needs):\n" +
+			"\tcorral/internal/nodeagent imports corral/internal/secrets (internal/nodeagent/nodeagent.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",

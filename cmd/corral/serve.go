@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,11 +24,13 @@ import (
 	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/driver"
+	"corral/internal/fleet"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
 	"corral/internal/modelapi"
 	"corral/internal/netguard"
 	"corral/internal/node"
+	"corral/internal/nodeagent"
 	"corral/internal/retrieval"
 	"corral/internal/role"
 	"corral/internal/runner"
@@ -83,6 +86,10 @@ type serveConfig struct {
 	DocumentMaxBytes   int64
 	EmbedModel         string
 	RetrievalThreshold float64
+	// A sandbox node's: control's URL, the one-time join token of its
+	// first start (CORRAL_JOIN: environment only, like every secret), and
+	// its name as admins see it.
+	Control, Join, NodeName string
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
@@ -138,6 +145,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: CORRAL_RETRIEVAL_THRESHOLD: want a number from 0 to 1", errUsage)
 	}
 	fs.Float64Var(&c.RetrievalThreshold, "retrieval-threshold", threshold, "the confidence below which a document search tells an agent nothing relevant was found (0: the calibrated default, 0.5; 0.85 refuses nine in ten near misses)")
+	fs.StringVar(&c.Control, "control", getenv("CORRAL_CONTROL"), "role sandbox: control's URL, such as https://corral.example.org")
+	fs.StringVar(&c.Join, "join", getenv("CORRAL_JOIN"), "role sandbox: the one-time join token of the node's first start (from corral node token on control)")
+	fs.StringVar(&c.NodeName, "node-name", getenv("CORRAL_NODE_NAME"), "role sandbox: the node's name as admins see it (default: the host name)")
 	fs.StringVar(&c.EmbedModel, "embed-model", getenv("CORRAL_EMBED_MODEL"), "the provider's embedding model for document retrieval (empty: BM25 alone)")
 	fs.StringVar(&c.GitCAFile, "git-ca-file", getenv("CORRAL_GIT_CA_FILE"), "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
 	sizes := []struct {
@@ -214,6 +224,14 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	c.TrustedProxies = proxies.list
+	if c.Role == string(role.Sandbox) {
+		if c.Control == "" {
+			return c, fmt.Errorf("%w: --role sandbox needs --control, control's URL (and --join TOKEN on its first start)", errUsage)
+		}
+		if u, err := url.Parse(c.Control); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("%w: --control must be control's http or https URL, such as https://corral.example.org", errUsage)
+		}
+	}
 	if c.RetrievalThreshold < 0 || c.RetrievalThreshold > 1 {
 		return c, fmt.Errorf("%w: --retrieval-threshold must be from 0 to 1", errUsage)
 	}
@@ -275,6 +293,10 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		return err
 	}
 	defer lock.release()
+	if r == role.Sandbox {
+		// A node dials control and listens on nothing.
+		return runNode(ctx, c, log)
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.Addr, err)
@@ -317,17 +339,30 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		}
 		creds := service.NewCredentials(db, key, cfg)
 		agents := service.NewAgents(db, cfg)
-		// The node holds the workspaces, staged trees and sessions; what
-		// an earlier process left half done of an import or a clone goes.
-		sessions, err := node.New(node.Config{
-			Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
-			Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
-			ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket),
-		})
-		if err != nil {
-			return err
+		// The machine that holds the workspaces, staged trees and
+		// sessions: this one (role all), or the sandbox nodes (control).
+		var sessions corral.Node
+		var nodes *service.Nodes
+		var fl *fleet.Fleet
+		if r == role.Control {
+			nodes = service.NewNodes(db, service.NodesConfig{})
+			fl = fleet.New(nodes, fleet.Config{Log: log})
+			defer fl.Close()
+			router := fleet.NewRouter(fl, db)
+			nodes.SetLive(func(rec corral.NodeRecord) (string, int) { return fl.Status(rec), router.Sessions(rec.ID) })
+			sessions = router
+			mux.Handle(fleet.RelayPath, fl.Handler())
+			mux.Handle(fleet.JoinPath, fl.Handler())
+		} else {
+			// What an earlier process left half done of an import or a
+			// clone goes.
+			local, err := newLocalNode(c, log)
+			if err != nil {
+				return err
+			}
+			defer local.Close() // after the runs' loops: the sessions go on
+			sessions = local
 		}
-		defer sessions.Close() // after the runs' loops: the sessions go on
 		changes := service.NewChanges(db, sessions, c.ChangeTTL, cfg)
 		// Before anything touches a workspace: finish or roll back every
 		// apply a crash interrupted.
@@ -356,20 +391,32 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		defer runs.Close()
 		// The gateway agent CLIs reach from their sessions, before any run
 		// is re-attached: a CLI that outlived the last server calls again.
-		gwLn, err := modelapi.Listen(filepath.Join(c.Data, gatewaySocket))
-		if err != nil {
+		// In role control they arrive over the nodes' relays.
+		gwHandler := modelapi.Handler(modelapi.Runner(runs), model, log)
+		var gwLn net.Listener
+		if fl != nil {
+			gwLn = fl.Gateway()
+		} else if gwLn, err = modelapi.Listen(filepath.Join(c.Data, gatewaySocket)); err != nil {
 			return err
 		}
-		gwSrv := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(runs), model, log))
+		gwSrv := modelapi.Serve(gwLn, gwHandler)
 		defer gwSrv.Close()
-		for _, d := range corral.AgentDrivers[1:] {
-			if err := driver.Installed(c.ToolsDir, d); err != nil {
-				log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
+		if role.HoldsWorktree(r) {
+			for _, d := range corral.AgentDrivers[1:] {
+				if err := driver.Installed(c.ToolsDir, d); err != nil {
+					log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
+				}
 			}
 		}
 		ready := func() error {
 			if err := model.Configured(); err != nil {
 				return err
+			}
+			if fl != nil {
+				if len(fl.Connected()) == 0 {
+					return corral.Errorf(corral.EUNAVAIL, "no sandbox node is connected: start one with corral serve --role sandbox --control URL --join TOKEN")
+				}
+				return nil
 			}
 			if err := sandbox.Available(); err != nil {
 				return err
@@ -412,6 +459,9 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
 		apiServer.SetCredentials(creds)
 		apiServer.SetDocuments(documents)
+		if nodes != nil {
+			apiServer.SetNodes(nodes)
+		}
 		mux.Handle("/api/", apiServer)
 		mux.Handle("/v1/", api.NotFound())
 		mux.Handle("/", webui.Handler())
@@ -669,4 +719,48 @@ func delegationCaps(c corral.TreeCaps) corral.TreeCaps {
 		}
 	}
 	return c
+}
+
+// newLocalNode is this machine as the node of its runs (roles all and
+// sandbox): workspaces, stages and sessions under the data directory.
+func newLocalNode(c serveConfig, log *slog.Logger) (*node.Local, error) {
+	return node.New(node.Config{
+		Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
+		Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
+		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket),
+	})
+}
+
+// runNode is role sandbox: the workspaces and sessions of this machine,
+// reached by control over the relay this node dials. It opens no
+// database, reads no key and listens on no port.
+func runNode(ctx context.Context, c serveConfig, log *slog.Logger) error {
+	if err := prepareDataDir(c.Data, log); err != nil {
+		return err
+	}
+	if err := sandbox.Available(); err != nil {
+		log.Warn("agent runs will fail on this node: "+describe(err), "role", role.Sandbox)
+	}
+	local, err := newLocalNode(c, log)
+	if err != nil {
+		return err
+	}
+	defer local.Close() // the sessions go on, for the node's next start
+	// Before control can touch a workspace: finish or roll back every
+	// write a crash interrupted.
+	if err := local.Recover(ctx); err != nil {
+		return err
+	}
+	for _, d := range corral.AgentDrivers[1:] {
+		if err := driver.Installed(c.ToolsDir, d); err != nil {
+			log.Warn("agents with this driver will not run on this node: "+describe(err), "driver", d)
+		}
+	}
+	agent, err := nodeagent.New(nodeagent.Config{Control: c.Control, Join: c.Join, Name: c.NodeName, Data: c.Data,
+		Node: local, Gateway: filepath.Join(c.Data, gatewaySocket), Log: log})
+	if err != nil {
+		return err
+	}
+	log.Info("corral sandbox node", "version", buildVersion(), "control", c.Control, "data", c.Data)
+	return agent.Run(ctx)
 }

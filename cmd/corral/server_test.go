@@ -25,8 +25,14 @@ type server struct {
 // it says it is serving. The test ends it if nothing else does.
 func startServer(t *testing.T, data string, env ...string) *server {
 	t.Helper()
+	return startServerAt(t, "127.0.0.1:0", data, env...)
+}
+
+// startServerAt is startServer on a given address.
+func startServerAt(t *testing.T, addr, data string, env ...string) *server {
+	t.Helper()
 	s := &server{eof: make(chan struct{})}
-	s.cmd = exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", data)
+	s.cmd = exec.Command(os.Args[0], "serve", "--addr", addr, "--data", data)
 	s.cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {

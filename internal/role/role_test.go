@@ -68,11 +68,13 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestOnlyAllIsSupportedYet(t *testing.T) {
+func TestEveryRoleIsSupported(t *testing.T) {
 	for _, r := range Roles {
-		err := Supported(r)
-		if (r == All) != (err == nil) {
+		if err := Supported(r); err != nil {
 			t.Errorf("Supported(%q) = %v", r, err)
 		}
+	}
+	if err := Supported(Role("everything")); corral.ErrorCode(err) != corral.EINVALID {
+		t.Errorf("Supported of an unknown role = %v, want EINVALID", err)
 	}
 }

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"corral"
+	"corral/internal/driver"
+	"corral/internal/kerneltest"
+	"corral/internal/modeltest"
+	"corral/internal/sandbox"
+)
+
+// startNode runs `corral serve --role sandbox` on data, joining control
+// with token, and returns once it says it is connected.
+func startNode(t *testing.T, data, control, token string) *server {
+	t.Helper()
+	s := &server{eof: make(chan struct{})}
+	s.cmd = exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", "node-a")
+	s.cmd.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token)
+	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
+		s.cmd.Args = append(s.cmd.Args, "--tools-dir", tools)
+	}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	connected := false
+	for !connected && lines.Scan() {
+		s.logLine(lines.Text())
+		connected = strings.Contains(lines.Text(), "connected to control")
+	}
+	if !connected {
+		t.Fatalf("the node never connected:\n%s", s.Log())
+	}
+	go func() {
+		defer close(s.eof)
+		for lines.Scan() {
+			s.logLine(lines.Text())
+		}
+	}()
+	return s
+}
+
+// TestSplitRoles: a control (database, keys, gateway, no sandbox) and a
+// sandbox node (no database, no keys, no port) as two processes; the node
+// joins with a one-time token and dials control's relay; a run of an
+// agent is placed on the node and completes there, its tool call in the
+// node's sandbox and its change set back on control; the node holds the
+// workspace and control none; an admin sees the node.
+func TestSplitRoles(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Content, "say hello") {
+				return modeltest.Text("hello from the node")
+			}
+		}
+		if r.Last().Role == "user" {
+			return modeltest.Calls(modeltest.ShellCall("c1", "echo made on the node > made.txt && echo done"))
+		}
+		return modeltest.Text("made.txt is made")
+	})
+	defer model.Close()
+	controlData, nodeData := reachableTempDir(t), reachableTempDir(t)
+	// A fixed address, so the node finds control again after its restart.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctlEnv := []string{"CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	ctl := startServerAt(t, addr, controlData, ctlEnv...)
+	tools := os.Getenv("CORRAL_TOOLS_DIR")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
+		t.Fatalf("node token: %d %s", code, errOut.String())
+	}
+	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()))
+
+	c, agentID := signedIn(t, ctl) // the first account: an admin
+	var posted struct{ Run runAnswer }
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
+	var r runAnswer
+	waitFor(t, "the run to end", func() bool {
+		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+		return r.Status != "admitted" && r.Status != "running"
+	})
+	if r.Status != "completed" || r.ChangeSetID == nil {
+		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
+	}
+	if tool := model.Requests()[1].Last(); !strings.Contains(tool.Content, "done") {
+		t.Fatalf("the model was told %q", tool.Content)
+	}
+	var cs struct{ Entries []struct{ Path string } }
+	c.do("GET", "/changes/"+*r.ChangeSetID, nil, http.StatusOK, &cs)
+	if len(cs.Entries) != 1 || cs.Entries[0].Path != "made.txt" {
+		t.Fatalf("change set = %+v", cs)
+	}
+	var nodes struct {
+		Items []struct{ Name, Status string }
+	}
+	c.do("GET", "/nodes", nil, http.StatusOK, &nodes)
+	if len(nodes.Items) != 1 || nodes.Items[0].Name != "node-a" || nodes.Items[0].Status != "ready" {
+		t.Fatalf("nodes = %+v", nodes)
+	}
+
+	// An agent CLI on the node reaches the gateway, which is on control:
+	// its model calls cross the relay, authorized by its run's token there.
+	t.Run("an agent CLI through the relayed gateway", func(t *testing.T) {
+		if err := driver.Installed(tools, corral.DriverCodex); err != nil {
+			if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
+				t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
+			}
+			t.Skipf("%v", err)
+		}
+		var cli struct{ ID string }
+		c.do("POST", "/agents", map[string]any{"name": "cli", "driver": corral.DriverCodex}, http.StatusCreated, &cli)
+		var posted struct{ Run runAnswer }
+		c.do("POST", "/agents/"+cli.ID+"/messages", map[string]string{"content": "say hello"}, http.StatusAccepted, &posted)
+		var r struct {
+			runAnswer
+			Driver string
+		}
+		waitFor(t, "the CLI's run to end", func() bool {
+			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+			return r.Status != "admitted" && r.Status != "running"
+		})
+		if r.Driver != corral.DriverCodex {
+			t.Fatalf("the run was driven by %q, want codex", r.Driver)
+		}
+		// The CLI's calls came in the Responses API (Codex speaks only it)
+		// and were translated by the gateway on control.
+		sawCLI := false
+		for _, req := range model.Requests() {
+			sawCLI = sawCLI || strings.Contains(string(req.Body), "say hello")
+		}
+		if !sawCLI {
+			t.Fatal("the provider never got the CLI's call")
+		}
+		var msgs struct {
+			Items []struct{ Role, Content string }
+		}
+		c.do("GET", "/agents/"+cli.ID+"/messages", nil, http.StatusOK, &msgs)
+		if r.Status != "completed" || len(msgs.Items) != 2 || !strings.Contains(msgs.Items[1].Content, "hello from the node") {
+			t.Fatalf("run = %+v, thread = %+v\ncontrol:\n%s\nnode:\n%s", r, msgs.Items, ctl.Log(), node.Log())
+		}
+	})
+	// Control goes away and comes back: the node dials again, with the
+	// credential it keeps, and the agent's next run goes to it.
+	crash(ctl)
+	ctl = startServerAt(t, addr, controlData, ctlEnv...)
+	waitFor(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "make it again"}, http.StatusAccepted, &posted)
+	waitFor(t, "the second run to end", func() bool {
+		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+		return r.Status != "admitted" && r.Status != "running"
+	})
+	if r.Status != "completed" {
+		t.Fatalf("after control's restart the run = %+v\nnode:\n%s", r, node.Log())
+	}
+
+	// What each side holds: the workspace and the session on the node;
+	// the database and the key on control, and no worktree there.
+	for _, p := range []string{"corral.db", "secret.key"} {
+		if _, err := os.Stat(filepath.Join(nodeData, p)); err == nil {
+			t.Errorf("the node holds %s", p)
+		}
+		if _, err := os.Stat(filepath.Join(controlData, p)); err != nil {
+			t.Errorf("control lacks %s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(nodeData, "workspaces", agentID)); err != nil {
+		t.Errorf("the node holds no workspace of the agent: %v", err)
+	}
+	for _, d := range []string{"workspaces", "stages", "sessions"} {
+		if m, _ := filepath.Glob(filepath.Join(controlData, d, "*")); len(m) > 0 {
+			t.Errorf("control holds %s: %v", d, m)
+		}
+	}
+}

@@ -1,0 +1,313 @@
+// Package fleet is control's side of its sandbox nodes: it takes each
+// node's relay connection (authenticated by the node's credential),
+// keeps which are connected, renews their credentials, and routes the
+// runner's and the services' corral.Node calls to the node that holds
+// each agent's workspace (router.go). The node's side is package
+// nodeagent.
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"corral"
+	"corral/internal/relay"
+	"corral/internal/relay/noderpc"
+)
+
+// Enroller is what the fleet needs of the node use cases
+// (service.Nodes).
+type Enroller interface {
+	Join(ctx context.Context, token, name string) (corral.NodeRecord, string, time.Time, error)
+	Authenticate(ctx context.Context, credential string) (corral.NodeRecord, error)
+	Rotate(ctx context.Context, nodeID string) (string, time.Time, error)
+	Seen(ctx context.Context, nodeID string) error
+}
+
+// Config holds the fleet's settings.
+type Config struct {
+	Relay relay.Config
+	// Seen is how often a connected node's last_seen is written. Default 30 s.
+	Seen time.Duration
+	Log  *slog.Logger
+}
+
+// Fleet is the set of connected nodes.
+type Fleet struct {
+	enroll Enroller
+	cfg    Config
+
+	gw *conns // the sessions' gateway connections the nodes carried here
+
+	mu   sync.Mutex
+	live map[string]*member
+}
+
+// member is one connected node.
+type member struct {
+	rec     corral.NodeRecord
+	session *relay.Session
+	node    *noderpc.Client
+	since   time.Time
+}
+
+// New returns an empty fleet.
+func New(enroll Enroller, cfg Config) *Fleet {
+	if cfg.Seen <= 0 {
+		cfg.Seen = 30 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns()}
+}
+
+// Gateway is the connections sessions on the nodes make to the
+// in-sandbox gateway, each carried here by its node (its session's
+// preamble first, as the node's supervisor wrote it): control's gateway
+// serves them (modelapi.Serve), as it does its own socket's in role all.
+func (f *Fleet) Gateway() net.Listener { return f.gw }
+
+// RelayPath and JoinPath are where control takes nodes: outside /api/,
+// which is for people.
+const (
+	RelayPath = "/relay"
+	JoinPath  = "/relay/join"
+)
+
+// Handler serves RelayPath (a node's connection) and JoinPath (a node's
+// first contact, with its join token).
+func (f *Fleet) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+RelayPath, relay.Handler(f.authenticate, f.accept, f.cfg.Relay))
+	mux.HandleFunc("POST "+JoinPath, f.join)
+	return mux
+}
+
+// JoinRequest and JoinAnswer are a node's first contact.
+type JoinRequest struct {
+	Token string `json:"token"`
+	Name  string `json:"name"`
+}
+
+type JoinAnswer struct {
+	NodeID     string    `json:"node_id"`
+	Credential string    `json:"credential"`
+	Expires    time.Time `json:"expires_at"`
+}
+
+func (f *Fleet) join(w http.ResponseWriter, r *http.Request) {
+	var req JoinRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&req); err != nil {
+		http.Error(w, "send {token, name}", http.StatusBadRequest)
+		return
+	}
+	n, cred, expires, err := f.enroll.Join(r.Context(), req.Token, req.Name)
+	if err != nil {
+		status := http.StatusUnauthorized
+		if corral.ErrorCode(err) != corral.EUNAUTH {
+			status = http.StatusBadRequest
+		}
+		http.Error(w, corral.ErrorMessage(err), status)
+		return
+	}
+	f.cfg.Log.Info("sandbox node joined", "node", n.ID, "name", n.Name)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(JoinAnswer{NodeID: n.ID, Credential: cred, Expires: expires})
+}
+
+// authenticate is the relay's: the node's credential, as a bearer token.
+func (f *Fleet) authenticate(r *http.Request) (string, error) {
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return "", corral.Errorf(corral.EUNAUTH, "a node presents its credential as a bearer token")
+	}
+	n, err := f.enroll.Authenticate(r.Context(), cred)
+	if err != nil {
+		return "", err
+	}
+	return n.ID, nil
+}
+
+// accept registers a node's connection, in place of an earlier one, and
+// serves what the node asks of control on it until it ends.
+func (f *Fleet) accept(nodeID string, s *relay.Session) {
+	m := &member{rec: corral.NodeRecord{ID: nodeID}, session: s, node: noderpc.NewClient(s.Open), since: time.Now()}
+	f.mu.Lock()
+	old := f.live[nodeID]
+	f.live[nodeID] = m
+	f.mu.Unlock()
+	if old != nil {
+		old.session.Close() // a reconnect: the new connection wins
+	}
+	f.cfg.Log.Info("sandbox node connected", "node", nodeID)
+	go f.serve(m)
+	go f.keep(m)
+}
+
+// keep records the node as seen while it is connected, and forgets it
+// when its connection ends.
+func (f *Fleet) keep(m *member) {
+	t := time.NewTicker(f.cfg.Seen)
+	defer t.Stop()
+	ctx := context.Background()
+	f.enroll.Seen(ctx, m.rec.ID)
+	for {
+		select {
+		case <-m.session.Done():
+			f.mu.Lock()
+			if f.live[m.rec.ID] == m {
+				delete(f.live, m.rec.ID)
+			}
+			f.mu.Unlock()
+			f.enroll.Seen(ctx, m.rec.ID)
+			f.cfg.Log.Warn("sandbox node disconnected", "node", m.rec.ID)
+			return
+		case <-t.C:
+			f.enroll.Seen(ctx, m.rec.ID)
+		}
+	}
+}
+
+// What a node may ask of control, each a stream whose first line names
+// it. The node is handed exactly what it asks for, built here.
+const (
+	askRenew   = "renew"   // a fresh credential for this node, as JSON
+	askGateway = "gateway" // a session's connection to the gateway follows
+)
+
+func (f *Fleet) serve(m *member) {
+	for {
+		c, err := m.session.Accept()
+		if err != nil {
+			return
+		}
+		go f.answer(m, c)
+	}
+}
+
+func (f *Fleet) answer(m *member, c net.Conn) {
+	br := bufio.NewReaderSize(c, 256)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return
+	}
+	switch strings.TrimSpace(line) {
+	case askRenew:
+		defer c.Close()
+		cred, expires, err := f.enroll.Rotate(context.Background(), m.rec.ID)
+		if err != nil {
+			f.cfg.Log.Error("node credential not renewed", "node", m.rec.ID, "err", err)
+			return
+		}
+		json.NewEncoder(c).Encode(JoinAnswer{NodeID: m.rec.ID, Credential: cred, Expires: expires})
+	case askGateway:
+		if !f.gw.push(&bufferedConn{Conn: c, r: br}) {
+			c.Close()
+		}
+	default:
+		c.Close()
+	}
+}
+
+// bufferedConn is a stream whose first bytes were read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// Status is a node's status now.
+func (f *Fleet) Status(rec corral.NodeRecord) string {
+	f.mu.Lock()
+	_, up := f.live[rec.ID]
+	f.mu.Unlock()
+	switch {
+	case !up:
+		return corral.NodeLost
+	case rec.Draining:
+		return corral.NodeDraining
+	}
+	return corral.NodeReady
+}
+
+// node is the live connection to a node.
+func (f *Fleet) node(id string) (*member, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.live[id]
+	return m, ok
+}
+
+// Connected lists the connected nodes' ids.
+func (f *Fleet) Connected() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.live))
+	for id := range f.live {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Close drops every node's connection.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	live := f.live
+	f.live = map[string]*member{}
+	f.mu.Unlock()
+	for _, m := range live {
+		m.session.Close()
+	}
+	f.gw.Close()
+}
+
+// conns is a net.Listener of connections handed to it.
+type conns struct {
+	ch     chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newConns() *conns { return &conns{ch: make(chan net.Conn), closed: make(chan struct{})} }
+
+// push hands c to Accept; false when the listener is closed.
+func (l *conns) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *conns) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *conns) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *conns) Addr() net.Addr { return relayAddr{} }
+
+type relayAddr struct{}
+
+func (relayAddr) Network() string { return "relay" }
+func (relayAddr) String() string  { return "relay" }

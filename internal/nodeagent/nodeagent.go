@@ -1,0 +1,282 @@
+// Package nodeagent is a sandbox node's side of the split roles: it
+// joins control once with a join token, keeps the short-lived credential
+// it is given (renewing it over the relay), dials control's relay and
+// keeps it up, answers control's corral.Node calls on it with this
+// machine's node, and carries the in-sandbox gateway's connections to
+// control, where the gateway and the keys are. It holds no database, no
+// provider key and no code-host credential: what a call needs it is
+// handed, for that call.
+package nodeagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"corral"
+	"corral/internal/fleet"
+	"corral/internal/relay"
+	"corral/internal/relay/noderpc"
+)
+
+// Config is a node's settings.
+type Config struct {
+	Control string // control's URL: http(s)://host:port
+	Join    string // a one-time join token, used when the node has no credential yet
+	Name    string // the node's name, as admins see it
+	Data    string // the node's data directory: its credential is kept here, 0600
+	Node    corral.Node
+	// Gateway is the socket sessions reach the gateway by (node.Config's
+	// GatewaySocket): served here, each connection carried to control.
+	Gateway string
+	Relay   relay.Config
+	// Renew is how often the credential is renewed. Default 1 hour.
+	Renew time.Duration
+	Log   *slog.Logger
+}
+
+// CredentialFile is where a node keeps its credential in its data
+// directory.
+const CredentialFile = "node.credential"
+
+// Agent is a running node.
+type Agent struct {
+	cfg Config
+
+	mu      sync.Mutex
+	session *relay.Session // the relay now; nil while it is down
+	cred    string
+}
+
+// New checks cfg.
+func New(cfg Config) (*Agent, error) {
+	u, err := url.Parse(cfg.Control)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, corral.Errorf(corral.EINVALID, "--control must be control's http or https URL, such as https://corral.example.org")
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.Renew <= 0 {
+		cfg.Renew = time.Hour
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Run keeps the node connected until ctx ends. It fails at once when the
+// node has no credential and no join token works, or control refuses
+// its credential (expired: the node must join again).
+func (a *Agent) Run(ctx context.Context) error {
+	cred, err := a.credential(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.cred = cred
+	a.mu.Unlock()
+	if a.cfg.Gateway != "" {
+		ln, err := relay.ListenSocket(a.cfg.Gateway)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go a.gateway(ln)
+	}
+	wait := time.Second
+	for ctx.Err() == nil {
+		up, err := a.connect(ctx)
+		switch {
+		case corral.ErrorCode(err) == corral.EUNAUTH:
+			return corral.Errorf(corral.EUNAUTH, "control refused this node's credential (expired, or the node was removed): make a join token with `corral node token` on control and start the node with --join")
+		case err != nil:
+			a.cfg.Log.Warn("relay to control down; retrying", "in", wait, "err", corral.ErrorMessage(err))
+		}
+		if up {
+			wait = time.Second
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+	return nil
+}
+
+// connect holds one relay connection until it ends; up says it was up.
+func (a *Agent) connect(ctx context.Context) (bool, error) {
+	a.mu.Lock()
+	cred := a.cred
+	a.mu.Unlock()
+	s, err := relay.Dial(ctx, wsURL(a.cfg.Control)+fleet.RelayPath, http.Header{"Authorization": {"Bearer " + cred}}, a.cfg.Relay)
+	if err != nil {
+		return false, err
+	}
+	a.cfg.Log.Info("connected to control", "control", a.cfg.Control)
+	a.mu.Lock()
+	a.session = s
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.session = nil
+		a.mu.Unlock()
+		s.Close()
+	}()
+	go noderpc.Serve(s, a.cfg.Node, a.cfg.Log)
+	renew := time.NewTicker(a.cfg.Renew)
+	defer renew.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-s.Done():
+			return true, corral.Errorf(corral.EUNAVAIL, "the relay ended")
+		case <-renew.C:
+			if err := a.renew(ctx, s); err != nil {
+				a.cfg.Log.Warn("node credential not renewed; the current one stays good until it expires", "err", corral.ErrorMessage(err))
+			}
+		}
+	}
+}
+
+// renew asks control for a fresh credential and keeps it.
+func (a *Agent) renew(ctx context.Context, s *relay.Session) error {
+	c, err := s.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "renew\n"); err != nil {
+		return err
+	}
+	var ans fleet.JoinAnswer
+	if err := json.NewDecoder(io.LimitReader(c, 4<<10)).Decode(&ans); err != nil {
+		return fmt.Errorf("renew: %w", err)
+	}
+	if err := a.save(ans.Credential); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.cred = ans.Credential
+	a.mu.Unlock()
+	return nil
+}
+
+// credential is the node's credential: the one it keeps, or one it gets
+// by joining with its join token.
+func (a *Agent) credential(ctx context.Context) (string, error) {
+	b, err := os.ReadFile(filepath.Join(a.cfg.Data, CredentialFile))
+	if err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", corral.Internal("node credential", err)
+	}
+	if a.cfg.Join == "" {
+		return "", corral.Errorf(corral.EINVALID, "this node has not joined control yet: start it with --join TOKEN (make one with `corral node token` on control)")
+	}
+	body, _ := json.Marshal(fleet.JoinRequest{Token: a.cfg.Join, Name: a.cfg.Name})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(a.cfg.Control, "/")+fleet.JoinPath, bytes.NewReader(body))
+	if err != nil {
+		return "", corral.Internal("join", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", corral.Errorf(corral.EUNAVAIL, "control could not be reached to join: %v", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return "", corral.Errorf(corral.EUNAUTH, "control refused to enroll this node: %s", strings.TrimSpace(string(msg)))
+	}
+	var ans fleet.JoinAnswer
+	if err := json.Unmarshal(msg, &ans); err != nil || ans.Credential == "" {
+		return "", corral.Errorf(corral.EUNAVAIL, "control's answer to the join is not understood")
+	}
+	if err := a.save(ans.Credential); err != nil {
+		return "", err
+	}
+	a.cfg.Log.Info("joined control", "node", ans.NodeID)
+	return ans.Credential, nil
+}
+
+// save writes the credential, 0600, atomically.
+func (a *Agent) save(cred string) error {
+	path := filepath.Join(a.cfg.Data, CredentialFile)
+	tmp := path + ".tmp"
+	if err := os.MkdirAll(a.cfg.Data, 0o700); err != nil {
+		return corral.Internal("node credential", err)
+	}
+	if err := os.WriteFile(tmp, []byte(cred+"\n"), 0o600); err != nil {
+		return corral.Internal("node credential", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return corral.Internal("node credential", err)
+	}
+	return nil
+}
+
+// gateway carries each session's connection to the gateway over the
+// relay to control: a stream that starts "gateway", then the bytes both
+// ways (the session's preamble first, written by its supervisor). While
+// the relay is down the connection is closed at once.
+func (a *Agent) gateway(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			a.mu.Lock()
+			s := a.session
+			a.mu.Unlock()
+			if s == nil {
+				return
+			}
+			up, err := s.Open(context.Background())
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			if _, err := io.WriteString(up, "gateway\n"); err != nil {
+				return
+			}
+			done := make(chan struct{})
+			go func() {
+				io.Copy(up, bufio.NewReaderSize(c, 32<<10))
+				up.Close() // the session is done sending: control reads the end
+				close(done)
+			}()
+			io.Copy(c, up)
+			c.Close()
+			<-done
+		}()
+	}
+}
+
+// wsURL is control's URL with the WebSocket scheme.
+func wsURL(control string) string {
+	control = strings.TrimSuffix(control, "/")
+	if rest, ok := strings.CutPrefix(control, "https://"); ok {
+		return "wss://" + rest
+	}
+	return "ws://" + strings.TrimPrefix(control, "http://")
+}

@@ -1,0 +1,184 @@
+package noderpc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"corral"
+)
+
+// MaxLine bounds one header or answer line.
+const MaxLine = 16 << 20
+
+// Sizes of the fixed buffers each end reads and writes through.
+const (
+	maxChunk  = 32 << 10 // a data frame's payload
+	maxSecret = 64 << 10 // a credential's
+	readBuf   = 64 << 10
+)
+
+// Frame types (see the package doc).
+const (
+	frameData   = 'd'
+	frameEnd    = 'x'
+	frameSecret = 's'
+	frameResize = 'r'
+	frameClose  = 'c'
+)
+
+const frameHeader = 5
+
+var errTooLong = errors.New("line longer than the relay carries")
+
+// reader reads a stream through a fixed buffer it owns, rather than
+// bufio's, so that what passed through it (a credential) can be wiped.
+type reader struct {
+	rd   io.Reader
+	buf  []byte
+	i, n int
+}
+
+func newReader(rd io.Reader) *reader { return &reader{rd: rd, buf: make([]byte, readBuf)} }
+
+func (r *reader) fill() error {
+	n, err := r.rd.Read(r.buf)
+	r.i, r.n = 0, n
+	if n > 0 {
+		return nil // a conn's error comes again on the next read
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if r.i == r.n {
+		if len(p) >= len(r.buf) {
+			return r.rd.Read(p)
+		}
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf[r.i:r.n])
+	r.i += n
+	return n, nil
+}
+
+// line reads up to the next newline, which it drops; errTooLong past max
+// bytes, without reading further.
+func (r *reader) line(max int) ([]byte, error) {
+	var line []byte
+	for {
+		if r.i == r.n {
+			if err := r.fill(); err != nil {
+				if err == io.EOF && len(line) > 0 {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+		}
+		chunk := r.buf[r.i:r.n]
+		k := bytes.IndexByte(chunk, '\n')
+		if k >= 0 {
+			chunk = chunk[:k]
+		}
+		if len(line)+len(chunk) > max {
+			return nil, errTooLong
+		}
+		line = append(line, chunk...)
+		r.i += len(chunk)
+		if k >= 0 {
+			r.i++
+			return line, nil
+		}
+	}
+}
+
+// frame reads one frame into buf; an error when its payload is longer
+// than buf.
+func (r *reader) frame(buf []byte) (byte, []byte, error) {
+	var h [frameHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > uint32(len(buf)) {
+		return 0, nil, fmt.Errorf("a %q frame of %d bytes, more than %d", h[0], n, len(buf))
+	}
+	if _, err := io.ReadFull(r, buf[:n]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	return h[0], buf[:n], nil
+}
+
+func (r *reader) wipe() { clear(r.buf) }
+
+// putFrame writes a frame of p into buf (frameHeader+len(p) bytes at
+// least) and returns it: one Write per frame.
+func putFrame(buf []byte, typ byte, p []byte) []byte {
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:frameHeader], uint32(len(p)))
+	n := copy(buf[frameHeader:], p)
+	return buf[:frameHeader+n]
+}
+
+// request is a header line.
+type request struct {
+	M string `json:"m"`
+	A any    `json:"a"`
+}
+
+// wireError is what crosses of an error.
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// answer is an answer line as the client decodes it: a result R, with an
+// error E when the call failed, or else a progress report P.
+type answer struct {
+	R json.RawMessage `json:"r"`
+	E *wireError      `json:"e"`
+	P *int            `json:"p"`
+}
+
+func answerLine(res any, e *wireError) ([]byte, error) {
+	return json.Marshal(struct {
+		R any        `json:"r"`
+		E *wireError `json:"e,omitempty"`
+	}{res, e})
+}
+
+// unreachable is a stream that broke before the call's answer.
+func unreachable(err error) error {
+	return &corral.Error{Code: corral.EUNAVAIL, Message: "the sandbox node is unreachable", Err: err}
+}
+
+// malformed is an answer that does not follow the protocol.
+func malformed(err error) error {
+	return &corral.Error{Code: corral.EINTERNAL, Message: "the sandbox node's answer is malformed", Err: err}
+}
+
+// redact takes secret out of text, for an error that might quote it.
+func redact(text string, secret []byte) string {
+	if len(secret) == 0 {
+		return text
+	}
+	b := []byte(text)
+	for {
+		i := bytes.Index(b, secret)
+		if i < 0 {
+			return string(b)
+		}
+		b = append(b[:i:i], append([]byte("[redacted]"), b[i+len(secret):]...)...)
+	}
+}
