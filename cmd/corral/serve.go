@@ -348,7 +348,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			nodes = service.NewNodes(db, service.NodesConfig{})
 			fl = fleet.New(nodes, fleet.Config{Log: log})
 			defer fl.Close()
-			router := fleet.NewRouter(fl, db)
+			router := fleet.NewRouter(fl, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
 			nodes.SetLive(func(rec corral.NodeRecord) (string, int) { return fl.Status(rec), router.Sessions(rec.ID) })
 			sessions = router
 			mux.Handle(fleet.RelayPath, fl.Handler())

@@ -195,3 +195,56 @@ func TestSplitRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitNodeRestartMidRun: the node is killed (SIGKILL) while a run's
+// command sleeps in its sandbox, and started again within the grace: the
+// session outlived the node's process, control's calls waited for the
+// node and were made again, and the run completes with the command's
+// whole output and its file.
+func TestSplitNodeRestartMidRun(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	const marker = "sleep 2.7182"
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		if r.Last().Role == "user" {
+			return modeltest.Calls(modeltest.ShellCall("c1", "echo before; "+marker+"; echo after > late.txt; echo slept"))
+		}
+		return modeltest.Text("done")
+	})
+	defer model.Close()
+	controlData, nodeData := reachableTempDir(t), reachableTempDir(t)
+	ctl := startServer(t, controlData, "CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL="+model.URL(), "CORRAL_MODEL=scripted")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
+		t.Fatalf("node token: %d %s", code, errOut.String())
+	}
+	token := strings.TrimSpace(out.String())
+	node := startNode(t, nodeData, ctl.base, token)
+	c, agentID := signedIn(t, ctl)
+	var posted struct{ Run runAnswer }
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "sleep on the node"}, http.StatusAccepted, &posted)
+	waitFor(t, "the command to run on the node", func() bool { return len(processesWith(marker)) > 0 })
+
+	crash(node)
+	if len(processesWith(marker)) == 0 {
+		t.Fatal("the command died with the node's process")
+	}
+	node = startNode(t, nodeData, ctl.base, token) // the token is used up: the node keeps its credential
+	var r runAnswer
+	waitFor(t, "the run to end", func() bool {
+		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+		return r.Status != "admitted" && r.Status != "running"
+	})
+	if r.Status != "completed" || r.ChangeSetID == nil {
+		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
+	}
+	if tool := model.Requests()[1].Last(); !strings.Contains(tool.Content, `before\nslept\n`) {
+		t.Fatalf("the model was told %q, want the command's whole output", tool.Content)
+	}
+	var cs struct{ Entries []struct{ Path string } }
+	c.do("GET", "/changes/"+*r.ChangeSetID, nil, http.StatusOK, &cs)
+	if len(cs.Entries) != 1 || cs.Entries[0].Path != "late.txt" {
+		t.Fatalf("change set = %+v", cs)
+	}
+}

@@ -47,8 +47,9 @@ type Fleet struct {
 
 	gw *conns // the sessions' gateway connections the nodes carried here
 
-	mu   sync.Mutex
-	live map[string]*member
+	mu      sync.Mutex
+	live    map[string]*member
+	changed chan struct{} // closed (and replaced) whenever a node connects
 }
 
 // member is one connected node.
@@ -67,7 +68,7 @@ func New(enroll Enroller, cfg Config) *Fleet {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns()}
+	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), changed: make(chan struct{})}
 }
 
 // Gateway is the connections sessions on the nodes make to the
@@ -144,6 +145,8 @@ func (f *Fleet) accept(nodeID string, s *relay.Session) {
 	f.mu.Lock()
 	old := f.live[nodeID]
 	f.live[nodeID] = m
+	close(f.changed)
+	f.changed = make(chan struct{})
 	f.mu.Unlock()
 	if old != nil {
 		old.session.Close() // a reconnect: the new connection wins
@@ -247,6 +250,33 @@ func (f *Fleet) node(id string) (*member, bool) {
 	defer f.mu.Unlock()
 	m, ok := f.live[id]
 	return m, ok
+}
+
+// await is the live connection to a node, waiting for the node to
+// connect (again) until deadline or ctx: false when it did not.
+func (f *Fleet) await(ctx context.Context, id string, deadline time.Time) (*member, bool) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		m, ok := f.live[id]
+		changed := f.changed
+		f.mu.Unlock()
+		if ok {
+			select {
+			case <-m.session.Done(): // gone, not yet forgotten
+			default:
+				return m, true
+			}
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
 }
 
 // Connected lists the connected nodes' ids.

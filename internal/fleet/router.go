@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"corral"
+	"corral/internal/relay/noderpc"
 )
 
 // Placements is what routing needs of the store: where each agent's
@@ -24,17 +26,39 @@ type Placements interface {
 // placed on the connected, undrained node with the fewest sessions. A
 // call for an agent whose node is not connected is EUNAVAIL saying so,
 // never an empty answer: control holds no worktree of its own.
+//
+// A session's calls ride out a node that is away for less than the
+// grace: they wait for it to connect again, and the ones that may be
+// made twice (Session, Exec of one command id, Output from an offset,
+// Signal, EndSession) are made again when the relay broke under them.
+// The session itself runs on meanwhile, held by the node's supervisor,
+// so a partition or a node's restart shorter than the grace kills no run.
 type Router struct {
 	fleet *Fleet
 	store Placements
+	grace time.Duration
 
 	mu       sync.Mutex
-	sessions map[string]string // run id → node id, of sessions started here
+	sessions map[string]string            // run id → node id, of sessions started here
+	stages   map[string]map[string]string // node id → open stage id → its agent
+	// seen is the connection each node's open stages were last opened on:
+	// a node that comes back (a new connection, maybe a new process) has
+	// them opened again before any call reaches it, so none misses a
+	// write to its workspace.
+	seen   map[string]*member
+	reopen map[string]*sync.Mutex // one reopening per node at a time
 }
 
-// NewRouter routes over the fleet's nodes.
-func NewRouter(f *Fleet, store Placements) *Router {
-	return &Router{fleet: f, store: store, sessions: map[string]string{}}
+// DefaultGrace is how long a session's calls wait for its node.
+const DefaultGrace = 2 * time.Minute
+
+// NewRouter routes over the fleet's nodes; grace 0 is DefaultGrace.
+func NewRouter(f *Fleet, store Placements, grace time.Duration) *Router {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return &Router{fleet: f, store: store, grace: grace, sessions: map[string]string{},
+		stages: map[string]map[string]string{}, seen: map[string]*member{}, reopen: map[string]*sync.Mutex{}}
 }
 
 var _ corral.Node = (*Router)(nil)
@@ -59,6 +83,64 @@ func (r *Router) Sessions(nodeID string) int {
 	return n
 }
 
+// ready is m's node once the node's open stages are open on it.
+func (r *Router) ready(ctx context.Context, id string, m *member) (corral.Node, error) {
+	r.mu.Lock()
+	if r.seen[id] == m {
+		r.mu.Unlock()
+		return m.node, nil
+	}
+	lock := r.reopen[id]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		r.reopen[id] = lock
+	}
+	r.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+	r.mu.Lock()
+	if r.seen[id] == m {
+		r.mu.Unlock()
+		return m.node, nil
+	}
+	open := map[string]string{}
+	for stage, agent := range r.stages[id] {
+		open[stage] = agent
+	}
+	r.mu.Unlock()
+	for stage, agent := range open {
+		if err := m.node.ReopenStage(ctx, agent, stage); err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	r.seen[id] = m
+	r.mu.Unlock()
+	return m.node, nil
+}
+
+// opened and closed track the stages open on each node.
+func (r *Router) opened(agentID, stageID string) {
+	id, err := r.store.AgentNode(context.Background(), agentID)
+	if err != nil || id == "" {
+		return
+	}
+	r.mu.Lock()
+	if r.stages[id] == nil {
+		r.stages[id] = map[string]string{}
+	}
+	r.stages[id][stageID] = agentID
+	r.mu.Unlock()
+}
+
+func (r *Router) closed(stageID string) {
+	r.mu.Lock()
+	for _, open := range r.stages {
+		delete(open, stageID)
+	}
+	r.mu.Unlock()
+}
+
 // forAgent is the node of an agent, placing it first when it has none.
 func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, error) {
 	id, err := r.store.AgentNode(ctx, agentID)
@@ -70,11 +152,11 @@ func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, err
 			return nil, err
 		}
 	}
-	m, ok := r.fleet.node(id)
+	m, ok := r.fleet.await(ctx, id, time.Now()) // connected now, or not
 	if !ok {
 		return nil, unavailable(id)
 	}
-	return m.node, nil
+	return r.ready(ctx, id, m)
 }
 
 // place puts an agent on the ready node with the fewest sessions.
@@ -104,23 +186,50 @@ func (r *Router) place(ctx context.Context, agentID string) (string, error) {
 	return r.store.PlaceAgent(ctx, agentID, best)
 }
 
-// forSession is the node of a run's session.
-func (r *Router) forSession(ctx context.Context, runID string) (corral.Node, error) {
+// sessionNode is the node id of a run's session.
+func (r *Router) sessionNode(ctx context.Context, runID string) (string, error) {
 	r.mu.Lock()
 	id, ok := r.sessions[runID]
 	r.mu.Unlock()
 	if ok {
-		m, up := r.fleet.node(id)
-		if !up {
-			return nil, unavailable(id)
-		}
-		return m.node, nil
+		return id, nil
 	}
 	run, err := r.store.Run(ctx, runID)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return r.forAgent(ctx, run.AgentID)
+	id, err = r.store.AgentNode(ctx, run.AgentID)
+	if err == nil && id == "" {
+		id, err = r.place(ctx, run.AgentID)
+	}
+	return id, err
+}
+
+// onSession makes call on the node of a run's session, waiting for the
+// node through the grace, and making call again when the relay broke
+// under it if again (call may be made twice).
+func (r *Router) onSession(ctx context.Context, runID string, again bool, call func(corral.Node) error) error {
+	id, err := r.sessionNode(ctx, runID)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(r.grace)
+	for {
+		m, ok := r.fleet.await(ctx, id, deadline)
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unavailable(id)
+		}
+		n, err := r.ready(ctx, id, m)
+		if err == nil {
+			err = call(n)
+		}
+		if !again || !noderpc.Unreachable(err) || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
 
 // Trees: every call names its agent.
@@ -130,7 +239,11 @@ func (r *Router) Stage(ctx context.Context, spec corral.StageSpec) error {
 	if err != nil {
 		return err
 	}
-	return n.Stage(ctx, spec)
+	if err := n.Stage(ctx, spec); err != nil {
+		return err
+	}
+	r.opened(spec.AgentID, spec.ID)
+	return nil
 }
 
 func (r *Router) ReopenStage(ctx context.Context, agentID, stageID string) error {
@@ -138,7 +251,11 @@ func (r *Router) ReopenStage(ctx context.Context, agentID, stageID string) error
 	if err != nil {
 		return err
 	}
-	return n.ReopenStage(ctx, agentID, stageID)
+	if err := n.ReopenStage(ctx, agentID, stageID); err != nil {
+		return err
+	}
+	r.opened(agentID, stageID)
+	return nil
 }
 
 func (r *Router) Manifest(ctx context.Context, agentID, stageID string, policy corral.ClassPolicy) (corral.StageManifest, error) {
@@ -146,7 +263,11 @@ func (r *Router) Manifest(ctx context.Context, agentID, stageID string, policy c
 	if err != nil {
 		return corral.StageManifest{}, err
 	}
-	return n.Manifest(ctx, agentID, stageID, policy)
+	m, err := n.Manifest(ctx, agentID, stageID, policy)
+	if err == nil {
+		r.closed(stageID) // the tree hears of no more writes (node.Local forgets it too)
+	}
+	return m, err
 }
 
 func (r *Router) Diffs(ctx context.Context, agentID, stageID string, entries []corral.ChangeEntry) ([]corral.ChangeEntry, error) {
@@ -168,6 +289,7 @@ func (r *Router) Apply(ctx context.Context, req corral.ApplyRequest) (corral.App
 // DiscardStage names no agent: it goes to every connected node (a tree
 // that is not there is not an error), and fails only if one fails.
 func (r *Router) DiscardStage(ctx context.Context, stageID string) error {
+	r.closed(stageID)
 	var errs []error
 	for _, id := range r.fleet.Connected() {
 		if m, ok := r.fleet.node(id); ok {
@@ -263,71 +385,43 @@ func (r *Router) Push(ctx context.Context, agentID, url, branch string, auth *co
 
 // Sessions: each names its run, whose agent names the node.
 
+// StartSession waits for the node, but is not made twice: a start the
+// relay broke under may have started the session.
 func (r *Router) StartSession(ctx context.Context, spec corral.SessionSpec) error {
-	run, err := r.store.Run(ctx, spec.ID)
-	if err != nil {
-		return err
-	}
-	id, err := r.store.AgentNode(ctx, run.AgentID)
-	if err != nil {
-		return err
-	}
-	if id == "" {
-		if id, err = r.place(ctx, run.AgentID); err != nil {
-			return err
+	err := r.onSession(ctx, spec.ID, false, func(n corral.Node) error { return n.StartSession(ctx, spec) })
+	if err == nil {
+		if id, err := r.sessionNode(ctx, spec.ID); err == nil {
+			r.mu.Lock()
+			r.sessions[spec.ID] = id
+			r.mu.Unlock()
 		}
 	}
-	m, ok := r.fleet.node(id)
-	if !ok {
-		return unavailable(id)
-	}
-	if err := m.node.StartSession(ctx, spec); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.sessions[spec.ID] = id
-	r.mu.Unlock()
-	return nil
+	return err
 }
 
-func (r *Router) Session(ctx context.Context, id string) (corral.SessionState, error) {
-	n, err := r.forSession(ctx, id)
-	if err != nil {
-		return corral.SessionState{}, err
-	}
-	return n.Session(ctx, id)
+func (r *Router) Session(ctx context.Context, id string) (st corral.SessionState, err error) {
+	err = r.onSession(ctx, id, true, func(n corral.Node) (e error) { st, e = n.Session(ctx, id); return })
+	return st, err
 }
 
 func (r *Router) Exec(ctx context.Context, sessionID string, c corral.Command) error {
-	n, err := r.forSession(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	return n.Exec(ctx, sessionID, c)
+	return r.onSession(ctx, sessionID, true, func(n corral.Node) error { return n.Exec(ctx, sessionID, c) })
 }
 
-func (r *Router) Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (corral.CommandOutput, error) {
-	n, err := r.forSession(ctx, sessionID)
-	if err != nil {
-		return corral.CommandOutput{}, err
-	}
-	return n.Output(ctx, sessionID, commandID, offset, wait)
+func (r *Router) Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (out corral.CommandOutput, err error) {
+	err = r.onSession(ctx, sessionID, true, func(n corral.Node) (e error) {
+		out, e = n.Output(ctx, sessionID, commandID, offset, wait)
+		return
+	})
+	return out, err
 }
 
 func (r *Router) Signal(ctx context.Context, sessionID, commandID, signal string) error {
-	n, err := r.forSession(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	return n.Signal(ctx, sessionID, commandID, signal)
+	return r.onSession(ctx, sessionID, true, func(n corral.Node) error { return n.Signal(ctx, sessionID, commandID, signal) })
 }
 
 func (r *Router) EndSession(ctx context.Context, id string) error {
-	n, err := r.forSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	err = n.EndSession(ctx, id)
+	err := r.onSession(ctx, id, true, func(n corral.Node) error { return n.EndSession(ctx, id) })
 	if err == nil {
 		r.mu.Lock()
 		delete(r.sessions, id)
@@ -336,10 +430,9 @@ func (r *Router) EndSession(ctx context.Context, id string) error {
 	return err
 }
 
-func (r *Router) Terminal(ctx context.Context, sessionID string, cols, rows int) (corral.Terminal, error) {
-	n, err := r.forSession(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return n.Terminal(ctx, sessionID, cols, rows)
+// Terminal waits for the node; a terminal is a live stream, never
+// reopened behind its viewer's back.
+func (r *Router) Terminal(ctx context.Context, sessionID string, cols, rows int) (t corral.Terminal, err error) {
+	err = r.onSession(ctx, sessionID, false, func(n corral.Node) (e error) { t, e = n.Terminal(ctx, sessionID, cols, rows); return })
+	return t, err
 }

@@ -57,7 +57,8 @@ func (c *Client) start(ctx context.Context, method string, args any, auth *corra
 		}
 		var e *corral.Error
 		if errors.As(err, &e) {
-			return nil, err // the relay's own EUNAVAIL says more
+			// The relay's own EUNAVAIL says more: keep its words.
+			return nil, &corral.Error{Code: e.Code, Message: e.Message, Err: fmt.Errorf("%w: %w", errBroken, err)}
 		}
 		return nil, unreachable(err)
 	}

@@ -160,8 +160,16 @@ func answerLine(res any, e *wireError) ([]byte, error) {
 
 // unreachable is a stream that broke before the call's answer.
 func unreachable(err error) error {
-	return &corral.Error{Code: corral.EUNAVAIL, Message: "the sandbox node is unreachable", Err: err}
+	return &corral.Error{Code: corral.EUNAVAIL, Message: "the sandbox node is unreachable", Err: fmt.Errorf("%w: %w", errBroken, err)}
 }
+
+// errBroken marks the relay's failures, as against the node's answers.
+var errBroken = errors.New("relay broken")
+
+// Unreachable says whether err is the relay's (a stream that broke, a
+// relay that is down) rather than the node's answer: the call may not
+// have reached the node, or its answer not come back.
+func Unreachable(err error) bool { return errors.Is(err, errBroken) }
 
 // malformed is an answer that does not follow the protocol.
 func malformed(err error) error {
