@@ -49,7 +49,8 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	live    map[string]*member
-	changed chan struct{} // closed (and replaced) whenever a node connects
+	changed chan struct{}        // closed (and replaced) whenever a node connects
+	away    map[string]time.Time // since when a node not connected now has been away
 }
 
 // member is one connected node.
@@ -68,7 +69,8 @@ func New(enroll Enroller, cfg Config) *Fleet {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), changed: make(chan struct{})}
+	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), changed: make(chan struct{}),
+		away: map[string]time.Time{}}
 }
 
 // Gateway is the connections sessions on the nodes make to the
@@ -145,6 +147,7 @@ func (f *Fleet) accept(nodeID string, s *relay.Session) {
 	f.mu.Lock()
 	old := f.live[nodeID]
 	f.live[nodeID] = m
+	delete(f.away, nodeID)
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
@@ -169,6 +172,7 @@ func (f *Fleet) keep(m *member) {
 			f.mu.Lock()
 			if f.live[m.rec.ID] == m {
 				delete(f.live, m.rec.ID)
+				f.away[m.rec.ID] = time.Now()
 			}
 			f.mu.Unlock()
 			f.enroll.Seen(ctx, m.rec.ID)
@@ -253,9 +257,23 @@ func (f *Fleet) node(id string) (*member, bool) {
 }
 
 // await is the live connection to a node, waiting for the node to
-// connect (again) until deadline or ctx: false when it did not.
-func (f *Fleet) await(ctx context.Context, id string, deadline time.Time) (*member, bool) {
-	timer := time.NewTimer(time.Until(deadline))
+// connect (again) until grace after it went away (or after this control
+// first asked for it, when it has not been here since it started), or
+// ctx ends: false when it did not come. So a node that stays away costs
+// its calls one grace in all, not one each.
+func (f *Fleet) await(ctx context.Context, id string, grace time.Duration) (*member, bool) {
+	f.mu.Lock()
+	since, ok := f.away[id]
+	if !ok {
+		// Connected (maybe just gone, not yet noticed), or never seen
+		// since this control started: the grace counts from now.
+		since = time.Now()
+		if _, up := f.live[id]; !up {
+			f.away[id] = since
+		}
+	}
+	f.mu.Unlock()
+	timer := time.NewTimer(time.Until(since.Add(grace)))
 	defer timer.Stop()
 	for {
 		f.mu.Lock()

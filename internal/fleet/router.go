@@ -152,7 +152,7 @@ func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, err
 			return nil, err
 		}
 	}
-	m, ok := r.fleet.await(ctx, id, time.Now()) // connected now, or not
+	m, ok := r.fleet.await(ctx, id, 0) // connected now, or not
 	if !ok {
 		return nil, unavailable(id)
 	}
@@ -215,7 +215,7 @@ func (r *Router) onSession(ctx context.Context, runID string, again bool, call f
 	}
 	deadline := time.Now().Add(r.grace)
 	for {
-		m, ok := r.fleet.await(ctx, id, deadline)
+		m, ok := r.fleet.await(ctx, id, r.grace)
 		if !ok {
 			if ctx.Err() != nil {
 				return ctx.Err()

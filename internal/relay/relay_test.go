@@ -24,7 +24,7 @@ type control struct {
 	sessions chan *Session
 }
 
-func newControl(t *testing.T, cfg Config) *control {
+func newControl(t testing.TB, cfg Config) *control {
 	t.Helper()
 	c := &control{sessions: make(chan *Session, 4)}
 	auth := func(r *http.Request) (string, error) {

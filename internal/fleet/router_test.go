@@ -1,0 +1,44 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"corral"
+)
+
+// placements is a store in which every run is agent a's, placed on node n.
+type placements struct{}
+
+func (placements) AgentNode(context.Context, string) (string, error) { return "nod_n", nil }
+func (placements) PlaceAgent(context.Context, string, string) (string, error) {
+	return "nod_n", nil
+}
+func (placements) Run(_ context.Context, id string) (corral.Run, error) {
+	return corral.Run{ID: id, AgentID: "agt_a"}, nil
+}
+func (placements) Nodes(context.Context) ([]corral.NodeRecord, error) {
+	return []corral.NodeRecord{{ID: "nod_n"}}, nil
+}
+
+// TestAwayNodeCostsOneGrace: calls for a node that does not come back
+// wait for it through the grace once; after that they fail at once, and
+// a call for a workspace never waits. All are EUNAVAIL naming the node.
+func TestAwayNodeCostsOneGrace(t *testing.T) {
+	r := NewRouter(New(nil, Config{}), placements{}, 300*time.Millisecond)
+	if _, err := r.Session(context.Background(), "run_1"); corral.ErrorCode(err) != corral.EUNAVAIL {
+		t.Fatalf("the first call: %v, want EUNAVAIL", err)
+	}
+	// Were the grace counted per call, this one would wait 300 ms and be
+	// cut by its own deadline instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := r.Exec(ctx, "run_2", corral.Command{ID: "c"}); corral.ErrorCode(err) != corral.EUNAVAIL {
+		t.Fatalf("a call after the grace: %v, want EUNAVAIL at once", err)
+	}
+	_, _, err := r.ReadFile(ctx, corral.FileScope{AgentID: "agt_a"}, "x")
+	if corral.ErrorCode(err) != corral.EUNAVAIL || ctx.Err() != nil {
+		t.Fatalf("a workspace call: %v (ctx %v), want EUNAVAIL at once", err, ctx.Err())
+	}
+}

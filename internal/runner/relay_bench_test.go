@@ -1,0 +1,92 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"corral"
+	"corral/internal/modeltest"
+	"corral/internal/relay"
+	"corral/internal/relay/noderpc"
+	"corral/internal/runner"
+	"corral/internal/service"
+)
+
+// relayed is the harness's node reached as control reaches a sandbox
+// node: over a real relay (a WebSocket over loopback TCP, yamux on it),
+// every call a noderpc stream.
+func relayed(b testing.TB, node corral.Node) corral.Node {
+	b.Helper()
+	accepted := make(chan *relay.Session, 1)
+	srv := httptest.NewServer(relay.Handler(func(*http.Request) (string, error) { return "node", nil },
+		func(_ string, s *relay.Session) { accepted <- s }, relay.Config{}))
+	b.Cleanup(srv.Close)
+	nodeEnd, err := relay.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil, relay.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { nodeEnd.Close() })
+	go noderpc.Serve(nodeEnd, node, nil)
+	control := <-accepted
+	return noderpc.NewClient(control.Open)
+}
+
+// BenchmarkRunRelayed measures a run of 40 trivial shell calls (`true`)
+// whose node is reached over the relay, as in the split roles, against
+// the same run on the node in process (role all), alternated in the same
+// iteration over the same store, sandbox and fake provider; relay/all is
+// the ratio of their times (the issue's goal is at most 1.2).
+//
+//	go test -run '^$' -bench RunRelayed -benchtime 5x -count 3 ./internal/runner/
+func BenchmarkRunRelayed(b *testing.B) {
+	const calls = 40
+	h := newHarness(b, func(req modeltest.Request) modeltest.Reply {
+		if n := req.CountRole("tool"); n < calls {
+			return modeltest.Calls(modeltest.ShellCall(fmt.Sprintf("c%d", n), "true"))
+		}
+		return modeltest.Text("done")
+	})
+	remote := relayed(b, h.sessions)
+	remoteChanges := service.NewChanges(h.db, remote, time.Hour, service.Config{})
+	variants := []struct {
+		name   string
+		runner *runner.Runner
+		spent  time.Duration
+	}{
+		{name: "all", runner: h.newRunner(h.db, h.gateway, runner.Config{MaxTurns: calls + 1})},
+		{name: "relay", runner: func() *runner.Runner {
+			r := runner.New(h.db, h.gateway, remoteChanges, remote, runner.Config{MaxTurns: calls + 1})
+			b.Cleanup(r.Close)
+			return r
+		}()},
+	}
+	i := 0
+	for b.Loop() {
+		for k := range variants {
+			v := &variants[(i+k)%len(variants)]
+			agent := h.agent(corral.Limits{})
+			run, msg, ev := h.admit(agent, "call true 40 times")
+			events, cancel := v.runner.Subscribe(run.ID)
+			start := time.Now()
+			v.runner.Start(run, msg, ev)
+			if !drained(events, patience) {
+				b.Fatalf("%s run %s did not end within %v", v.name, run.ID, patience)
+			}
+			v.spent += time.Since(start)
+			cancel()
+			if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
+				b.Fatalf("%s run = %s (%s), %v; want completed", v.name, got.Status, got.Reason, err)
+			}
+		}
+		i++
+	}
+	all, rel := variants[0].spent, variants[1].spent
+	b.ReportMetric(float64(rel)/float64(all), "relay/all")
+	b.ReportMetric(float64(all.Microseconds())/1000/float64(i), "all-ms/run")
+	b.ReportMetric(float64(rel.Microseconds())/1000/float64(i), "relay-ms/run")
+}
