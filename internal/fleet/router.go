@@ -386,15 +386,27 @@ func (r *Router) Push(ctx context.Context, agentID, url, branch string, auth *co
 // Sessions: each names its run, whose agent names the node.
 
 // StartSession waits for the node, but is not made twice: a start the
-// relay broke under may have started the session.
+// relay broke under may have started the session. A draining node starts
+// no new session: the run fails saying so.
 func (r *Router) StartSession(ctx context.Context, spec corral.SessionSpec) error {
-	err := r.onSession(ctx, spec.ID, false, func(n corral.Node) error { return n.StartSession(ctx, spec) })
-	if err == nil {
-		if id, err := r.sessionNode(ctx, spec.ID); err == nil {
-			r.mu.Lock()
-			r.sessions[spec.ID] = id
-			r.mu.Unlock()
+	id, err := r.sessionNode(ctx, spec.ID)
+	if err != nil {
+		return err
+	}
+	recs, err := r.store.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.ID == id && rec.Draining {
+			return corral.Errorf(corral.EUNAVAIL, "the sandbox node %s, which holds this agent's workspace, is draining: it starts no new runs", rec.Name)
 		}
+	}
+	err = r.onSession(ctx, spec.ID, false, func(n corral.Node) error { return n.StartSession(ctx, spec) })
+	if err == nil {
+		r.mu.Lock()
+		r.sessions[spec.ID] = id
+		r.mu.Unlock()
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,22 @@ func TestAwayNodeCostsOneGrace(t *testing.T) {
 	_, _, err := r.ReadFile(ctx, corral.FileScope{AgentID: "agt_a"}, "x")
 	if corral.ErrorCode(err) != corral.EUNAVAIL || ctx.Err() != nil {
 		t.Fatalf("a workspace call: %v (ctx %v), want EUNAVAIL at once", err, ctx.Err())
+	}
+}
+
+// draining is placements whose one node is draining.
+type draining struct{ placements }
+
+func (draining) Nodes(context.Context) ([]corral.NodeRecord, error) {
+	return []corral.NodeRecord{{ID: "nod_n", Name: "node-n", Draining: true}}, nil
+}
+
+// TestDrainingNodeStartsNoRun: a run of an agent on a draining node is
+// refused its session, saying why, before the node is asked.
+func TestDrainingNodeStartsNoRun(t *testing.T) {
+	r := NewRouter(New(nil, Config{}), draining{}, time.Millisecond)
+	err := r.StartSession(context.Background(), corral.SessionSpec{ID: "run_1"})
+	if corral.ErrorCode(err) != corral.EUNAVAIL || !strings.Contains(corral.ErrorMessage(err), "node-n") || !strings.Contains(corral.ErrorMessage(err), "draining") {
+		t.Fatalf("StartSession on a draining node: %v", err)
 	}
 }
