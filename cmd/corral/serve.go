@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -327,6 +328,17 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 	}
 
 	mux := http.NewServeMux()
+	// Role control serves its nodes' relays while it starts: reconciling
+	// the runs a stopped control left behind asks the nodes about their
+	// sessions, so they must be able to connect first. Everything else
+	// answers 503 until the server is ready.
+	var opened atomic.Bool
+	srv := newHTTPServer(gated(mux, &opened), log, defaultTimeouts)
+	errc := make(chan error, 1)
+	early := r == role.Control
+	if early {
+		go func() { errc <- srv.Serve(guard) }()
+	}
 	if role.ServesBrowsers(r) {
 		cfg := service.Config{Signup: c.Signup, Log: log}
 		accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
@@ -470,14 +482,15 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		}
 	}
 
-	srv := newHTTPServer(mux, log, defaultTimeouts)
 	if db != nil {
 		go sweepSessions(ctx, db, log)
 	}
 	addr := ln.Addr().String()
+	opened.Store(true)
 	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+addr, "data", c.Data, "signup", c.Signup)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(guard) }()
+	if !early {
+		go func() { errc <- srv.Serve(guard) }()
+	}
 	if ready != nil {
 		ready <- addr
 	}
@@ -763,4 +776,19 @@ func runNode(ctx context.Context, c serveConfig, log *slog.Logger) error {
 	}
 	log.Info("corral sandbox node", "version", buildVersion(), "control", c.Control, "data", c.Data)
 	return agent.Run(ctx)
+}
+
+// gated answers 503 to everything but the nodes' relay until open: what a
+// starting control serves.
+func gated(h http.Handler, open *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !open.Load() && !strings.HasPrefix(r.URL.Path, fleet.RelayPath) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"the server is starting"}}`+"\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -6,11 +6,15 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"corral"
 	"corral/internal/driver"
@@ -162,6 +166,44 @@ func TestSplitRoles(t *testing.T) {
 			t.Fatalf("run = %+v, thread = %+v\ncontrol:\n%s\nnode:\n%s", r, msgs.Items, ctl.Log(), node.Log())
 		}
 	})
+	// A terminal: the browser's websocket ends on control, the shell runs
+	// in the run's sandbox on the node, the bytes cross the relay.
+	t.Run("a terminal through the relay", func(t *testing.T) {
+		var term struct{ Run runAnswer }
+		c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
+		waitFor(t, "the terminal's run to start", func() bool {
+			var r runAnswer
+			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+			if r.Status != "admitted" && r.Status != "running" {
+				t.Fatalf("the terminal's run = %+v\ncontrol:\n%s", r, ctl.Log())
+			}
+			return r.Status == "running"
+		})
+		u, _ := url.Parse(c.base)
+		h := http.Header{}
+		for _, k := range c.c.Jar.Cookies(u) {
+			h.Add("Cookie", k.Name+"="+k.Value)
+		}
+		h.Set("Origin", c.base)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(c.base, "http")+"/api/runs/"+term.Run.ID+"/terminal", &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		ws.Write(ctx, websocket.MessageBinary, []byte("echo on-the-node-$((6*7)) $(cat /proc/sys/kernel/hostname)\n"))
+		var screen strings.Builder
+		for !strings.Contains(screen.String(), "on-the-node-42") {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("the terminal's screen %q: %v", screen.String(), err)
+			}
+			screen.Write(b)
+		}
+		c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
+	})
+
 	// Control goes away and comes back: the node dials again, with the
 	// credential it keeps, and the agent's next run goes to it.
 	crash(ctl)
