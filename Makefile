@@ -17,7 +17,7 @@ FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName
 TOOLS_DIR ?= $(CURDIR)/build/tools
 export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
-.PHONY: all build run test deps tools e2fsprogs vet fmt-check unit fuzz bench clean web web-deps web-test browser
+.PHONY: all build run test deps tools e2fsprogs iproute2 vet fmt-check unit fuzz bench clean web web-deps web-test browser
 
 all: build
 
@@ -33,7 +33,7 @@ build: deps web
 run: build e2fsprogs tools
 	./$(BIN) serve
 
-test: deps tools e2fsprogs fmt-check vet fuzz unit web-test
+test: deps tools e2fsprogs iproute2 fmt-check vet fuzz unit web-test
 
 # The web app: Node 20.19+ (Vite 8) and the npm packages of web/, installed
 # from the lock file when it changed.
@@ -86,6 +86,17 @@ e2fsprogs:
 			echo "installing e2fsprogs"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq e2fsprogs >/dev/null; \
 		else echo "note: mke2fs missing and cannot be installed here (needs root and apt-get): runs will be refused"; fi; }
+
+# The split roles' test across network namespaces (cmd/corral) makes them
+# with ip and throttles a link with tc: iproute2, installed when missing
+# (as root, from Debian's packages). Without it that test skips, or fails
+# where CORRAL_REQUIRE_KERNEL=1.
+iproute2:
+	@command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || [ -x /bin/ip ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing iproute2"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
+		else echo "note: ip missing and cannot be installed here (needs root and apt-get): the network namespaces test will skip"; fi; }
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -51,4 +51,6 @@ type NodeStore interface {
 	// returns where it is.
 	AgentNode(ctx context.Context, agentID string) (string, error)
 	PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error)
+	// SetRunNode records the node a run's session runs on.
+	SetRunNode(ctx context.Context, runID, nodeID string) error
 }

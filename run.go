@@ -89,6 +89,7 @@ type Run struct {
 	RootRunID  string
 	Depth      int
 	ParentCall string
+	Node       string // the sandbox node its session ran on (role control); "" on this machine
 	MessageID  string // the message that started it; "" for a terminal run
 	Driver     string // "" for the built-in agent loop, DriverTerminal, or an agent CLI
 	// StageID names the run's staged tree; it is also the id of the change

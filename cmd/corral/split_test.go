@@ -109,6 +109,11 @@ func TestSplitRoles(t *testing.T) {
 	if r.Status != "completed" || r.ChangeSetID == nil {
 		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
 	}
+	var ran struct{ Node string }
+	c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &ran)
+	if !strings.HasPrefix(ran.Node, "nod_") {
+		t.Fatalf("the run answers node %q, want the node's id", ran.Node)
+	}
 	if tool := model.Requests()[1].Last(); !strings.Contains(tool.Content, "done") {
 		t.Fatalf("the model was told %q", tool.Content)
 	}
@@ -202,6 +207,11 @@ func TestSplitRoles(t *testing.T) {
 			screen.Write(b)
 		}
 		c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
+		waitFor(t, "the terminal's run to end", func() bool {
+			var r runAnswer
+			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+			return r.Status == "killed"
+		})
 	})
 
 	// Control goes away and comes back: the node dials again, with the

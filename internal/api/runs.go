@@ -28,6 +28,8 @@ type runView struct {
 	CreatedAt   string       `json:"created_at"`
 	StartedAt   *string      `json:"started_at"`
 	EndedAt     *string      `json:"ended_at"`
+	// Node is the sandbox node the run's session ran on (role control).
+	Node *string `json:"node,omitempty"`
 }
 
 type tokensView struct {
@@ -45,6 +47,7 @@ func viewRun(r corral.Run) runView {
 	if r.Driver != "" {
 		v.Driver = r.Driver
 	}
+	v.Node = optional(r.Node)
 	if r.TriggeredBy != nil {
 		v.TriggeredBy = &userRefView{ID: r.TriggeredBy.ID, Name: r.TriggeredBy.Name}
 	}

@@ -18,6 +18,7 @@ type Placements interface {
 	PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error)
 	Run(ctx context.Context, id string) (corral.Run, error)
 	Nodes(ctx context.Context) ([]corral.NodeRecord, error)
+	SetRunNode(ctx context.Context, runID, nodeID string) error
 }
 
 // Router is the corral.Node control's runner and services use in the
@@ -407,6 +408,9 @@ func (r *Router) StartSession(ctx context.Context, spec corral.SessionSpec) erro
 		r.mu.Lock()
 		r.sessions[spec.ID] = id
 		r.mu.Unlock()
+		if err := r.store.SetRunNode(ctx, spec.ID, id); err != nil {
+			r.fleet.cfg.Log.Error("the run's node not recorded", "run", spec.ID, "node", id, "err", err)
+		}
 	}
 	return err
 }

@@ -22,6 +22,7 @@ func (placements) Run(_ context.Context, id string) (corral.Run, error) {
 func (placements) Nodes(context.Context) ([]corral.NodeRecord, error) {
 	return []corral.NodeRecord{{ID: "nod_n"}}, nil
 }
+func (placements) SetRunNode(context.Context, string, string) error { return nil }
 
 // TestAwayNodeCostsOneGrace: calls for a node that does not come back
 // wait for it through the grace once; after that they fail at once, and

@@ -178,4 +178,16 @@ func (db *DB) PlaceAgent(ctx context.Context, agentID, nodeID string) (string, e
 	return db.AgentNode(ctx, agentID)
 }
 
+// SetRunNode records the node a run's session runs on.
+func (db *DB) SetRunNode(ctx context.Context, runID, nodeID string) error {
+	res, err := db.exec(ctx, `UPDATE runs SET node_id = ? WHERE id = ?`, nodeID, runID)
+	if err != nil {
+		return corral.Internal("sqlite.SetRunNode", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return corral.NotFound("run")
+	}
+	return nil
+}
+
 var _ corral.NodeStore = (*DB)(nil)

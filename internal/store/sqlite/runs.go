@@ -238,7 +238,7 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 // that triggered it; scanRun reads them in this order.
 const runColumns = `r.id, r.agent_id, r.status, u.id, u.name, r.parent_run_id, r.message_id,
 	r.stage_id, r.change_set_id, r.tokens_input, r.tokens_output, r.violation, r.reason,
-	r.created_at, r.started_at, r.ended_at, r.driver, r.root_run_id, r.depth, r.parent_call`
+	r.created_at, r.started_at, r.ended_at, r.driver, r.root_run_id, r.depth, r.parent_call, r.node_id`
 
 const runFrom = ` FROM runs r LEFT JOIN users u ON u.id = r.triggered_by `
 
@@ -249,7 +249,7 @@ func scanRun(s scanner) (corral.Run, error) {
 	var started, ended sql.NullInt64
 	if err := s.Scan(&r.ID, &r.AgentID, &r.Status, &byID, &byName, &r.ParentRunID, &r.MessageID,
 		&r.StageID, &r.ChangeSetID, &r.Tokens.Input, &r.Tokens.Output, &r.Violation, &r.Reason,
-		&created, &started, &ended, &r.Driver, &r.RootRunID, &r.Depth, &r.ParentCall); err != nil {
+		&created, &started, &ended, &r.Driver, &r.RootRunID, &r.Depth, &r.ParentCall, &r.Node); err != nil {
 		return corral.Run{}, err
 	}
 	if byID.Valid {

@@ -29,8 +29,11 @@ CREATE INDEX node_credentials_node ON node_credentials(node_id);
 -- The node that holds an agent's workspace (and so runs its sessions):
 -- set when the agent is first placed, kept until the workspace is moved.
 ALTER TABLE agents ADD COLUMN node_id TEXT REFERENCES nodes(id) ON DELETE SET NULL;
+-- And the node each run's session ran on.
+ALTER TABLE runs ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
 
 -- +goose Down
+ALTER TABLE runs DROP COLUMN node_id;
 ALTER TABLE agents DROP COLUMN node_id;
 DROP TABLE node_credentials;
 DROP TABLE node_join_tokens;
