@@ -139,7 +139,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.
 	if !r.setCommand(a, "") {
 		return toolResult{ExitCode: -1, Error: "the run was killed"}, nil
 	}
-	err = r.node.Exec(a.ctx, a.run.ID, corral.Command{
+	err = r.node.Exec(r.as(a.ctx, a.run), a.run.ID, corral.Command{
 		ID:        cmdID,
 		Argv:      spec.argv,
 		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
@@ -167,7 +167,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.
 		offset += int64(len(o.Data))
 		exit = o.Exit
 	}
-	text, _ := capText(out.String(), maxToolOutput)
+	text, _ := out.text(maxToolOutput)
 	tr := toolResult{ExitCode: exit.Code, Output: text, Violation: exit.Violation}
 	if call.Name == "shell" || exit.Violation != "" {
 		return tr, nil

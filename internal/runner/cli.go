@@ -117,7 +117,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 			// limit stands, and a CLI that crosses it is a memory violation.
 			spec.Memory = inv.MinMemory
 		}
-		if err := r.node.StartSession(ctx, spec); err != nil {
+		if err := r.node.StartSession(r.as(ctx, *run), spec); err != nil {
 			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
 		}
 		if err := r.store.SetRunToken(ctx, run.ID, hash); err != nil {
@@ -129,7 +129,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		if !r.setCommand(a, "") {
 			return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, true
 		}
-		err = r.node.Exec(ctx, run.ID, corral.Command{
+		err = r.node.Exec(r.as(ctx, *run), run.ID, corral.Command{
 			ID: cmdID, Argv: inv.Argv, Env: inv.Env, Stdin: inv.Stdin,
 			Timeout:   max(time.Until(deadline), time.Millisecond),
 			OutputMax: cliOutputMax,
@@ -228,7 +228,8 @@ func (r *Runner) stepsRecorded(ctx context.Context, runID, cmdID string) int {
 
 // follow waits for a command of a's session to end, publishing its output
 // as it comes and handing each whole line to line, and returns its exit
-// and what it wrote (its first cliOutputMax bytes).
+// and the end of what it wrote (its last cliTail bytes: the trace keeps
+// its last lines).
 func (r *Runner) follow(a *active, cmdID string, line func([]byte)) (*corral.CommandExit, string, error) {
 	out := &output{live: func(offset int, text string) {
 		r.hub.publish(a.run.ID, Event{Output: &Output{ToolCallID: cmdID, Offset: offset, Text: text}})
@@ -242,6 +243,7 @@ func (r *Runner) follow(a *active, cmdID string, line func([]byte)) (*corral.Com
 	var offset int64
 	var red redactor
 	var partial []byte // a line not ended yet
+	var tail []byte    // the end of the output, at most 2*cliTail held
 	lines := func(b []byte, last bool) {
 		partial = append(partial, b...)
 		for {
@@ -269,11 +271,17 @@ func (r *Runner) follow(a *active, cmdID string, line func([]byte)) (*corral.Com
 		clean := red.next(o.Data, o.Exit != nil)
 		out.Write(clean)
 		lines(clean, o.Exit != nil)
+		if tail = append(tail, clean...); len(tail) > 2*cliTail {
+			tail = append([]byte(nil), tail[len(tail)-cliTail:]...)
+		}
 		if o.Exit != nil {
-			return o.Exit, out.String(), nil
+			return o.Exit, string(tail[max(0, len(tail)-cliTail):]), nil
 		}
 	}
 }
+
+// cliTail is how much of the end of a CLI's output follow keeps.
+const cliTail = 64 << 10
 
 // redactor takes every run token out of a stream that comes in pieces (a
 // CLI may well print its environment, and what it prints goes to watchers
@@ -314,7 +322,7 @@ func (r *Runner) writeFiles(a *active, files map[string][]byte) error {
 		}
 		i++
 		id := fmt.Sprintf("config-%d-%d", time.Now().UnixNano(), i)
-		err := r.node.Exec(a.ctx, a.run.ID, corral.Command{
+		err := r.node.Exec(r.as(a.ctx, a.run), a.run.ID, corral.Command{
 			ID:      id,
 			Argv:    []string{"/bin/sh", "-c", `umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", path},
 			Env:     []string{"PATH=/usr/bin:/bin"},

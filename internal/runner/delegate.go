@@ -381,6 +381,21 @@ func (r *Runner) mayGoOn(a *active) bool {
 	return access.Check(ag.Access, access.SendMessage) == access.Allow
 }
 
+// as is ctx carrying the run's actor, its person's level on its agent
+// read now: what a node replays access from for a call that acts in the
+// run's sandbox (corral.Actor). A run whose person lost access carries
+// level none, which a node refuses.
+func (r *Runner) as(ctx context.Context, run corral.Run) context.Context {
+	a := corral.Actor{AgentID: run.AgentID}
+	if run.TriggeredBy != nil {
+		a.UserID = run.TriggeredBy.ID
+		if ag, err := r.store.Agent(ctx, run.AgentID, run.TriggeredBy.ID); err == nil {
+			a.Level = ag.Access
+		}
+	}
+	return corral.WithActor(ctx, a)
+}
+
 // revoked is the outcome of a run whose person lost access.
 var revoked = outcome{status: corral.RunCancelled, reason: "the person who started the run may no longer run this agent"}
 

@@ -393,7 +393,7 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if !reattach {
-		if err := r.node.StartSession(ctx, sessionSpec(*run, agent, timeout)); err != nil {
+		if err := r.node.StartSession(r.as(ctx, *run), sessionSpec(*run, agent, timeout)); err != nil {
 			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
 		}
 	}

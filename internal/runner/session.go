@@ -122,7 +122,7 @@ func (r *Runner) terminalLoop(a *active, reattach bool) (outcome, corral.Agent, 
 		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
 			return r.failed(a, "the workspace could not be staged", err), agent, false
 		}
-		if err := r.node.StartSession(ctx, sessionSpec(*run, agent, timeout)); err != nil {
+		if err := r.node.StartSession(r.as(ctx, *run), sessionSpec(*run, agent, timeout)); err != nil {
 			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
 		}
 		run.Status, run.StartedAt = corral.RunRunning, r.cfg.Now().UTC()

@@ -244,10 +244,17 @@ func sessionSpec(run corral.Run, agent corral.Agent, timeout time.Duration) corr
 // each from its own goroutine. The first maxToolOutput bytes are also
 // handed to live, as they come, for watchers.
 type output struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	live func(offset int, text string)
+	mu    sync.Mutex
+	buf   bytes.Buffer // the head the model, watchers and the trace may see
+	total int64        // and how much the command wrote in all
+	live  func(offset int, text string)
 }
+
+// outputKept is what is kept of a command's output: what the model sees,
+// and enough to end it on a whole character. The rest is counted, not
+// kept: a command may write far more than anyone is shown, and the
+// server must not hold it.
+const outputKept = maxToolOutput + utf8.UTFMax
 
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
@@ -255,7 +262,27 @@ func (o *output) Write(p []byte) (int, error) {
 	if n := o.buf.Len(); o.live != nil && n < maxToolOutput {
 		o.live(n, string(p[:min(len(p), maxToolOutput-n)]))
 	}
-	return o.buf.Write(p)
+	o.total += int64(len(p))
+	if room := outputKept - o.buf.Len(); room > 0 {
+		o.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// text is the output as the model reads it: at most n bytes (n at most
+// maxToolOutput), cut on a character, and how much more there was.
+func (o *output) text(n int) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b := o.buf.Bytes()
+	if o.total <= int64(n) {
+		return string(b), false
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut]) + fmt.Sprintf("\n[... %d more bytes not shown]", o.total-int64(cut)), true
 }
 
 // head is what watchers may see of the output so far.
@@ -266,8 +293,3 @@ func (o *output) head() string {
 	return string(b[:min(len(b), maxToolOutput)])
 }
 
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}

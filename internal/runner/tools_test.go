@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -176,6 +177,48 @@ func TestCapText(t *testing.T) {
 			if kept, _, _ := strings.Cut(got, "\n[... "); truncated &&
 				(!strings.HasPrefix(tt.in, kept) || len(kept) > tt.n || !utf8.ValidString(kept)) {
 				t.Errorf("capText(%q, %d) kept %q, want a whole-rune prefix of at most %d bytes", tt.in, tt.n, kept, tt.n)
+			}
+		})
+	}
+}
+
+// TestOutputKeepsOnlyItsHead: a command's output is counted whole but
+// held only as far as the model reads it, and what the model reads says
+// how much more there was.
+func TestOutputKeepsOnlyItsHead(t *testing.T) {
+	tests := []struct {
+		name   string
+		writes []string
+		want   string // the text, up to its marker
+		cut    bool
+		more   int64
+	}{
+		{"short", []string{"hello\n"}, "hello\n", false, 0},
+		{"exactly the cap", []string{strings.Repeat("a", maxToolOutput)}, strings.Repeat("a", maxToolOutput), false, 0},
+		{"64 MiB in pieces", []string{strings.Repeat("x", 1<<20)}, strings.Repeat("x", maxToolOutput), true, 64<<20 - maxToolOutput},
+		{"cut on a character", []string{strings.Repeat("a", maxToolOutput-1) + "é" + "tail"}, strings.Repeat("a", maxToolOutput-1), true, int64(len("é") + len("tail"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o output
+			n := 1
+			if tt.name == "64 MiB in pieces" {
+				n = 64
+			}
+			for i := 0; i < n; i++ {
+				for _, w := range tt.writes {
+					o.Write([]byte(w))
+				}
+			}
+			if o.buf.Len() > outputKept {
+				t.Fatalf("held %d bytes, want at most %d", o.buf.Len(), outputKept)
+			}
+			got, cut := o.text(maxToolOutput)
+			if cut != tt.cut || !strings.HasPrefix(got, tt.want) {
+				t.Fatalf("text = %.40q… (cut %v), want %.40q… (cut %v)", got, cut, tt.want, tt.cut)
+			}
+			if tt.cut && !strings.HasSuffix(got, fmt.Sprintf("[... %d more bytes not shown]", tt.more)) {
+				t.Fatalf("text ends %q, want %d more bytes", got[len(got)-40:], tt.more)
 			}
 		})
 	}
