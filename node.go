@@ -118,3 +118,35 @@ type CommandExit struct {
 	Violation string // the limit that ended it (the command's or the session's), if one did
 	Output    int64  // bytes it wrote, kept or not
 }
+
+// Actor is who a call that acts in a sandbox is made for: the four fields
+// the access policy decides on (the person, the account session behind
+// them when there is one, the agent, and their level on it), read fresh
+// by control for each call or frame. A sandbox node replays the decision
+// with package access instead of trusting that control made it, and
+// refuses a call that carries none.
+type Actor struct {
+	UserID, SessionID, AgentID string
+	Level                      Level
+}
+
+type actorKey struct{}
+
+// WithActor is ctx carrying a, for the node calls made with it.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// ActorOf is the actor ctx carries, if any.
+func ActorOf(ctx context.Context) (Actor, bool) {
+	a, ok := ctx.Value(actorKey{}).(Actor)
+	return a, ok
+}
+
+// ActingTerminal is a Terminal that takes its viewer's actor, read fresh
+// before each frame, to hand on with the frame (a relayed terminal does;
+// one on this machine needs none).
+type ActingTerminal interface {
+	Terminal
+	Act(a Actor)
+}

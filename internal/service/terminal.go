@@ -59,7 +59,14 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	if run.Status != corral.RunRunning {
 		return nil, corral.Errorf(corral.ECONFLICT, "the run is %s: only a running run has a terminal", run.Status)
 	}
-	conn, err := s.node.Terminal(ctx, runID, cols, rows)
+	act := func(a corral.Agent) corral.Actor {
+		return corral.Actor{UserID: actor.ID, AgentID: a.ID, Level: a.Access}
+	}
+	ag, err := loadAgent(ctx, s.store, actor, run.AgentID, access.UseTerminal)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.node.Terminal(corral.WithActor(ctx, act(ag)), runID, cols, rows)
 	if err != nil {
 		if corral.ErrorCode(err) == corral.ENOTFOUND {
 			return nil, corral.Errorf(corral.ECONFLICT, "the run's session has ended")
@@ -69,8 +76,19 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	s.engine.Note(ctx, runID, trace.TerminalOpened, map[string]any{"user_id": actor.ID, "user": actor.Name})
 	t := &Terminal{Terminal: conn}
 	t.check = func(ctx context.Context) error {
-		_, err := s.loadRun(ctx, actor, runID, access.UseTerminal)
-		return err
+		if _, err := s.loadRun(ctx, actor, runID, access.UseTerminal); err != nil {
+			return err
+		}
+		// A relayed terminal hands the level, read now, on with the frame
+		// this check lets through, for the node to decide again.
+		if at, ok := conn.(corral.ActingTerminal); ok {
+			ag, err := s.store.Agent(ctx, run.AgentID, actor.ID)
+			if err != nil {
+				return err
+			}
+			at.Act(act(ag))
+		}
+		return nil
 	}
 	var once sync.Once
 	t.close = func() {

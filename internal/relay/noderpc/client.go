@@ -43,7 +43,11 @@ func (c *Client) start(ctx context.Context, method string, args any, auth *corra
 	if auth != nil && len(auth.Secret) > maxSecret {
 		return nil, corral.Errorf(corral.EINVALID, "a credential is at most %d KiB", maxSecret>>10)
 	}
-	line, err := json.Marshal(request{M: method, A: args})
+	req := request{M: method, A: args}
+	if w, ok := corral.ActorOf(ctx); ok {
+		req.W = &w
+	}
+	line, err := json.Marshal(req)
 	if err != nil {
 		return nil, corral.Internal("encode the call", err)
 	}

@@ -205,3 +205,8 @@ func (f *inFlight) enter() func() {
 	f.n.Add(1)
 	return func() { f.n.Add(-1) }
 }
+
+// acting is the context of the tests' calls: made for an editor, so the
+// node lets through the calls that act in a sandbox (see TestActorReplayed
+// for those that are not).
+var acting = corral.WithActor(context.Background(), corral.Actor{UserID: "usr_t", AgentID: "agt_t", Level: corral.LevelEditor})

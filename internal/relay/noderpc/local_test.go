@@ -59,7 +59,7 @@ func newLocal(t *testing.T) (*local, *noderpc.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		l.EndAll(context.Background())
+		l.EndAll(acting)
 		l.Close()
 	})
 	n := &local{Local: l, data: data}
@@ -68,14 +68,14 @@ func newLocal(t *testing.T) (*local, *noderpc.Client) {
 
 func stage(t *testing.T, c corral.Node, spec corral.StageSpec) {
 	t.Helper()
-	if err := c.Stage(context.Background(), spec); err != nil {
+	if err := c.Stage(acting, spec); err != nil {
 		kerneltest.Skip(t, "staging needs overlayfs or a copy: %v", err)
 	}
 }
 
 // TestTrees: a run's tree, from staging to apply, through the relay.
 func TestTrees(t *testing.T) {
-	ctx := context.Background()
+	ctx := acting
 	l, c := newLocal(t)
 	const agent, stg = "agt_rpc", "chg_rpc"
 	scope := corral.FileScope{AgentID: agent}
@@ -142,7 +142,7 @@ func TestTrees(t *testing.T) {
 // through the relay, code and message: a Session of no session is
 // ENOTFOUND, which the runner depends on.
 func TestSameErrorsAsTheNode(t *testing.T) {
-	ctx := context.Background()
+	ctx := acting
 	l, c := newLocal(t)
 	calls := []struct {
 		name string
@@ -228,7 +228,7 @@ func filesOf(t *testing.T, tgz []byte) map[string]string {
 // workspace, and the workspace's archive comes back whole, byte for byte
 // what the node makes.
 func TestImportAndArchive(t *testing.T) {
-	ctx := context.Background()
+	ctx := acting
 	l, c := newLocal(t)
 	const agent = "agt_io"
 	files := map[string]string{"readme.md": "hello\n", "src/main.go": "package main\n", "src/big.bin": strings.Repeat("0123456789", 200<<10)}
@@ -264,7 +264,7 @@ func needSessions(t *testing.T) {
 func startSession(t *testing.T, c corral.Node, run string) {
 	t.Helper()
 	stage(t, c, corral.StageSpec{ID: "chg_" + run, AgentID: "agt_" + run})
-	if err := c.StartSession(context.Background(), corral.SessionSpec{ID: run, StageID: "chg_" + run, Wall: 10 * time.Minute}); err != nil {
+	if err := c.StartSession(acting, corral.SessionSpec{ID: run, StageID: "chg_" + run, Wall: 10 * time.Minute}); err != nil {
 		t.Fatalf("StartSession: %v", err)
 	}
 }
@@ -275,7 +275,7 @@ func outputUntilExit(t *testing.T, c corral.Node, run, cmd string) (string, *cor
 	var out []byte
 	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
-		o, err := c.Output(context.Background(), run, cmd, int64(len(out)), true)
+		o, err := c.Output(acting, run, cmd, int64(len(out)), true)
 		if err != nil {
 			t.Fatalf("Output(%s): %v", cmd, err)
 		}
@@ -295,7 +295,7 @@ var env = []string{"PATH=/usr/bin:/bin"}
 // signals, the end.
 func TestSessions(t *testing.T) {
 	needSessions(t)
-	ctx := context.Background()
+	ctx := acting
 	l, c := newLocal(t)
 	const run = "run_rpc"
 	startSession(t, c, run)
@@ -390,7 +390,7 @@ func (s *screen) typeIn(text string) {
 // shell; the shell's exit is io.EOF.
 func TestTerminal(t *testing.T) {
 	needSessions(t)
-	ctx := context.Background()
+	ctx := acting
 	_, c := newLocal(t)
 	const run = "run_term"
 	startSession(t, c, run)

@@ -47,7 +47,7 @@ func TestErrorsCross(t *testing.T) {
 			srv := serve(t, &fake{session: func(context.Context, string) (corral.SessionState, error) {
 				return corral.SessionState{}, tt.err
 			}})
-			_, err := srv.client().Session(context.Background(), "s1")
+			_, err := srv.client().Session(acting, "s1")
 			var e *corral.Error
 			if !errors.As(err, &e) || e.Code != tt.wantCode || e.Message != tt.wantMessage {
 				t.Fatalf("Session = %#v, want %s %q", err, tt.wantCode, tt.wantMessage)
@@ -72,10 +72,10 @@ func TestAPanicEndsOnlyItsCall(t *testing.T) {
 		return corral.SessionState{ID: id}, nil
 	}})
 	c := srv.client()
-	if _, err := c.Session(context.Background(), "s-panics"); corral.ErrorCode(err) != corral.EUNAVAIL {
+	if _, err := c.Session(acting, "s-panics"); corral.ErrorCode(err) != corral.EUNAVAIL {
 		t.Fatalf("the call that panicked: %v, want EUNAVAIL", err)
 	}
-	if st, err := c.Session(context.Background(), "s1"); err != nil || st.ID != "s1" {
+	if st, err := c.Session(acting, "s1"); err != nil || st.ID != "s1" {
 		t.Fatalf("the next call: %+v, %v", st, err)
 	}
 	if !strings.Contains(srv.log.String(), "a bug in the node") {
@@ -102,7 +102,7 @@ func TestResultsCross(t *testing.T) {
 		},
 	})
 	c := srv.client()
-	ctx := context.Background()
+	ctx := acting
 	if got, err := c.Session(ctx, "s1"); err != nil || got != state {
 		t.Errorf("Session = %+v, %v; want %+v", got, err, state)
 	}
@@ -164,7 +164,7 @@ func TestClientRefusesOversizeCalls(t *testing.T) {
 		return corral.CommitResult{}, nil
 	}})
 	c := srv.client()
-	ctx := context.Background()
+	ctx := acting
 	// 8 MiB, base64'd by encoding/json, fits...
 	if _, err := c.WriteFile(ctx, corral.FileWrite{AgentID: "a", Path: "f", Content: make([]byte, corral.MaxFile)}); err != nil || !called.Load() {
 		t.Fatalf("WriteFile of MaxFile bytes: %v (served: %v)", err, called.Load())
@@ -212,7 +212,7 @@ func TestBrokenStreams(t *testing.T) {
 				var d net.Dialer
 				return d.DialContext(ctx, "tcp", ln.Addr().String())
 			})
-			st, err := client.Session(context.Background(), "s1")
+			st, err := client.Session(acting, "s1")
 			if corral.ErrorCode(err) != tt.wantCode {
 				t.Fatalf("Session = %+v, %v; want %s", st, err, tt.wantCode)
 			}
@@ -263,7 +263,7 @@ func TestCancelReachesTheNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(acting)
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- tt.call(ctx) }()
@@ -353,10 +353,10 @@ func TestBackpressure(t *testing.T) {
 		consume func(h io.Writer, pause func()) error
 	}{
 		{"archive", func(h io.Writer, pause func()) error {
-			return c.Archive(context.Background(), corral.FileScope{AgentID: "a"}, &pausingWriter{w: h, at: pauseAt, pause: pause})
+			return c.Archive(acting, corral.FileScope{AgentID: "a"}, &pausingWriter{w: h, at: pauseAt, pause: pause})
 		}},
 		{"terminal", func(h io.Writer, pause func()) error {
-			term, err := c.Terminal(context.Background(), "s1", 80, 24)
+			term, err := c.Terminal(acting, "s1", 80, 24)
 			if err != nil {
 				return err
 			}
@@ -490,7 +490,7 @@ func TestCredentials(t *testing.T) {
 					Err: errors.New("git said: bad credential " + secret)}
 			}}
 		}, func(c *noderpc.Client, auth *corral.GitAuth) error {
-			_, err := c.Clone(context.Background(), "a", corral.CloneSpec{URL: "https://example.com/r.git", Auth: auth},
+			_, err := c.Clone(acting, "a", corral.CloneSpec{URL: "https://example.com/r.git", Auth: auth},
 				func(p int) { progress = append(progress, p) })
 			return err
 		}, corral.EFORBIDDEN},
@@ -503,7 +503,7 @@ func TestCredentials(t *testing.T) {
 				return corral.PushResult{}, errors.New("git push https://" + username + ":" + secret + "@example.com failed")
 			}}
 		}, func(c *noderpc.Client, auth *corral.GitAuth) error {
-			_, err := c.Push(context.Background(), "a", "https://example.com/r.git", "main", auth)
+			_, err := c.Push(acting, "a", "https://example.com/r.git", "main", auth)
 			return err
 		}, corral.EINTERNAL},
 	}
@@ -555,7 +555,7 @@ func TestCredentials(t *testing.T) {
 		}
 		return corral.PushResult{Branch: "main", Head: "abc", Commits: 2}, nil
 	}})
-	if res, err := srv.client().Push(context.Background(), "a", "https://example.com/r.git", "main", nil); err != nil || res.Commits != 2 {
+	if res, err := srv.client().Push(acting, "a", "https://example.com/r.git", "main", nil); err != nil || res.Commits != 2 {
 		t.Fatalf("Push without a credential = %+v, %v", res, err)
 	}
 }
@@ -589,7 +589,7 @@ func TestImport(t *testing.T) {
 		return corral.ImportResult{Bytes: n, Commit: corral.CommitResult{SHA: fmt.Sprintf("%x", h.Sum(nil))}}, err
 	}})
 	c := srv.client()
-	ctx := context.Background()
+	ctx := acting
 
 	whole := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16+7)
 	res, err := c.Import(ctx, "a", "application/x-tar", io.MultiReader(strings.NewReader("tar:"), bytes.NewReader(whole)), nil)

@@ -36,7 +36,7 @@ func TestOverTheRelay(t *testing.T) {
 	}
 	ctl := httptest.NewServer(relay.Handler(auth, func(_ string, s *relay.Session) { sessions <- s }, cfg))
 	defer ctl.Close()
-	nodeEnd, err := relay.Dial(context.Background(), "ws"+strings.TrimPrefix(ctl.URL, "http"),
+	nodeEnd, err := relay.Dial(acting, "ws"+strings.TrimPrefix(ctl.URL, "http"),
 		http.Header{"Authorization": {"Bearer node"}}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestOverTheRelay(t *testing.T) {
 		}
 	}()
 	c := noderpc.NewClient(controlEnd.Open)
-	ctx := context.Background()
+	ctx := acting
 
 	t.Run("errors", func(t *testing.T) {
 		if st, err := c.Session(ctx, "run_live"); err != nil || !st.Running {

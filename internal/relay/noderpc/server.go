@@ -58,6 +58,7 @@ type served struct {
 
 	// secret is the call's credential while it runs: taken out of errors.
 	secret []byte
+	actor  *corral.Actor // of a call that acts in a sandbox
 }
 
 func serveCall(base context.Context, conn net.Conn, n corral.Node, log *slog.Logger) {
@@ -86,6 +87,7 @@ func serveCall(base context.Context, conn net.Conn, n corral.Node, log *slog.Log
 	var req struct {
 		M string          `json:"m"`
 		A json.RawMessage `json:"a"`
+		W *corral.Actor   `json:"w"`
 	}
 	if err := json.Unmarshal(line, &req); err != nil {
 		c.fail(corral.Errorf(corral.EINVALID, "the call is malformed"))
@@ -101,6 +103,13 @@ func serveCall(base context.Context, conn net.Conn, n corral.Node, log *slog.Log
 		return
 	}
 	c.method = req.M
+	if action, ok := acting[req.M]; ok {
+		if err := allowed(req.W, action); err != nil {
+			c.fail(err)
+			return
+		}
+		c.actor = req.W
+	}
 	m(ctx, n, req.A, c)
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"corral/internal/access"
+
 	"corral"
 )
 
@@ -39,7 +41,12 @@ func serveTerminal(ctx context.Context, n corral.Node, args json.RawMessage, c *
 		defer close(out)
 		terminalOutput(c, term, detach)
 	}()
-	terminalInput(c, term)
+	if err := terminalInput(c, term); err != nil {
+		// Refused a frame: the viewer is detached, and told why.
+		detach()
+		<-out
+		return
+	}
 	// The client detached or went: nobody reads the screen any more.
 	c.gone()
 	detach()
@@ -47,17 +54,33 @@ func serveTerminal(ctx context.Context, n corral.Node, args json.RawMessage, c *
 }
 
 // terminalInput passes what the client sends to the shell, a frame at a
-// time, until it detaches.
-func terminalInput(c *served, term corral.Terminal) {
+// time, until it detaches. Each input frame is let through only when the
+// actor that came with it (the call's, or a later actor frame's) may use
+// the terminal: a grant revoked on control cuts the terminal here on its
+// next keystroke. A refusal is returned, after the client is told.
+func terminalInput(c *served, term corral.Terminal) error {
 	buf := make([]byte, maxChunk)
 	var werr error
+	actor := c.actor
 	for {
 		typ, p, err := c.r.frame(buf)
 		if err != nil {
-			return
+			return nil
 		}
 		switch typ {
+		case frameActor:
+			var w corral.Actor
+			if json.Unmarshal(p, &w) != nil {
+				return nil
+			}
+			actor = &w
 		case frameData:
+			if err := allowed(actor, access.UseTerminal); err != nil {
+				if c.frame(frameEnd, nil) == nil {
+					c.answer(nil, err)
+				}
+				return err
+			}
 			// A shell that is gone takes nothing more; its end reaches the
 			// client on the screen's side.
 			if werr == nil {
@@ -68,9 +91,9 @@ func terminalInput(c *served, term corral.Terminal) {
 				term.Resize(int(binary.BigEndian.Uint16(p[:2])), int(binary.BigEndian.Uint16(p[2:])))
 			}
 		case frameClose:
-			return
+			return nil
 		default:
-			return // not a terminal's frame
+			return nil // not a terminal's frame
 		}
 	}
 }
@@ -130,6 +153,7 @@ type terminal struct {
 
 	wmu    sync.Mutex
 	wbuf   []byte
+	actor  *corral.Actor // sent before each input frame
 	closed atomic.Bool
 	once   sync.Once
 }
@@ -175,10 +199,23 @@ func (t *terminal) write(typ byte, p []byte) error {
 	return nil
 }
 
-// Write types p.
+// Act sets the actor sent with the frames typed from now on.
+func (t *terminal) Act(a corral.Actor) {
+	t.wmu.Lock()
+	t.actor = &a
+	t.wmu.Unlock()
+}
+
+// Write types p, after the actor Act last set.
 func (t *terminal) Write(p []byte) (int, error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	if t.actor != nil {
+		b, _ := json.Marshal(t.actor)
+		if err := t.write(frameActor, b); err != nil {
+			return 0, err
+		}
+	}
 	n := 0
 	for len(p) > 0 {
 		k := min(len(p), maxChunk)
@@ -222,3 +259,4 @@ func (t *terminal) Close() error {
 	})
 	return nil
 }
+var _ corral.ActingTerminal = (*terminal)(nil)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 
+	"corral/internal/access"
+
 	"corral"
 )
 
@@ -131,11 +133,39 @@ func putFrame(buf []byte, typ byte, p []byte) []byte {
 	return buf[:frameHeader+n]
 }
 
-// request is a header line.
+// request is a header line: the method, its arguments, and who it is
+// made for (see acting).
 type request struct {
-	M string `json:"m"`
-	A any    `json:"a"`
+	M string        `json:"m"`
+	A any           `json:"a"`
+	W *corral.Actor `json:"w,omitempty"`
 }
+
+// acting are the calls that act in a sandbox, and what each needs of the
+// level its actor holds: the node replays the decision with package
+// access, and refuses such a call that carries no actor. Calls that only
+// read or end (Output, Signal, EndSession) need none: ending a run must
+// never be refused.
+var acting = map[string]access.Action{
+	"StartSession": access.SendMessage,
+	"Exec":         access.SendMessage,
+	"Terminal":     access.UseTerminal,
+}
+
+// allowed replays the access decision for a call or a frame.
+func allowed(w *corral.Actor, action access.Action) error {
+	if w == nil {
+		return corral.Errorf(corral.EFORBIDDEN, "the sandbox node refuses a call that says for whom it is made")
+	}
+	if err := access.Check(w.Level, action).Err("agent", action); err != nil {
+		return corral.Errorf(corral.EFORBIDDEN, "the sandbox node refuses: the person's access does not allow %s", action)
+	}
+	return nil
+}
+
+// frameActor, on a terminal, carries the actor of the input frame that
+// follows (JSON), read fresh by control for that frame.
+const frameActor = 'w'
 
 // wireError is what crosses of an error.
 type wireError struct {
