@@ -292,4 +292,3 @@ func (o *output) head() string {
 	b := o.buf.Bytes()
 	return string(b[:min(len(b), maxToolOutput)])
 }
-

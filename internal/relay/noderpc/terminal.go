@@ -259,4 +259,5 @@ func (t *terminal) Close() error {
 	})
 	return nil
 }
+
 var _ corral.ActingTerminal = (*terminal)(nil)
