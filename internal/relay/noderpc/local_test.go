@@ -35,7 +35,7 @@ func (l *local) Output(ctx context.Context, sessionID, commandID string, offset 
 	return l.Local.Output(ctx, sessionID, commandID, offset, wait)
 }
 
-func newLocal(t *testing.T) (*local, *noderpc.Client) {
+func newLocal(t testing.TB) (*local, *noderpc.Client) {
 	t.Helper()
 	data := t.TempDir()
 	// The sandbox's user must reach staged trees under it; t.TempDir
@@ -66,7 +66,7 @@ func newLocal(t *testing.T) (*local, *noderpc.Client) {
 	return n, serve(t, n).client()
 }
 
-func stage(t *testing.T, c corral.Node, spec corral.StageSpec) {
+func stage(t testing.TB, c corral.Node, spec corral.StageSpec) {
 	t.Helper()
 	if err := c.Stage(acting, spec); err != nil {
 		kerneltest.Skip(t, "staging needs overlayfs or a copy: %v", err)
@@ -253,7 +253,7 @@ func TestImportAndArchive(t *testing.T) {
 }
 
 // needSessions skips where the sandbox cannot run.
-func needSessions(t *testing.T) {
+func needSessions(t testing.TB) {
 	t.Helper()
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "sessions need the sandbox: %v", err)
@@ -261,7 +261,7 @@ func needSessions(t *testing.T) {
 }
 
 // startSession stages a tree for the run and starts its session.
-func startSession(t *testing.T, c corral.Node, run string) {
+func startSession(t testing.TB, c corral.Node, run string) {
 	t.Helper()
 	stage(t, c, corral.StageSpec{ID: "chg_" + run, AgentID: "agt_" + run})
 	if err := c.StartSession(acting, corral.SessionSpec{ID: run, StageID: "chg_" + run, Wall: 10 * time.Minute}); err != nil {
