@@ -31,9 +31,27 @@ func startServer(t *testing.T, data string, env ...string) *server {
 // startServerAt is startServer on a given address.
 func startServerAt(t *testing.T, addr, data string, env ...string) *server {
 	t.Helper()
-	s := &server{eof: make(chan struct{})}
-	s.cmd = exec.Command(os.Args[0], "serve", "--addr", addr, "--data", data)
-	s.cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	cmd := exec.Command(os.Args[0], "serve", "--addr", addr, "--data", data)
+	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	serving := regexp.MustCompile(`corral serving.* addr=(http://[0-9.]+:\d+)`)
+	var base string
+	s := startProcess(t, cmd, "the server never said it was serving", func(line string) bool {
+		if m := serving.FindStringSubmatch(line); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	s.base = base
+	return s
+}
+
+// startProcess starts cmd (a test binary acting as corral), and returns
+// once a line of its log satisfies ready; never, and the test fails with
+// never and the log. The log stays drained and kept; the test ends the
+// process if nothing else does.
+func startProcess(t *testing.T, cmd *exec.Cmd, never string, ready func(line string) bool) *server {
+	t.Helper()
+	s := &server{cmd: cmd, eof: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -43,15 +61,13 @@ func startServerAt(t *testing.T, addr, data string, env ...string) *server {
 	}
 	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
 	lines := bufio.NewScanner(stderr)
-	serving := regexp.MustCompile(`corral serving.* addr=(http://127\.0\.0\.1:\d+)`)
-	for s.base == "" && lines.Scan() {
+	seen := false
+	for !seen && lines.Scan() {
 		s.logLine(lines.Text())
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			s.base = m[1]
-		}
+		seen = ready(lines.Text())
 	}
-	if s.base == "" {
-		t.Fatalf("the server never said it was serving:\n%s", s.Log())
+	if !seen {
+		t.Fatalf("%s:\n%s", never, s.Log())
 	}
 	go func() {
 		defer close(s.eof)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"net"
@@ -27,36 +26,14 @@ import (
 // with token, and returns once it says it is connected.
 func startNode(t *testing.T, data, control, token string) *server {
 	t.Helper()
-	s := &server{eof: make(chan struct{})}
-	s.cmd = exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", "node-a")
-	s.cmd.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token)
+	cmd := exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", "node-a")
+	cmd.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token)
 	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
-		s.cmd.Args = append(s.cmd.Args, "--tools-dir", tools)
+		cmd.Args = append(cmd.Args, "--tools-dir", tools)
 	}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
-	lines := bufio.NewScanner(stderr)
-	connected := false
-	for !connected && lines.Scan() {
-		s.logLine(lines.Text())
-		connected = strings.Contains(lines.Text(), "connected to control")
-	}
-	if !connected {
-		t.Fatalf("the node never connected:\n%s", s.Log())
-	}
-	go func() {
-		defer close(s.eof)
-		for lines.Scan() {
-			s.logLine(lines.Text())
-		}
-	}()
-	return s
+	return startProcess(t, cmd, "the node never connected", func(line string) bool {
+		return strings.Contains(line, "connected to control")
+	})
 }
 
 // TestSplitRoles: a control (database, keys, gateway, no sandbox) and a
