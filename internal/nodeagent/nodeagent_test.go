@@ -1,0 +1,120 @@
+package nodeagent
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"corral"
+	"corral/internal/fleet"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+)
+
+// TestJoinsAndRenews: a node joins with its join token, keeps the
+// credential it is given (0600), connects, and renews the credential over
+// the relay; the renewed one is good, the join token is used up, and a
+// restarted node connects with the credential it kept.
+func TestJoinsAndRenews(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	nodes := service.NewNodes(db, service.NodesConfig{})
+	f := fleet.New(nodes, fleet.Config{})
+	defer f.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	token, _, err := nodes.JoinToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	a, err := New(Config{Control: srv.URL, Join: token, Name: "node-t", Data: data, Renew: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+
+	path := filepath.Join(data, CredentialFile)
+	read := func() []byte { b, _ := os.ReadFile(path); return bytes.TrimSpace(b) }
+	deadline := time.Now().Add(time.Minute)
+	for len(read()) == 0 || len(f.Connected()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the node never joined and connected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first := read()
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the credential file: %v, %v; want 0600", st, err)
+	}
+	for bytes.Equal(read(), first) {
+		if time.Now().After(deadline) {
+			t.Fatal("the credential was never renewed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := nodes.Authenticate(ctx, string(read())); err != nil {
+		t.Fatalf("the renewed credential: %v", err)
+	}
+	if _, _, _, err := nodes.Join(ctx, token, "again"); corral.ErrorCode(err) != corral.EUNAUTH {
+		t.Fatalf("the join token again: %v, want EUNAUTH", err)
+	}
+
+	// A restart: no join token now, the kept credential is enough.
+	cancel()
+	<-done
+	f.Close()
+	f2 := fleet.New(nodes, fleet.Config{})
+	defer f2.Close()
+	srv2 := httptest.NewServer(f2.Handler())
+	defer srv2.Close()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	b, err := New(Config{Control: srv2.URL, Name: "node-t", Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Run(ctx2)
+	for len(f2.Connected()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted node never connected with its kept credential")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRefusesToStartUnjoined: a node with no credential and no join token
+// says how to join, and one whose credential control refuses says to
+// join again, instead of retrying for ever.
+func TestRefusesToStartUnjoined(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := fleet.New(service.NewNodes(db, service.NodesConfig{}), fleet.Config{})
+	defer f.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	a, _ := New(Config{Control: srv.URL, Data: t.TempDir()})
+	if err := a.Run(ctx); corral.ErrorCode(err) != corral.EINVALID {
+		t.Fatalf("an unjoined node: %v, want EINVALID saying to join", err)
+	}
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, CredentialFile), []byte("cnc_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n"), 0o600)
+	b, _ := New(Config{Control: srv.URL, Data: data})
+	if err := b.Run(ctx); corral.ErrorCode(err) != corral.EUNAUTH {
+		t.Fatalf("a node with an unknown credential: %v, want EUNAUTH saying to join again", err)
+	}
+}
