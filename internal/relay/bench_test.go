@@ -15,7 +15,6 @@ import (
 //
 //	go test -run '^$' -bench Throughput -benchtime 2x -count 3 ./internal/relay/
 func BenchmarkThroughput(b *testing.B) {
-	const total = 1 << 30
 	ctl := newControl(b, Config{})
 	node, err := Dial(context.Background(), ctl.url(), map[string][]string{"Authorization": {"Bearer good"}}, Config{})
 	if err != nil {
@@ -30,57 +29,16 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	defer ctlEnd.Close()
 
-	relayed := func() time.Duration {
-		done := make(chan int64, 1)
-		go func() {
-			c, err := node.Accept()
-			if err != nil {
-				done <- 0
-				return
-			}
-			n, _ := io.Copy(io.Discard, c)
-			done <- n
-		}()
-		c, err := ctlEnd.Open(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		send(b, c, total)
-		c.Close()
-		if n := <-done; n != total {
-			b.Fatalf("the relay carried %d bytes, want %d", n, total)
-		}
-		return time.Since(start)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ln.Close()
+	relayed := func() time.Duration {
+		return copyOnce(b, node.Accept, func() (net.Conn, error) { return ctlEnd.Open(context.Background()) })
+	}
 	plain := func() time.Duration {
-		done := make(chan int64, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				done <- 0
-				return
-			}
-			defer c.Close()
-			n, _ := io.Copy(io.Discard, c)
-			done <- n
-		}()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		send(b, c, total)
-		c.Close()
-		if n := <-done; n != total {
-			b.Fatalf("TCP carried %d bytes, want %d", n, total)
-		}
-		return time.Since(start)
+		return copyOnce(b, ln.Accept, func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) })
 	}
 	var rel, tcp time.Duration
 	i := 0
@@ -98,6 +56,36 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(mbs(rel), "relay-MiB/s")
 	b.ReportMetric(mbs(tcp), "tcp-MiB/s")
 	b.ReportMetric(mbs(rel)/mbs(tcp), "relay/tcp")
+}
+
+// total is what each copy of BenchmarkThroughput carries.
+const total = 1 << 30
+
+// copyOnce sends total bytes on a connection open makes to one accept
+// takes, and returns how long until the last arrived.
+func copyOnce(b *testing.B, accept, open func() (net.Conn, error)) time.Duration {
+	done := make(chan int64, 1)
+	go func() {
+		c, err := accept()
+		if err != nil {
+			done <- 0
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		done <- n
+	}()
+	c, err := open()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	send(b, c, total)
+	c.Close()
+	if n := <-done; n != total {
+		b.Fatalf("carried %d bytes, want %d", n, total)
+	}
+	return time.Since(start)
 }
 
 // send writes n bytes to w in 32 KiB pieces.

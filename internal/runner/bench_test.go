@@ -48,22 +48,7 @@ func BenchmarkLoopGatewayOverhead(b *testing.B) {
 	for b.Loop() {
 		for k := range variants {
 			v := &variants[(i+k)%len(variants)]
-			// A fresh agent each time, so that no run carries an earlier
-			// run's conversation.
-			agent := h.agent(corral.Limits{})
-			run, msg, ev := h.admit(agent, "what is in the workspace?")
-			events, cancel := v.runner.Subscribe(run.ID)
-			start := time.Now()
-			v.runner.Start(run, msg, ev)
-			// The channel closes once the run's final status is stored.
-			if !drained(events, patience) {
-				b.Fatalf("%s run %s did not end within %v", v.name, run.ID, patience)
-			}
-			v.spent += time.Since(start)
-			cancel()
-			if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
-				b.Fatalf("%s run = %s (%s), %v; want completed", v.name, got.Status, got.Reason, err)
-			}
+			v.spent += timeRun(b, h, v.name, v.runner, "what is in the workspace?")
 		}
 		i++
 	}
@@ -146,6 +131,28 @@ func BenchmarkRunShellCalls(b *testing.B) {
 	b.ReportMetric(ms(long), "ms/run")
 	b.ReportMetric(ms(short), "ms/run-1-call")
 	b.ReportMetric((ms(long)-ms(short))/(benchToolCalls-1), "ms/extra-call")
+}
+
+// timeRun runs one run of a fresh agent (so that no run carries an
+// earlier run's conversation) with r, and returns how long it took to its
+// final status, which must be completed.
+func timeRun(b *testing.B, h *harness, name string, r *runner.Runner, content string) time.Duration {
+	b.Helper()
+	agent := h.agent(corral.Limits{})
+	run, msg, ev := h.admit(agent, content)
+	events, cancel := r.Subscribe(run.ID)
+	defer cancel()
+	start := time.Now()
+	r.Start(run, msg, ev)
+	// The channel closes once the run's final status is stored.
+	if !drained(events, patience) {
+		b.Fatalf("%s run %s did not end within %v", name, run.ID, patience)
+	}
+	spent := time.Since(start)
+	if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
+		b.Fatalf("%s run = %s (%s), %v; want completed", name, got.Status, got.Reason, err)
+	}
+	return spent
 }
 
 // drained reads events until the channel closes; false if it is still

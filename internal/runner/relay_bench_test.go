@@ -69,19 +69,7 @@ func BenchmarkRunRelayed(b *testing.B) {
 	for b.Loop() {
 		for k := range variants {
 			v := &variants[(i+k)%len(variants)]
-			agent := h.agent(corral.Limits{})
-			run, msg, ev := h.admit(agent, "call true 40 times")
-			events, cancel := v.runner.Subscribe(run.ID)
-			start := time.Now()
-			v.runner.Start(run, msg, ev)
-			if !drained(events, patience) {
-				b.Fatalf("%s run %s did not end within %v", v.name, run.ID, patience)
-			}
-			v.spent += time.Since(start)
-			cancel()
-			if got, err := h.db.Run(context.Background(), run.ID); err != nil || got.Status != corral.RunCompleted {
-				b.Fatalf("%s run = %s (%s), %v; want completed", v.name, got.Status, got.Reason, err)
-			}
+			v.spent += timeRun(b, h, v.name, v.runner, "call true 40 times")
 		}
 		i++
 	}

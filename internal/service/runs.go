@@ -193,21 +193,27 @@ func (s *Runs) load(ctx context.Context, actor corral.User, agentID string, acti
 // loadRun reads a run and checks the actor's access to its agent. A run of
 // an agent the actor may not see is not found, like a missing one.
 func (s *Runs) loadRun(ctx context.Context, actor corral.User, runID string, action access.Action) (corral.Run, error) {
+	run, _, err := s.loadRunAgent(ctx, actor, runID, action)
+	return run, err
+}
+
+// loadRunAgent is loadRun with the run's agent, as actor has it.
+func (s *Runs) loadRunAgent(ctx context.Context, actor corral.User, runID string, action access.Action) (corral.Run, corral.Agent, error) {
 	run, err := s.store.Run(ctx, runID)
 	if err != nil {
-		return corral.Run{}, err
+		return corral.Run{}, corral.Agent{}, err
 	}
 	a, err := s.store.Agent(ctx, run.AgentID, actor.ID)
 	if err != nil {
 		if corral.ErrorCode(err) == corral.ENOTFOUND {
-			return corral.Run{}, corral.NotFound("run")
+			return corral.Run{}, corral.Agent{}, corral.NotFound("run")
 		}
-		return corral.Run{}, err
+		return corral.Run{}, corral.Agent{}, err
 	}
 	if action == access.StopOwnRun && (run.TriggeredBy == nil || run.TriggeredBy.ID != actor.ID) {
 		action = access.StopAnyRun
 	}
-	return run, access.Check(a.Access, action).Err("run", action)
+	return run, a, access.Check(a.Access, action).Err("run", action)
 }
 
 // List returns an agent's runs, newest first.

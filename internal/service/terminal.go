@@ -49,7 +49,7 @@ func (t *Terminal) Close() error {
 // needs editor access to the run's agent; the run must be active. The shell
 // starts, cols × rows, if none runs.
 func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, cols, rows int) (*Terminal, error) {
-	run, err := s.loadRun(ctx, actor, runID, access.UseTerminal)
+	run, ag, err := s.loadRunAgent(ctx, actor, runID, access.UseTerminal)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +62,6 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	act := func(a corral.Agent) corral.Actor {
 		return corral.Actor{UserID: actor.ID, AgentID: a.ID, Level: a.Access}
 	}
-	ag, err := loadAgent(ctx, s.store, actor, run.AgentID, access.UseTerminal)
-	if err != nil {
-		return nil, err
-	}
 	conn, err := s.node.Terminal(corral.WithActor(ctx, act(ag)), runID, cols, rows)
 	if err != nil {
 		if corral.ErrorCode(err) == corral.ENOTFOUND {
@@ -76,16 +72,13 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	s.engine.Note(ctx, runID, trace.TerminalOpened, map[string]any{"user_id": actor.ID, "user": actor.Name})
 	t := &Terminal{Terminal: conn}
 	t.check = func(ctx context.Context) error {
-		if _, err := s.loadRun(ctx, actor, runID, access.UseTerminal); err != nil {
+		_, ag, err := s.loadRunAgent(ctx, actor, runID, access.UseTerminal)
+		if err != nil {
 			return err
 		}
-		// A relayed terminal hands the level, read now, on with the frame
+		// A relayed terminal hands the level just read on with the frame
 		// this check lets through, for the node to decide again.
 		if at, ok := conn.(corral.ActingTerminal); ok {
-			ag, err := s.store.Agent(ctx, run.AgentID, actor.ID)
-			if err != nil {
-				return err
-			}
 			at.Act(act(ag))
 		}
 		return nil
