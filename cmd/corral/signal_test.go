@@ -15,6 +15,9 @@ import (
 func TestMain(m *testing.M) {
 	maybeInit()
 	if os.Getenv("CORRAL_TEST_AS_MAIN") == "1" {
+		if path := os.Getenv("CORRAL_TEST_HEAPDUMP"); path != "" {
+			dumpHeapOnSignal(path)
+		}
 		main()
 		return
 	}

@@ -23,11 +23,11 @@ import (
 )
 
 // startNode runs `corral serve --role sandbox` on data, joining control
-// with token, and returns once it says it is connected.
-func startNode(t *testing.T, data, control, token string) *server {
+// with token, env added, and returns once it says it is connected.
+func startNode(t *testing.T, data, control, token string, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", "node-a")
-	cmd.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token)
+	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token), env...)
 	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
 		cmd.Args = append(cmd.Args, "--tools-dir", tools)
 	}

@@ -46,6 +46,9 @@ type Fleet struct {
 	cfg    Config
 
 	gw *conns // the sessions' gateway connections the nodes carried here
+	// carries says whether a run's session is on a node: a node carries
+	// gateway connections for its own sessions only (the Router's).
+	carries func(ctx context.Context, nodeID, runID string) bool
 
 	mu      sync.Mutex
 	live    map[string]*member
@@ -218,7 +221,8 @@ func (f *Fleet) answer(m *member, c net.Conn) {
 		}
 		json.NewEncoder(c).Encode(JoinAnswer{NodeID: m.rec.ID, Credential: cred, Expires: expires})
 	case askGateway:
-		if !f.gw.push(&bufferedConn{Conn: c, r: br}) {
+		c, ok := f.gatewayConn(m, c, br)
+		if !ok || !f.gw.push(c) {
 			c.Close()
 		}
 	default:
@@ -226,10 +230,39 @@ func (f *Fleet) answer(m *member, c net.Conn) {
 	}
 }
 
+// gatewayConn reads the preamble of a session's gateway connection: a
+// node carries them only for sessions it runs, so one cannot spend the
+// token of another node's run (were it to learn one). The preamble is
+// then read again by the gateway, as on this machine's socket.
+func (f *Fleet) gatewayConn(m *member, c net.Conn, br *bufio.Reader) (net.Conn, bool) {
+	line, err := br.ReadSlice('\n')
+	run, ok := strings.CutPrefix(string(line), strings.TrimSuffix(corral.GatewayPreamble(""), "\n"))
+	run = strings.TrimSuffix(run, "\n")
+	if err != nil || !ok || run == "" || f.carries == nil || !f.carries(context.Background(), m.rec.ID, run) {
+		f.cfg.Log.Warn("a node's gateway connection refused: it names no session of the node's", "node", m.rec.ID, "run", sanitize(run))
+		return c, false
+	}
+	return &bufferedConn{Conn: c, r: io.MultiReader(strings.NewReader(string(line)), br)}, true
+}
+
+// sanitize bounds what a node wrote before it goes into a log line.
+func sanitize(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return s
+}
+
 // bufferedConn is a stream whose first bytes were read into r.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }

@@ -58,8 +58,31 @@ func NewRouter(f *Fleet, store Placements, grace time.Duration) *Router {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	return &Router{fleet: f, store: store, grace: grace, sessions: map[string]string{},
+	r := &Router{fleet: f, store: store, grace: grace, sessions: map[string]string{},
 		stages: map[string]map[string]string{}, seen: map[string]*member{}, reopen: map[string]*sync.Mutex{}}
+	f.carries = r.carries
+	return r
+}
+
+// carries says whether the session of a run is on the node: one this
+// control started there, or (after a restart of control) one the run's
+// record, else its agent's placement, puts there. It places nothing.
+func (r *Router) carries(ctx context.Context, nodeID, runID string) bool {
+	r.mu.Lock()
+	id, ok := r.sessions[runID]
+	r.mu.Unlock()
+	if ok {
+		return id == nodeID
+	}
+	run, err := r.store.Run(ctx, runID)
+	if err != nil {
+		return false
+	}
+	if run.Node != "" {
+		return run.Node == nodeID
+	}
+	id, err = r.store.AgentNode(ctx, run.AgentID)
+	return err == nil && id != "" && id == nodeID
 }
 
 var _ corral.Node = (*Router)(nil)

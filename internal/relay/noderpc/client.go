@@ -2,6 +2,7 @@ package noderpc
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"golang.org/x/crypto/nacl/box"
 
 	"corral"
 )
@@ -75,19 +78,42 @@ func (c *Client) start(ctx context.Context, method string, args any, auth *corra
 		return nil, s.broken(err)
 	}
 	if auth != nil {
-		var h [frameHeader]byte
-		h[0] = frameSecret
-		binary.BigEndian.PutUint32(h[1:], uint32(len(auth.Secret)))
-		// The caller's bytes, written as they are: no copy of ours to wipe.
-		if _, err := conn.Write(h[:]); err == nil {
-			_, err = conn.Write(auth.Secret)
-		}
-		if err != nil {
+		if err := s.seal(auth.Secret); err != nil {
 			s.close()
-			return nil, s.broken(err)
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// seal sends a credential sealed to the key the node made for this call
+// alone (see the package doc): no transport buffer on either side ever
+// holds it in the clear. A node that answers instead (it refused the
+// call) leaves its answer for answerOf.
+func (s *stream) seal(secret []byte) error {
+	if b, err := s.r.peek(); err != nil {
+		return s.broken(err)
+	} else if b == '{' {
+		return nil
+	}
+	var key [32]byte
+	typ, p, err := s.r.frame(key[:])
+	if err != nil {
+		return s.broken(err)
+	}
+	if typ != frameKey || len(p) != len(key) {
+		return malformed(fmt.Errorf("a %q frame of %d bytes where the call's key belongs", typ, len(p)))
+	}
+	sealed, err := box.SealAnonymous(make([]byte, frameHeader, frameHeader+len(secret)+box.AnonymousOverhead), secret, &key, rand.Reader)
+	if err != nil {
+		return corral.Internal("seal the credential", err)
+	}
+	sealed[0] = frameSecret
+	binary.BigEndian.PutUint32(sealed[1:frameHeader], uint32(len(sealed)-frameHeader))
+	if _, err := s.conn.Write(sealed); err != nil {
+		return s.broken(err)
+	}
+	return nil
 }
 
 func (s *stream) close() {

@@ -43,10 +43,14 @@
 //   - Clone: {"p":<percent>} lines, one per progress report, before the
 //     answer line.
 //   - Clone and Push with a credential: the header says its length
-//     ("secret"), and its bytes follow the header as one 's' frame, so
-//     that they never pass through encoding/json, whose pooled buffers
-//     would keep a copy after the call. The server wipes them once the
-//     call has returned, with the buffer it read them through.
+//     ("secret"). The server answers with a 'k' frame, an X25519 public
+//     key it made for this call alone; the client seals the credential
+//     to it (NaCl's anonymous box: an ephemeral key of its own, XSalsa20
+//     and Poly1305) and sends that as one 's' frame. The server opens it
+//     into a slice of its own, wipes its private key, and wipes the
+//     credential once the call has returned. A server that refuses the
+//     call first answers a line instead of the key, and the client sends
+//     nothing.
 //   - Terminal: after the answer line the stream is the terminal. Client
 //     to server: 'd' frames (typed bytes), 'r' frames (resize: columns and
 //     rows, 2 bytes each) and a 'c' frame (this viewer detaches: the shell
@@ -92,9 +96,14 @@
 //
 // # Secrets
 //
-// GitAuth.Secret (Clone, Push) crosses because the call needs it. It is
-// never logged, never part of an error (the server takes it out of an
-// error's text before logging or answering it), and not kept on either
-// side after the call: the client writes the caller's bytes straight to
-// the stream, the server wipes its copy.
+// GitAuth.Secret (Clone, Push) crosses because the call needs it, and
+// only sealed: what passes through the relay's buffers on either side
+// (the WebSocket's reader, yamux's, a TLS connection's, this package's
+// own) is a box that only the call's private key opens, and that key is
+// wiped before the call runs. So nothing the node still holds after the
+// call, not even the buffers that carried it, holds the credential: a
+// test dumps a node's heap after a push and scans it. The credential
+// never passes through encoding/json (whose pooled buffers would keep a
+// copy), is never logged, and is never part of an error (the server takes
+// it out of an error's text before logging or answering it).
 package noderpc

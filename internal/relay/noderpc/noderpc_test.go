@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/nacl/box"
+
 	"corral"
 	"corral/internal/relay/noderpc"
 )
@@ -457,9 +459,10 @@ func (r recordingConn) Write(p []byte) (int, error) {
 }
 
 // TestCredentials: a clone's or a push's credential reaches the node's
-// call as it was, crosses once, raw (never through encoding/json), and is
-// in no error and no log line, even when the node's error quotes it; the
-// node's copy is wiped after the call. A clone's progress arrives.
+// call as it was; it crosses once, sealed to the call's own key, never in
+// the clear nor through encoding/json, and is in no error and no log
+// line, even when the node's error quotes it; the node's copy is wiped
+// after the call. A clone's progress arrives.
 func TestCredentials(t *testing.T) {
 	const username, secret = "x-access-token", "ghp_s3cr3tT0ken"
 	check := func(auth *corral.GitAuth) error {
@@ -533,8 +536,12 @@ func TestCredentials(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if n := bytes.Count(wire.Bytes(), []byte(secret)); n != 1 {
-				t.Errorf("the credential crossed %d times, want once", n)
+			if bytes.Contains(wire.Bytes(), []byte(secret)) {
+				t.Error("the credential crossed in the clear")
+			}
+			sealed := []byte{'s', 0, 0, 0, byte(len(secret) + box.AnonymousOverhead)}
+			if n := bytes.Count(wire.Bytes(), sealed); n != 1 {
+				t.Errorf("%d sealed credentials crossed, want one", n)
 			}
 			if bytes.Contains(wire.Bytes(), []byte(base64.StdEncoding.EncodeToString([]byte(secret))[:12])) {
 				t.Error("the credential crossed base64'd: through encoding/json")

@@ -2,6 +2,7 @@ package noderpc
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"golang.org/x/crypto/nacl/box"
 
 	"corral"
 )
@@ -462,8 +465,11 @@ func serveArchive(ctx context.Context, n corral.Node, args json.RawMessage, c *s
 	}
 }
 
-// readSecret reads the credential the header announced, into a slice of
-// its own that the caller wipes.
+// readSecret reads the credential the header announced: it sends a
+// public key made for this call, opens the credential the client sealed
+// to it into a slice of its own that the caller wipes, and wipes the
+// private key. What the relay's buffers and the stream's reader held is
+// the sealed form, which nothing can open once the key is gone.
 func (c *served) readSecret(a *authArgs) (*corral.GitAuth, error) {
 	if a == nil {
 		return nil, nil
@@ -471,9 +477,21 @@ func (c *served) readSecret(a *authArgs) (*corral.GitAuth, error) {
 	if a.Secret < 0 || a.Secret > maxSecret {
 		return nil, corral.Errorf(corral.EINVALID, "a credential of %d bytes", a.Secret)
 	}
-	buf := make([]byte, a.Secret)
-	typ, p, err := c.r.frame(buf)
-	if err != nil || typ != frameSecret || len(p) != a.Secret {
+	pub, priv, err := box.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, corral.Internal("make the call's key", err)
+	}
+	defer clear(priv[:])
+	if err := c.frame(frameKey, pub[:]); err != nil {
+		return nil, corral.Errorf(corral.EUNAVAIL, "the call's stream broke")
+	}
+	sealed := make([]byte, a.Secret+box.AnonymousOverhead)
+	typ, p, err := c.r.frame(sealed)
+	if err != nil || typ != frameSecret || len(p) != len(sealed) {
+		return nil, corral.Errorf(corral.EINVALID, "the call's credential is malformed")
+	}
+	buf, ok := box.OpenAnonymous(make([]byte, 0, a.Secret), p, pub, priv)
+	if !ok || len(buf) != a.Secret {
 		clear(buf)
 		return nil, corral.Errorf(corral.EINVALID, "the call's credential is malformed")
 	}

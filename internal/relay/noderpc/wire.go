@@ -28,6 +28,7 @@ const (
 	frameData   = 'd'
 	frameEnd    = 'x'
 	frameSecret = 's'
+	frameKey    = 'k'
 	frameResize = 'r'
 	frameClose  = 'c'
 )
@@ -120,6 +121,16 @@ func (r *reader) frame(buf []byte) (byte, []byte, error) {
 		return 0, nil, err
 	}
 	return h[0], buf[:n], nil
+}
+
+// peek returns the next byte without reading it.
+func (r *reader) peek() (byte, error) {
+	if r.i == r.n {
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	return r.buf[r.i], nil
 }
 
 func (r *reader) wipe() { clear(r.buf) }
