@@ -55,6 +55,10 @@ type User struct {
 	Admin     bool
 	Disabled  bool
 	CreatedAt time.Time
+	// Via is the id of the account session or API token this user was
+	// authenticated by for one request; "" when none (a record read from
+	// the store). An id, never the secret.
+	Via string
 }
 
 // UserRef names a user where an email would say too much (an agent's owner,

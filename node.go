@@ -124,7 +124,11 @@ type CommandExit struct {
 // them when there is one, the agent, and their level on it), read fresh
 // by control for each call or frame. A sandbox node replays the decision
 // with package access instead of trusting that control made it, and
-// refuses a call that carries none.
+// refuses a call that carries none. SessionID is the session or API
+// token a terminal's viewer is signed in with (User.Via), which control
+// checks is still valid before each frame, and the node checks is the
+// one the terminal was opened with; a run's calls carry none: a run acts
+// for its person and outlives the session it was started from.
 type Actor struct {
 	UserID, SessionID, AgentID string
 	Level                      Level

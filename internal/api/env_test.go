@@ -84,6 +84,9 @@ type envOptions struct {
 	// threshold sets retrieval's (0: the calibrated default).
 	embedModel string
 	threshold  float64
+	// wrapNode, when set, stands between the runs service and the node
+	// (a recorder of what crosses to it).
+	wrapNode func(corral.Node) corral.Node
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -194,7 +197,11 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		return sandbox.Available()
 	}
 	runs := service.NewRuns(db, e.runner, ready, cfg)
-	runs.UseNode(sessions)
+	if opt.wrapNode != nil {
+		runs.UseNode(opt.wrapNode(sessions))
+	} else {
+		runs.UseNode(sessions)
+	}
 	e.runs = runs
 	e.deleg = service.NewDelegation(runs, agents, opt.caps)
 	e.runner.UseDelegation(e.deleg)

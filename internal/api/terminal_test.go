@@ -30,7 +30,11 @@ func (c *client) terminal(runID string) (*termConn, *http.Response, error) {
 	c.e.t.Helper()
 	url := "ws" + strings.TrimPrefix(c.e.srv.URL, "http") + "/api/runs/" + runID + "/terminal"
 	h := http.Header{}
-	h.Set("Cookie", CookieName+"="+c.cookie)
+	if c.bearer != "" {
+		h.Set("Authorization", "Bearer "+c.bearer)
+	} else {
+		h.Set("Cookie", CookieName+"="+c.cookie)
+	}
 	h.Set("Origin", c.e.srv.URL)
 	ws, res, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {

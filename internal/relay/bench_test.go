@@ -6,16 +6,37 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"corral/internal/vethtest"
 )
 
-// BenchmarkThroughput copies 1 GiB through one relay stream (WebSocket
-// over loopback TCP, yamux on it, a 256 KiB window) and the same through a
-// plain loopback TCP connection, alternated in the same iteration;
-// relay/tcp is the ratio of their throughputs.
+// BenchmarkThroughput copies 1 GiB of a node's output to control through
+// one relay stream (a WebSocket over TCP, yamux on it, a 256 KiB window)
+// and the same through a plain TCP connection on the same link,
+// alternated in the same iteration; relay/tcp is the ratio of their
+// throughputs. On loopback, and on a veth pair to a network namespace
+// (control's end and the plain copy's reader in it, as on a second
+// machine: vethtest, root only).
 //
 //	go test -run '^$' -bench Throughput -benchtime 2x -count 3 ./internal/relay/
 func BenchmarkThroughput(b *testing.B) {
-	ctl := newControl(b, Config{})
+	b.Run("loopback", func(b *testing.B) {
+		benchThroughput(b, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	})
+	b.Run("veth", func(b *testing.B) {
+		pair := vethtest.New(b)
+		benchThroughput(b, func() (net.Listener, error) { return pair.Listen(0) })
+	})
+}
+
+// benchThroughput serves control, and the plain copies' reader, each on a
+// listener of listen's.
+func benchThroughput(b *testing.B, listen func() (net.Listener, error)) {
+	ctlListener, err := listen()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctl := newControlOn(b, ctlListener, Config{})
 	node, err := Dial(context.Background(), ctl.url(), map[string][]string{"Authorization": {"Bearer good"}}, Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -28,14 +49,13 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Fatal("no node connected")
 	}
 	defer ctlEnd.Close()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listen()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ln.Close()
 	relayed := func() time.Duration {
-		return copyOnce(b, node.Accept, func() (net.Conn, error) { return ctlEnd.Open(context.Background()) })
+		return copyOnce(b, ctlEnd.Accept, func() (net.Conn, error) { return node.Open(context.Background()) })
 	}
 	plain := func() time.Duration {
 		return copyOnce(b, ln.Accept, func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) })

@@ -26,6 +26,16 @@ type control struct {
 
 func newControl(t testing.TB, cfg Config) *control {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newControlOn(t, ln, cfg)
+}
+
+// newControlOn is newControl serving on ln.
+func newControlOn(t testing.TB, ln net.Listener, cfg Config) *control {
+	t.Helper()
 	c := &control{sessions: make(chan *Session, 4)}
 	auth := func(r *http.Request) (string, error) {
 		if r.Header.Get("Authorization") != "Bearer good" {
@@ -33,12 +43,15 @@ func newControl(t testing.TB, cfg Config) *control {
 		}
 		return "node-1", nil
 	}
-	c.srv = httptest.NewServer(Handler(auth, func(id string, s *Session) {
+	c.srv = httptest.NewUnstartedServer(Handler(auth, func(id string, s *Session) {
 		if id != "node-1" {
 			t.Errorf("accepted as %q", id)
 		}
 		c.sessions <- s
 	}, cfg))
+	c.srv.Listener.Close()
+	c.srv.Listener = ln
+	c.srv.Start()
 	t.Cleanup(c.srv.Close)
 	return c
 }

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,16 +16,20 @@ import (
 	"corral/internal/relay/noderpc"
 	"corral/internal/runner"
 	"corral/internal/service"
+	"corral/internal/vethtest"
 )
 
 // relayed is the harness's node reached as control reaches a sandbox
-// node: over a real relay (a WebSocket over loopback TCP, yamux on it),
-// every call a noderpc stream.
-func relayed(b testing.TB, node corral.Node) corral.Node {
+// node: over a real relay (a WebSocket over TCP, yamux on it) whose
+// control end listens on ln, every call a noderpc stream.
+func relayed(b testing.TB, ln net.Listener, node corral.Node) corral.Node {
 	b.Helper()
 	accepted := make(chan *relay.Session, 1)
-	srv := httptest.NewServer(relay.Handler(func(*http.Request) (string, error) { return "node", nil },
+	srv := httptest.NewUnstartedServer(relay.Handler(func(*http.Request) (string, error) { return "node", nil },
 		func(_ string, s *relay.Session) { accepted <- s }, relay.Config{}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	b.Cleanup(srv.Close)
 	nodeEnd, err := relay.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil, relay.Config{})
 	if err != nil {
@@ -40,10 +45,29 @@ func relayed(b testing.TB, node corral.Node) corral.Node {
 // whose node is reached over the relay, as in the split roles, against
 // the same run on the node in process (role all), alternated in the same
 // iteration over the same store, sandbox and fake provider; relay/all is
-// the ratio of their times (the goal is at most 1.2).
+// the ratio of their times (the goal is at most 1.2). On
+// loopback, and on a veth pair to a network namespace where control's
+// end of the relay listens (vethtest, root only).
 //
 //	go test -run '^$' -bench RunRelayed -benchtime 5x -count 3 ./internal/runner/
 func BenchmarkRunRelayed(b *testing.B) {
+	b.Run("loopback", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRunRelayed(b, ln)
+	})
+	b.Run("veth", func(b *testing.B) {
+		ln, err := vethtest.New(b).Listen(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRunRelayed(b, ln)
+	})
+}
+
+func benchRunRelayed(b *testing.B, ln net.Listener) {
 	const calls = 40
 	h := newHarness(b, func(req modeltest.Request) modeltest.Reply {
 		if n := req.CountRole("tool"); n < calls {
@@ -51,7 +75,7 @@ func BenchmarkRunRelayed(b *testing.B) {
 		}
 		return modeltest.Text("done")
 	})
-	remote := relayed(b, h.sessions)
+	remote := relayed(b, ln, h.sessions)
 	remoteChanges := service.NewChanges(h.db, remote, time.Hour, service.Config{})
 	variants := []struct {
 		name   string

@@ -60,7 +60,7 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 		return nil, corral.Errorf(corral.ECONFLICT, "the run is %s: only a running run has a terminal", run.Status)
 	}
 	act := func(a corral.Agent) corral.Actor {
-		return corral.Actor{UserID: actor.ID, AgentID: a.ID, Level: a.Access}
+		return corral.Actor{UserID: actor.ID, SessionID: actor.Via, AgentID: a.ID, Level: a.Access}
 	}
 	conn, err := s.node.Terminal(corral.WithActor(ctx, act(ag)), runID, cols, rows)
 	if err != nil {

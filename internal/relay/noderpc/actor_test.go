@@ -87,4 +87,39 @@ func TestActorReplayed(t *testing.T) {
 	if strings.Contains(shell.String(), "typed-after-revocation") {
 		t.Fatal("a keystroke after the revocation reached the shell")
 	}
+
+	// Only the level may change under an open terminal: a frame for
+	// another person, account session or agent ends it, even an editor's.
+	opener := corral.Actor{UserID: "usr_t", SessionID: "ses_1", AgentID: "agt_t", Level: corral.LevelEditor}
+	for _, other := range []corral.Actor{
+		{UserID: "usr_x", SessionID: "ses_1", AgentID: "agt_t", Level: corral.LevelEditor},
+		{UserID: "usr_t", SessionID: "ses_2", AgentID: "agt_t", Level: corral.LevelEditor},
+		{UserID: "usr_t", SessionID: "ses_1", AgentID: "agt_x", Level: corral.LevelOwner},
+	} {
+		shell := &typed{closed: make(chan struct{})}
+		c := serve(t, &fake{terminal: func(context.Context) (corral.Terminal, error) { return shell, nil }}).client()
+		term, err := c.Terminal(corral.WithActor(context.Background(), opener), "s1", 80, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		term.(corral.ActingTerminal).Act(opener) // the same viewer: let through
+		term.Write([]byte("typed-by-opener\n"))
+		waitFor(t, "the opener's keystrokes", func() bool { return strings.Contains(shell.String(), "typed-by-opener") })
+		term.(corral.ActingTerminal).Act(other)
+		term.Write([]byte("typed-by-another\n"))
+		ended := make(chan error, 1)
+		go func() { _, err := io.ReadAll(term); ended <- err }()
+		select {
+		case err := <-ended:
+			if corral.ErrorCode(err) != corral.EFORBIDDEN {
+				t.Fatalf("a frame for %+v ended the terminal with %v, want EFORBIDDEN", other, err)
+			}
+		case <-time.After(patience):
+			t.Fatalf("the terminal went on after a frame for %+v", other)
+		}
+		if strings.Contains(shell.String(), "typed-by-another") {
+			t.Fatalf("a keystroke for %+v reached the shell", other)
+		}
+		term.Close()
+	}
 }

@@ -58,6 +58,8 @@ func serveTerminal(ctx context.Context, n corral.Node, args json.RawMessage, c *
 // actor that came with it (the call's, or a later actor frame's) may use
 // the terminal: a grant revoked on control cuts the terminal here on its
 // next keystroke. A refusal is returned, after the client is told.
+var errOtherViewer = errors.New("a frame for another viewer")
+
 func terminalInput(c *served, term corral.Terminal) error {
 	buf := make([]byte, maxChunk)
 	var werr error
@@ -72,6 +74,14 @@ func terminalInput(c *served, term corral.Terminal) error {
 			var w corral.Actor
 			if json.Unmarshal(p, &w) != nil {
 				return nil
+			}
+			// Only the level may change under an open terminal: frames
+			// for another person, account session or agent are refused.
+			if c.actor == nil || w.UserID != c.actor.UserID || w.SessionID != c.actor.SessionID || w.AgentID != c.actor.AgentID {
+				if c.frame(frameEnd, nil) == nil {
+					c.answer(nil, corral.Errorf(corral.EFORBIDDEN, "the sandbox node refuses: a terminal's frames come from the viewer who opened it"))
+				}
+				return errOtherViewer
 			}
 			actor = &w
 		case frameData:

@@ -162,11 +162,14 @@ func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 
 // SessionUser returns the account of a session that is live at now.
 func (db *DB) SessionUser(ctx context.Context, tokenHash []byte, now time.Time) (corral.User, error) {
-	u, err := scanUser(db.queryRow(ctx, `
-		SELECT `+userColumns+`
+	var u corral.User
+	var created int64
+	err := db.queryRow(ctx, `
+		SELECT `+userColumns+`, s.id
 		FROM sessions s JOIN users u ON u.id = s.user_id
 		WHERE s.token_hash = ? AND s.expires_at > ? AND u.disabled = 0`,
-		tokenHash, millis(now)))
+		tokenHash, millis(now)).Scan(&u.ID, &u.Email, &u.Name, &u.Admin, &u.Disabled, &created, &u.Via)
+	u.CreatedAt = fromMillis(created)
 	switch {
 	case err == nil:
 		return u, nil
@@ -247,6 +250,7 @@ func (db *DB) TokenUser(ctx context.Context, hash []byte, now time.Time) (corral
 		return corral.User{}, corral.Internal(op, err)
 	}
 	u.CreatedAt = fromMillis(created)
+	u.Via = tokenID
 
 	cutoff := millis(now.Add(-tokenUseGranularity))
 	if !lastUsed.Valid || lastUsed.Int64 < cutoff {

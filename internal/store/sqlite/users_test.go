@@ -159,6 +159,8 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	via := u
+	via.Via = s.ID // the session it was authenticated by
 	cases := []struct {
 		name string
 		hash string
@@ -178,8 +180,8 @@ func TestSessions(t *testing.T) {
 				wantNotFound(t, err, "session")
 				return
 			}
-			if err != nil || got != u {
-				t.Fatalf("SessionUser = %+v, %v; want %+v", got, err, u)
+			if err != nil || got != via {
+				t.Fatalf("SessionUser = %+v, %v; want %+v", got, err, via)
 			}
 		})
 	}
@@ -305,10 +307,12 @@ func TestTokens(t *testing.T) {
 		{"over a minute later", t0.Add(61 * time.Second), t0.Add(61 * time.Second)},
 		{"an earlier clock", t0, t0.Add(61 * time.Second)},
 	}
+	via := owner
+	via.Via = tok.ID // the token it was authenticated by
 	for _, u := range uses {
 		got, err := db.TokenUser(ctx, hash, u.now)
-		if err != nil || got != owner {
-			t.Fatalf("%s: TokenUser = %+v, %v; want %+v", u.name, got, err, owner)
+		if err != nil || got != via {
+			t.Fatalf("%s: TokenUser = %+v, %v; want %+v", u.name, got, err, via)
 		}
 		if lu := lastUsed(); !lu.Equal(u.want.Truncate(time.Millisecond)) {
 			t.Errorf("%s: LastUsed = %v, want %v", u.name, lu, u.want)
