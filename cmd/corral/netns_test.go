@@ -28,9 +28,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"corral/internal/gittest"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
+	"corral/internal/vethtest"
 )
 
 // netLab is three network namespaces made for one test: control's and
@@ -177,32 +179,61 @@ func (lab *netLab) serveInRoot(t *testing.T, target string) string {
 	// more client and server whose own connection handling could fail a
 	// stream (it once did, mid-answer), and the test is not about it.
 	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			in, err := l.Accept()
+	go splice(l, u.Host)
+	return "http://" + l.Addr().String() + u.Path
+}
+
+// splice copies each connection l accepts to one it makes to target, from
+// this process's namespace, until l closes.
+func splice(l net.Listener, target string) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := net.Dial("tcp", target)
 			if err != nil {
 				return
 			}
+			defer out.Close()
+			done := make(chan struct{})
 			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", u.Host)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				done := make(chan struct{})
-				go func() {
-					io.Copy(out, in)
-					out.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				io.Copy(in, out)
-				in.(*net.TCPConn).CloseWrite()
-				<-done
+				io.Copy(out, in)
+				out.(*net.TCPConn).CloseWrite()
+				close(done)
 			}()
+			io.Copy(in, out)
+			in.(*net.TCPConn).CloseWrite()
+			<-done
+		}()
+	}
+}
+
+// gitOnNodes makes the test's git server (on this namespace's loopback)
+// reachable from each node's namespace at the same address on the node's
+// own loopback, which its certificate names: a listener the test makes
+// inside each namespace, spliced to the server from here. It returns the
+// repository's URL as the nodes reach it.
+func (lab *netLab) gitOnNodes(t *testing.T, git *gittest.Server) string {
+	t.Helper()
+	u, err := url.Parse(git.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := "0"
+	for _, ns := range []string{lab.n2, lab.n1} {
+		l, err := vethtest.ListenIn(ns, net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			t.Fatalf("listening in %s: %v", ns, err)
 		}
-	}()
-	return "http://" + l.Addr().String() + u.Path
+		t.Cleanup(func() { l.Close() })
+		go splice(l, u.Host)
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", port)
+	return u.String()
 }
 
 // startInNetns runs the test binary as corral with args in namespace ns
@@ -222,14 +253,15 @@ func startInNetns(t *testing.T, ns, ready string, env []string, args ...string) 
 		func(line string) bool { return strings.Contains(line, ready) })
 }
 
-// startNodeIn starts a sandbox node in ns that dials control at the URL.
-func startNodeIn(t *testing.T, ns, data, control, token, name string) *server {
+// startNodeIn starts a sandbox node in ns that dials control at the URL,
+// with env added.
+func startNodeIn(t *testing.T, ns, data, control, token, name string, env ...string) *server {
 	t.Helper()
 	args := []string{"serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", name}
 	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
 		args = append(args, "--tools-dir", tools)
 	}
-	return startInNetns(t, ns, "connected to control", []string{"CORRAL_JOIN=" + token}, args...)
+	return startInNetns(t, ns, "connected to control", append([]string{"CORRAL_JOIN=" + token}, env...), args...)
 }
 
 // joinToken makes a one-time join token on control's data directory: the
@@ -449,7 +481,9 @@ func (s secretScan) scanFile(t *testing.T, path string) (int64, error) {
 // three machines. The nodes join and are ready; four agents are placed on
 // both nodes and their runs complete; node 1 is killed mid-run and comes
 // back within the grace, and the run completes with its whole output;
-// node 2's link is throttled and a command writes 64 MiB: the run
+// a terminal reaches a shell on node 2 and a real Codex CLI's model
+// calls cross from a node to control's gateway; node 2's link is
+// throttled and a command writes 64 MiB: the run
 // completes, the output's size is recorded right and neither side's
 // memory grows with it; and afterwards neither node's disk holds a secret.
 func TestSplitRolesAcrossNamespaces(t *testing.T) {
@@ -476,6 +510,11 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 	t.Cleanup(model.Close)
 	apiKey := "sk-planted-" + randomHex(t)
 	controlData, n1Data, n2Data := reachableTempDir(t), reachableTempDir(t), reachableTempDir(t)
+	const gitUser = "pusher"
+	gitSecret := "ghp_planted_" + randomHex(t)
+	git := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret})
+	gitURL := lab.gitOnNodes(t, git)
+	nodeEnv := "CORRAL_GIT_CA_FILE=" + git.CAFile
 
 	done := phase(t, "setup: namespaces, control, two nodes joined")
 	ctl := startInNetns(t, lab.ctl, "corral serving", []string{
@@ -484,8 +523,8 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 	ctl.base = "http://" + net.JoinHostPort(lab.ctlIP, controlPort)
 	tokens := []string{joinToken(t, controlData), joinToken(t, controlData)}
 	nodes := map[string]*server{
-		"n1": startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1"),
-		"n2": startNodeIn(t, lab.n2, n2Data, "http://"+net.JoinHostPort(ctlToN2, controlPort), tokens[1], "n2"),
+		"n1": startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv),
+		"n2": startNodeIn(t, lab.n2, n2Data, "http://"+net.JoinHostPort(ctlToN2, controlPort), tokens[1], "n2", nodeEnv),
 	}
 	data := map[string]string{"n1": n1Data, "n2": n2Data}
 	admin, firstAgent := signedIn(t, ctl) // the first account: an admin
@@ -590,7 +629,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		if n := release(sleep); n != 1 {
 			t.Fatalf("released %d sleeps, want 1: the command died with its node", n)
 		}
-		nodes["n1"] = startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1") // the token is spent: the node keeps its credential
+		nodes["n1"] = startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv) // the token is spent: the node keeps its credential
 		waitFor(t, "control to see node 1 ready again", func() bool { return nodesByName(c)["n1"].Status == "ready" })
 		r := waitRun(t, c, posted.Run.ID)
 		if r.Status != "completed" || r.ChangeSetID == nil {
@@ -604,6 +643,52 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		if len(cs.Entries) != 1 || cs.Entries[0].Path != "late.txt" {
 			t.Fatalf("change set = %+v, want late.txt", cs)
 		}
+	})
+
+	t.Run("a terminal and an agent CLI across the namespaces", func(t *testing.T) {
+		defer phase(t, "a terminal and an agent CLI across the namespaces")()
+		c := as(t)
+		// The test's websocket ends on control, in its namespace; the shell
+		// runs on node 2, one veth further.
+		terminalOnNode(t, c, placed["n2"][0])
+		// Codex on whichever node it is placed: its model calls cross the
+		// relay to control's gateway, and control's to the model here.
+		cliOnNode(t, c, model, "say done", "done", logs)
+	})
+
+	t.Run("a clone and a push with the owner's credential", func(t *testing.T) {
+		defer phase(t, "a clone and a push with the owner's credential")()
+		c := as(t)
+		u, _ := url.Parse(gitURL)
+		c.do("POST", "/credentials", map[string]string{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret}, http.StatusCreated, nil)
+		var a struct{ ID string }
+		c.do("POST", "/agents", map[string]string{"name": "repo"}, http.StatusCreated, &a)
+		c.do("PUT", "/agents/"+a.ID+"/repository", map[string]string{"url": gitURL}, http.StatusAccepted, nil)
+		var repo struct{ Status, Error string }
+		waitFor(t, "the clone on a node", func() bool {
+			c.do("GET", "/agents/"+a.ID+"/repository", nil, http.StatusOK, &repo)
+			return repo.Status != "cloning"
+		})
+		if repo.Status != "ready" {
+			t.Fatalf("clone = %+v\n%s", repo, logs())
+		}
+		var posted struct{ Run runAnswer }
+		c.do("POST", "/agents/"+a.ID+"/messages", map[string]string{"content": "run: echo from-a-node > pushed.txt"}, http.StatusAccepted, &posted)
+		r := waitRun(t, c, posted.Run.ID)
+		if r.Status != "completed" || r.ChangeSetID == nil {
+			t.Fatalf("run = %+v\n%s", r, logs())
+		}
+		c.do("POST", "/changes/"+*r.ChangeSetID+"/approve", nil, http.StatusOK, nil)
+		var pushed struct {
+			Head    string
+			Commits int
+		}
+		c.do("POST", "/agents/"+a.ID+"/repository/push", map[string]string{"branch": "corral/netns"}, http.StatusOK, &pushed)
+		if pushed.Commits != 1 || git.Head(t, "corral/netns") != pushed.Head || git.Show(t, "corral/netns", "pushed.txt") != "from-a-node\n" {
+			t.Fatalf("push = %+v; the server's branch is at %s", pushed, git.Head(t, "corral/netns"))
+		}
+		git.Fsck(t)
+		t.Logf("cloned, committed and pushed on %s", nodeOf(t, a.ID))
 	})
 
 	t.Run("64 MiB of output over a throttled link", func(t *testing.T) {
@@ -699,6 +784,8 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 				"the admin's password":    []byte("correct horse battery"),
 				"a SQLite database":       []byte("SQLite format 3\x00"),
 				"an argon2id hash prefix": []byte("$argon2id$"),
+				"the git credential":      []byte(gitSecret),
+				"git's basic auth token":  []byte(base64.StdEncoding.EncodeToString([]byte(gitUser + ":" + gitSecret))),
 			},
 			patterns: map[string]*regexp.Regexp{"a run token": regexp.MustCompile(`crt_[A-Za-z0-9_-]{43}`)},
 			names:    []string{"corral.db", "secret.key"},

@@ -68,7 +68,6 @@ func TestSplitRoles(t *testing.T) {
 	l.Close()
 	ctlEnv := []string{"CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
 	ctl := startServerAt(t, addr, controlData, ctlEnv...)
-	tools := os.Getenv("CORRAL_TOOLS_DIR")
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("node token: %d %s", code, errOut.String())
@@ -110,86 +109,13 @@ func TestSplitRoles(t *testing.T) {
 	// An agent CLI on the node reaches the gateway, which is on control:
 	// its model calls cross the relay, authorized by its run's token there.
 	t.Run("an agent CLI through the relayed gateway", func(t *testing.T) {
-		if err := driver.Installed(tools, corral.DriverCodex); err != nil {
-			if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
-				t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
-			}
-			t.Skipf("%v", err)
-		}
-		var cli struct{ ID string }
-		c.do("POST", "/agents", map[string]any{"name": "cli", "driver": corral.DriverCodex}, http.StatusCreated, &cli)
-		var posted struct{ Run runAnswer }
-		c.do("POST", "/agents/"+cli.ID+"/messages", map[string]string{"content": "say hello"}, http.StatusAccepted, &posted)
-		var r struct {
-			runAnswer
-			Driver string
-		}
-		waitFor(t, "the CLI's run to end", func() bool {
-			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
-			return r.Status != "admitted" && r.Status != "running"
+		cliOnNode(t, c, model, "say hello", "hello from the node", func() string {
+			return "control:\n" + ctl.Log() + "\nnode:\n" + node.Log()
 		})
-		if r.Driver != corral.DriverCodex {
-			t.Fatalf("the run was driven by %q, want codex", r.Driver)
-		}
-		// The CLI's calls came in the Responses API (Codex speaks only it)
-		// and were translated by the gateway on control.
-		sawCLI := false
-		for _, req := range model.Requests() {
-			sawCLI = sawCLI || strings.Contains(string(req.Body), "say hello")
-		}
-		if !sawCLI {
-			t.Fatal("the provider never got the CLI's call")
-		}
-		var msgs struct {
-			Items []struct{ Role, Content string }
-		}
-		c.do("GET", "/agents/"+cli.ID+"/messages", nil, http.StatusOK, &msgs)
-		if r.Status != "completed" || len(msgs.Items) != 2 || !strings.Contains(msgs.Items[1].Content, "hello from the node") {
-			t.Fatalf("run = %+v, thread = %+v\ncontrol:\n%s\nnode:\n%s", r, msgs.Items, ctl.Log(), node.Log())
-		}
 	})
 	// A terminal: the browser's websocket ends on control, the shell runs
 	// in the run's sandbox on the node, the bytes cross the relay.
-	t.Run("a terminal through the relay", func(t *testing.T) {
-		var term struct{ Run runAnswer }
-		c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
-		waitFor(t, "the terminal's run to start", func() bool {
-			var r runAnswer
-			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
-			if r.Status != "admitted" && r.Status != "running" {
-				t.Fatalf("the terminal's run = %+v\ncontrol:\n%s", r, ctl.Log())
-			}
-			return r.Status == "running"
-		})
-		u, _ := url.Parse(c.base)
-		h := http.Header{}
-		for _, k := range c.c.Jar.Cookies(u) {
-			h.Add("Cookie", k.Name+"="+k.Value)
-		}
-		h.Set("Origin", c.base)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(c.base, "http")+"/api/runs/"+term.Run.ID+"/terminal", &websocket.DialOptions{HTTPHeader: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.CloseNow()
-		ws.Write(ctx, websocket.MessageBinary, []byte("echo on-the-node-$((6*7)) $(cat /proc/sys/kernel/hostname)\n"))
-		var screen strings.Builder
-		for !strings.Contains(screen.String(), "on-the-node-42") {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				t.Fatalf("the terminal's screen %q: %v", screen.String(), err)
-			}
-			screen.Write(b)
-		}
-		c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
-		waitFor(t, "the terminal's run to end", func() bool {
-			var r runAnswer
-			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
-			return r.Status == "killed"
-		})
-	})
+	t.Run("a terminal through the relay", func(t *testing.T) { terminalOnNode(t, c, agentID) })
 
 	// Control goes away and comes back: the node dials again, with the
 	// credential it keeps, and the agent's next run goes to it.
@@ -276,4 +202,95 @@ func TestSplitNodeRestartMidRun(t *testing.T) {
 	if len(cs.Entries) != 1 || cs.Entries[0].Path != "late.txt" {
 		t.Fatalf("change set = %+v", cs)
 	}
+}
+
+// cliOnNode runs a real Codex CLI on a node: its model calls cross the
+// relay to the gateway on control, authorized by its run's token there.
+// The model answers message with want.
+func cliOnNode(t *testing.T, c *httpClient, model *modeltest.Provider, message, want string, logs func() string) {
+	t.Helper()
+	tools := os.Getenv("CORRAL_TOOLS_DIR")
+	if err := driver.Installed(tools, corral.DriverCodex); err != nil {
+		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+	var cli struct{ ID string }
+	c.do("POST", "/agents", map[string]any{"name": "cli", "driver": corral.DriverCodex}, http.StatusCreated, &cli)
+	var posted struct{ Run runAnswer }
+	c.do("POST", "/agents/"+cli.ID+"/messages", map[string]string{"content": message}, http.StatusAccepted, &posted)
+	var r struct {
+		runAnswer
+		Driver string
+	}
+	waitFor(t, "the CLI's run to end", func() bool {
+		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+		return r.Status != "admitted" && r.Status != "running"
+	})
+	if r.Driver != corral.DriverCodex {
+		t.Fatalf("the run was driven by %q, want codex", r.Driver)
+	}
+	// The CLI's calls came in the Responses API (Codex speaks only it)
+	// and were translated by the gateway on control.
+	sawCLI := false
+	for _, req := range model.Requests() {
+		sawCLI = sawCLI || strings.Contains(string(req.Body), message)
+	}
+	if !sawCLI {
+		t.Fatal("the provider never got the CLI's call")
+	}
+	var msgs struct {
+		Items []struct{ Role, Content string }
+	}
+	c.do("GET", "/agents/"+cli.ID+"/messages", nil, http.StatusOK, &msgs)
+	if r.Status != "completed" || len(msgs.Items) != 2 || !strings.Contains(msgs.Items[1].Content, want) {
+		t.Fatalf("run = %+v, thread = %+v\n%s", r, msgs.Items, logs())
+	}
+}
+
+// terminalOnNode opens a terminal run of the agent: the browser's
+// websocket ends on control, the shell runs in the run's sandbox on the
+// node, the bytes cross the relay. It types a command, sees its answer,
+// and kills the run.
+func terminalOnNode(t *testing.T, c *httpClient, agentID string) {
+	t.Helper()
+	var term struct{ Run runAnswer }
+	c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
+	waitFor(t, "the terminal's run to start", func() bool {
+		var r runAnswer
+		c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+		if r.Status != "admitted" && r.Status != "running" {
+			t.Fatalf("the terminal's run = %+v", r)
+		}
+		return r.Status == "running"
+	})
+	u, _ := url.Parse(c.base)
+	h := http.Header{}
+	for _, k := range c.c.Jar.Cookies(u) {
+		h.Add("Cookie", k.Name+"="+k.Value)
+	}
+	h.Set("Origin", c.base)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(c.base, "http")+"/api/runs/"+term.Run.ID+"/terminal", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.Write(ctx, websocket.MessageBinary, []byte("echo on-the-node-$((6*7)) $(cat /proc/sys/kernel/hostname)\n"))
+	var screen strings.Builder
+	for !strings.Contains(screen.String(), "on-the-node-42") {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("the terminal's screen %q: %v", screen.String(), err)
+		}
+		screen.Write(b)
+	}
+	c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
+	waitFor(t, "the terminal's run to end", func() bool {
+		var r runAnswer
+		c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+		return r.Status == "killed"
+	})
 }

@@ -89,10 +89,16 @@ func New(t T) *Pair {
 }
 
 // Listen listens on TCP port (0 for any) at PeerIP, inside the
-// namespace: the socket is made on a thread that entered it, and the
-// thread is never given back to the runtime (it exits with its
-// goroutine), so no other goroutine ever runs in the namespace.
+// namespace.
 func (p *Pair) Listen(port int) (net.Listener, error) {
+	return ListenIn(p.NS, net.JoinHostPort(p.PeerIP, fmt.Sprint(port)))
+}
+
+// ListenIn listens on TCP addr inside the named network namespace (ip
+// netns): the socket is made on a thread that entered it, and the thread
+// is never given back to the runtime (it exits with its goroutine), so no
+// other goroutine ever runs in the namespace.
+func ListenIn(ns, addr string) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
 		err error
@@ -100,7 +106,7 @@ func (p *Pair) Listen(port int) (net.Listener, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
-		fd, err := unix.Open(filepath.Join("/run/netns", p.NS), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(filepath.Join("/run/netns", ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			ch <- result{err: err}
 			return
@@ -110,7 +116,7 @@ func (p *Pair) Listen(port int) (net.Listener, error) {
 			ch <- result{err: fmt.Errorf("setns: %w", err)}
 			return
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(p.PeerIP, fmt.Sprint(port)))
+		l, err := net.Listen("tcp", addr)
 		ch <- result{l, err}
 	}()
 	r := <-ch
