@@ -151,6 +151,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/library/documents/{doc_id}", true, s.unpublishDocument},
 		{"GET", "/api/nodes", true, s.listNodes},
 		{"POST", "/api/nodes/{id}/drain", true, s.drainNode},
+		{"DELETE", "/api/nodes/{id}/drain", true, s.undrainNode},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}

@@ -299,6 +299,7 @@ var accountRoutes = []accountRoute{
 	// This server runs its sandboxes itself (role all): an admin is told so.
 	{method: "GET", path: "/api/nodes", anon: 401, user: 403, admin: 503},
 	{method: "POST", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
+	{method: "DELETE", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
 	// Published by an account of its own: nobody else but an admin (the last cell) may delete it.
 	{method: "DELETE", path: "/api/library/documents/{doc_id}", arg: "{library_doc}", anon: 401, user: 403, admin: 204},
 }

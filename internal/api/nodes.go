@@ -51,7 +51,16 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, actor corral.
 	return nil
 }
 
+// drainNode is POST /api/nodes/{id}/drain; undrainNode, DELETE, undoes it.
 func (s *Server) drainNode(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	return s.setDraining(w, r, actor, true)
+}
+
+func (s *Server) undrainNode(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	return s.setDraining(w, r, actor, false)
+}
+
+func (s *Server) setDraining(w http.ResponseWriter, r *http.Request, actor corral.User, draining bool) error {
 	if !actor.Admin {
 		return corral.Errorf(corral.EFORBIDDEN, "only an admin drains a node")
 	}
@@ -59,7 +68,7 @@ func (s *Server) drainNode(w http.ResponseWriter, r *http.Request, actor corral.
 	if err != nil {
 		return err
 	}
-	if err := n.Drain(r.Context(), actor, r.PathValue("id"), true); err != nil {
+	if err := n.Drain(r.Context(), actor, r.PathValue("id"), draining); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -45,5 +45,12 @@ func TestNodesAPI(t *testing.T) {
 	if l.Items[0].Status != "draining" {
 		t.Fatalf("after drain: %+v", l.Items[0])
 	}
+	user.do("DELETE", "/api/nodes/"+n.ID+"/drain", nil).want(http.StatusForbidden)
+	admin.do("DELETE", "/api/nodes/"+n.ID+"/drain", nil).want(http.StatusNoContent)
+	admin.do("DELETE", "/api/nodes/nod_doesnotexist/drain", nil).want(http.StatusNotFound)
+	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
+	if l.Items[0].Status != "ready" {
+		t.Fatalf("after undrain: %+v", l.Items[0])
+	}
 	e.assertNoSecrets(t)
 }
