@@ -57,6 +57,11 @@ type Trees interface {
 	Import(ctx context.Context, agentID, contentType string, body io.Reader, commit *CommitSpec) (ImportResult, error)
 	// Archive writes the workspace as scope may see it, as a tar.gz.
 	Archive(ctx context.Context, scope FileScope, w io.Writer) error
+	// DropAgent removes everything the node holds of an agent that is
+	// gone: its staged trees (mounted or not), its workspace, its journal
+	// and a clone of it in progress. What is gone already is not an
+	// error; a staged tree that cannot be removed leaves the workspace.
+	DropAgent(ctx context.Context, agentID string) error
 	// Recover finishes or rolls back every write a crash interrupted. It
 	// runs at start-up, before anything else touches a workspace.
 	Recover(ctx context.Context) error

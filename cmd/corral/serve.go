@@ -450,6 +450,12 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		documents := service.NewDocuments(db, stores, model, service.DocumentsConfig{
 			MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
 		agents.OnDelete(documents.DropAgent)
+		// And what its node holds: workspace, staged trees, journal.
+		agents.OnDelete(func(id string) error {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			return sessions.DropAgent(dctx, id)
+		})
 		runs.UseRetrieval(documents)
 		// Then settle the runs a stopped server left behind.
 		n, back, err := runs.Reconcile(ctx)

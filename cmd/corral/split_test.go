@@ -149,6 +149,29 @@ func TestSplitRoles(t *testing.T) {
 			t.Errorf("control holds %s: %v", d, m)
 		}
 	}
+
+	// Deleting the agent on control removes what the node held of it: its
+	// workspace and its change sets' staged trees.
+	var changes struct{ Items []struct{ ID string } }
+	c.do("GET", "/agents/"+agentID+"/changes", nil, http.StatusOK, &changes)
+	var stages []string
+	for _, cs := range changes.Items {
+		if _, err := os.Stat(filepath.Join(nodeData, "stages", cs.ID)); err == nil {
+			stages = append(stages, filepath.Join(nodeData, "stages", cs.ID))
+		}
+	}
+	if len(stages) == 0 {
+		t.Fatal("the node holds no staged tree of the agent's change sets: the deletion would prove nothing")
+	}
+	c.do("DELETE", "/agents/"+agentID, nil, http.StatusNoContent, nil)
+	if _, err := os.Stat(filepath.Join(nodeData, "workspaces", agentID)); !os.IsNotExist(err) {
+		t.Errorf("after the agent's deletion the node still holds its workspace (%v)", err)
+	}
+	for _, st := range stages {
+		if _, err := os.Stat(st); !os.IsNotExist(err) {
+			t.Errorf("after the agent's deletion the node still holds %s (%v)", st, err)
+		}
+	}
 }
 
 // TestSplitNodeRestartMidRun: the node is killed (SIGKILL) while a run's

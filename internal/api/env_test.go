@@ -215,6 +215,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.stores = stores
 	e.docs = service.NewDocuments(db, stores, model, service.DocumentsConfig{EmbeddingModel: opt.embedModel, Threshold: opt.threshold})
 	agents.OnDelete(e.docs.DropAgent)
+	agents.OnDelete(func(id string) error { return sessions.DropAgent(context.Background(), id) })
 	e.runner.UseRetrieval(e.docs)
 	e.api = New(opt.api, accounts, agents, e.changes, runs)
 	e.api.SetDocuments(e.docs)

@@ -323,6 +323,26 @@ func (r *Router) DiscardStage(ctx context.Context, stageID string) error {
 	return errors.Join(errs...)
 }
 
+// DropAgent goes to every node, the agent's placement having gone with
+// its record. A node that is not connected keeps what it held of the
+// agent: the error names it, for the caller's log.
+func (r *Router) DropAgent(ctx context.Context, agentID string) error {
+	recs, err := r.store.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rec := range recs {
+		m, ok := r.fleet.node(rec.ID)
+		if !ok {
+			errs = append(errs, corral.Errorf(corral.EUNAVAIL, "the sandbox node %s is not connected: it keeps what it held of agent %s", rec.Name, agentID))
+			continue
+		}
+		errs = append(errs, m.node.DropAgent(ctx, agentID))
+	}
+	return errors.Join(errs...)
+}
+
 func (r *Router) ReadFile(ctx context.Context, scope corral.FileScope, path string) ([]corral.FileInfo, []byte, error) {
 	n, err := r.forAgent(ctx, scope.AgentID)
 	if err != nil {

@@ -61,3 +61,14 @@ func TestDrainingNodeStartsNoRun(t *testing.T) {
 		t.Fatalf("StartSession on a draining node: %v", err)
 	}
 }
+
+// TestDropAgentNamesAwayNodes: a deleted agent's files are dropped on
+// every node; one that is not connected keeps them, and the error names
+// it rather than passing for done.
+func TestDropAgentNamesAwayNodes(t *testing.T) {
+	r := NewRouter(New(nil, Config{}), draining{}, time.Millisecond)
+	err := r.DropAgent(context.Background(), "agt_a")
+	if corral.ErrorCode(err) != corral.EUNAVAIL || !strings.Contains(err.Error(), "node-n") {
+		t.Fatalf("DropAgent with its node away: %v, want EUNAVAIL naming node-n", err)
+	}
+}

@@ -278,6 +278,48 @@ func (l *Local) DiscardStage(ctx context.Context, id string) error {
 	return workspace.RemoveStage(l.stageDir(id))
 }
 
+// DropAgent removes everything this node holds of a deleted agent. Its
+// staged trees are found by the workspace each was staged from, so trees
+// no change set names any more (a crash's) go too; each is unmounted
+// before anything under it is removed, and the workspace, the lower layer
+// of their overlays, goes only once they all have.
+func (l *Local) DropAgent(ctx context.Context, agentID string) error {
+	if err := checkID("agent", agentID); err != nil {
+		return err
+	}
+	defer l.writers.Lock(agentID)()
+	ws := l.workspaceDir(agentID)
+	ents, err := os.ReadDir(l.stagesDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return corral.Internal("drop agent", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := l.stageDir(e.Name())
+		if ours, err := workspace.StagedFrom(dir, ws); err != nil || !ours {
+			errs = append(errs, err)
+			continue
+		}
+		l.forget(e.Name())
+		errs = append(errs, workspace.RemoveStage(dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return corral.Internal("drop agent", err)
+	}
+	for _, d := range []string{ws, l.journalDir(agentID), filepath.Join(l.clonesDir(), agentID)} {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return corral.Internal("drop agent", err)
+	}
+	return nil
+}
+
 // Recover finishes or rolls back every apply a crash interrupted.
 func (l *Local) Recover(ctx context.Context) error {
 	ents, err := os.ReadDir(l.journalsDir())

@@ -52,6 +52,7 @@ func TestIDsAreNeverPaths(t *testing.T) {
 				return err
 			}},
 			{"DiscardStage", func() error { return l.DiscardStage(ctx, id) }},
+			{"DropAgent", func() error { return l.DropAgent(ctx, id) }},
 			{"ReadFile", func() error { _, _, err := l.ReadFile(ctx, corral.FileScope{AgentID: id}, "f"); return err }},
 			{"WriteFile", func() error {
 				_, err := l.WriteFile(ctx, corral.FileWrite{AgentID: id, Path: "f", Content: []byte("x")})
@@ -197,5 +198,70 @@ func TestSecretsAreTheEditors(t *testing.T) {
 				t.Errorf("listing = %v", list)
 			}
 		})
+	}
+}
+
+// mounted says whether anything is mounted at or under dir.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(" "+dir))
+}
+
+// TestDropAgent: a deleted agent's node keeps nothing of it: its
+// workspace, its staged trees (one still open for a run, one kept for a
+// change set's review, both mounted) and its journal go, their mounts
+// first; another agent's workspace and staged tree stay. Dropping again,
+// or an agent the node never held, is not an error.
+func TestDropAgent(t *testing.T) {
+	ctx := context.Background()
+	l, data := newNode(t)
+	for _, agent := range []string{"agt_gone", "agt_kept"} {
+		if _, err := l.WriteFile(ctx, corral.FileWrite{AgentID: agent, Path: "notes.txt", Content: []byte(agent + "\n")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Stage(ctx, corral.StageSpec{ID: "chg_review_" + agent, AgentID: agent}); err != nil {
+			kerneltest.Skip(t, "staging needs overlayfs or a copy: %v", err)
+		}
+		tree := filepath.Join(data, "stages", "chg_review_"+agent, "tree")
+		if err := os.WriteFile(filepath.Join(tree, "changed.txt"), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Manifest(ctx, agent, "chg_review_"+agent, corral.ClassPolicy{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Stage(ctx, corral.StageSpec{ID: "chg_open", AgentID: "agt_gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DropAgent(ctx, "agt_gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"workspaces/agt_gone", "stages/chg_review_agt_gone", "stages/chg_open", "journals/agt_gone"} {
+		if _, err := os.Lstat(filepath.Join(data, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v)", gone, err)
+		}
+		if mounted(t, filepath.Join(data, gone)) {
+			t.Errorf("something is still mounted under %s", gone)
+		}
+	}
+	if _, b, err := l.ReadFile(ctx, corral.FileScope{AgentID: "agt_kept"}, "notes.txt"); err != nil || string(b) != "agt_kept\n" {
+		t.Fatalf("the other agent's file: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "stages", "chg_review_agt_kept", "tree", "changed.txt")); err != nil {
+		t.Fatalf("the other agent's staged tree: %v", err)
+	}
+	// The dropped agent's workspace is not busy any more: a stage it held
+	// open is forgotten, so a clone into a new (empty) workspace may land.
+	if err := l.CanClone(ctx, "agt_gone"); err != nil {
+		t.Fatalf("after the drop, CanClone = %v", err)
+	}
+	for _, agent := range []string{"agt_gone", "agt_never"} {
+		if err := l.DropAgent(ctx, agent); err != nil {
+			t.Errorf("DropAgent(%s) again = %v, want nil", agent, err)
+		}
 	}
 }

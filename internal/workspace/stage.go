@@ -2,7 +2,9 @@ package workspace
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -231,4 +233,22 @@ func stagePaths(persistent, dir string) (string, string, error) {
 		return "", "", fmt.Errorf("stage directory %s and workspace %s overlap", d, p)
 	}
 	return p, d, nil
+}
+
+// StagedFrom says whether the stage in dir was staged from the workspace
+// persistent, by the state the stage keeps (both paths resolved as
+// NewStage resolves them). A directory that holds no stage is not one.
+func StagedFrom(dir, persistent string) (bool, error) {
+	p, d, err := stagePaths(persistent, dir)
+	if err != nil {
+		return false, err
+	}
+	var st stageState
+	if err := readJSONFile(filepath.Join(d, stageStateFile), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return st.Persistent == p, nil
 }

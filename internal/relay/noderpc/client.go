@@ -204,6 +204,11 @@ func (c *Client) DiscardStage(ctx context.Context, stageID string) error {
 	return err
 }
 
+func (c *Client) DropAgent(ctx context.Context, agentID string) error {
+	_, err := call[none](c, ctx, "DropAgent", agentArgs{agentID})
+	return err
+}
+
 func (c *Client) ReadFile(ctx context.Context, scope corral.FileScope, path string) ([]corral.FileInfo, []byte, error) {
 	res, err := call[readResult](c, ctx, "ReadFile", readArgs{scope, path})
 	return res.Files, res.Data, err

@@ -329,6 +329,9 @@ var methods = map[string]method{
 	"DiscardStage": plain(func(ctx context.Context, n corral.Node, a idArgs) (none, error) {
 		return nil, n.DiscardStage(ctx, a.ID)
 	}),
+	"DropAgent": plain(func(ctx context.Context, n corral.Node, a agentArgs) (none, error) {
+		return nil, n.DropAgent(ctx, a.Agent)
+	}),
 	"ReadFile": plain(func(ctx context.Context, n corral.Node, a readArgs) (readResult, error) {
 		files, data, err := n.ReadFile(ctx, a.Scope, a.Path)
 		return readResult{files, data}, err
