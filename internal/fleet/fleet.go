@@ -140,6 +140,10 @@ func (f *Fleet) authenticate(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if v := r.Header.Get(noderpc.VersionHeader); v != noderpc.Version {
+		f.cfg.Log.Warn("a node of another version refused", "node", n.ID, "protocol", sanitize(v))
+		return "", corral.Errorf(corral.EFORBIDDEN, "control speaks node protocol %s and this node %q: run the same corral release on control and its nodes", noderpc.Version, sanitize(v))
+	}
 	return n.ID, nil
 }
 

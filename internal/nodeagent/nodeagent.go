@@ -104,6 +104,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		switch {
 		case corral.ErrorCode(err) == corral.EUNAUTH:
 			return corral.Errorf(corral.EUNAUTH, "control refused this node's credential (expired, or the node was removed): make a join token with `corral node token` on control and start the node with --join")
+		case corral.ErrorCode(err) == corral.EFORBIDDEN:
+			return err // control's own words: a node of another release, say
 		case err != nil:
 			a.cfg.Log.Warn("relay to control down; retrying", "in", wait, "err", corral.ErrorMessage(err))
 		}
@@ -124,7 +126,10 @@ func (a *Agent) connect(ctx context.Context) (bool, error) {
 	a.mu.Lock()
 	cred := a.cred
 	a.mu.Unlock()
-	s, err := relay.Dial(ctx, wsURL(a.cfg.Control)+fleet.RelayPath, http.Header{"Authorization": {"Bearer " + cred}}, a.cfg.Relay)
+	s, err := relay.Dial(ctx, wsURL(a.cfg.Control)+fleet.RelayPath, http.Header{
+		"Authorization":        {"Bearer " + cred},
+		noderpc.VersionHeader: {noderpc.Version},
+	}, a.cfg.Relay)
 	if err != nil {
 		return false, err
 	}

@@ -3,14 +3,18 @@ package nodeagent
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"corral"
 	"corral/internal/fleet"
+	"corral/internal/relay"
+	"corral/internal/relay/noderpc"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -117,4 +121,49 @@ func TestRefusesToStartUnjoined(t *testing.T) {
 	if err := b.Run(ctx); corral.ErrorCode(err) != corral.EUNAUTH {
 		t.Fatalf("a node with an unknown credential: %v, want EUNAUTH saying to join again", err)
 	}
+}
+
+// TestOtherProtocolRefused: control takes a node's connection only when
+// it speaks control's node protocol; a node of another release (or none
+// said) is refused with control's reason, and gets no session, though its
+// credential is good.
+func TestOtherProtocolRefused(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	nodes := service.NewNodes(db, service.NodesConfig{})
+	f := fleet.New(nodes, fleet.Config{})
+	defer f.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	token, _, err := nodes.JoinToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cred, _, err := nodes.Join(ctx, token, "node-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + fleet.RelayPath
+	for _, v := range []string{"", "1", "3", noderpc.Version + ".0"} {
+		h := http.Header{"Authorization": {"Bearer " + cred}}
+		if v != "" {
+			h.Set(noderpc.VersionHeader, v)
+		}
+		_, err := relay.Dial(ctx, url, h, relay.Config{})
+		if corral.ErrorCode(err) != corral.EFORBIDDEN || !strings.Contains(corral.ErrorMessage(err), "node protocol "+noderpc.Version) {
+			t.Errorf("protocol %q: %v, want EFORBIDDEN naming control's protocol", v, err)
+		}
+	}
+	if len(f.Connected()) != 0 {
+		t.Fatalf("a refused node is connected: %v", f.Connected())
+	}
+	s, err := relay.Dial(ctx, url, http.Header{"Authorization": {"Bearer " + cred}, noderpc.VersionHeader: {noderpc.Version}}, relay.Config{})
+	if err != nil {
+		t.Fatalf("the same credential with control's protocol: %v", err)
+	}
+	s.Close()
 }

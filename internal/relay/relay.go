@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -139,6 +140,12 @@ func Dial(ctx context.Context, url string, header http.Header, cfg Config) (*Ses
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, &corral.Error{Code: corral.EUNAUTH, Message: "control refused the node's credential", Err: err}
+		}
+		if resp != nil && resp.StatusCode == http.StatusForbidden {
+			// Control says why (Handler answers auth's message).
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			msg := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+			return nil, &corral.Error{Code: corral.EFORBIDDEN, Message: "control refused the node: " + msg, Err: err}
 		}
 		return nil, unreachable(err)
 	}

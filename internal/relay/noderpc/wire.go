@@ -16,6 +16,14 @@ import (
 // MaxLine bounds one header or answer line.
 const MaxLine = 16 << 20
 
+// Version is this protocol's: a node says it when it connects, and
+// control takes only its own (a credential's key exchange, say, cannot
+// work half-way). 2: credentials cross sealed.
+const Version = "2"
+
+// VersionHeader is where a node's connection says it.
+const VersionHeader = "Corral-Node-Protocol"
+
 // Sizes of the fixed buffers each end reads and writes through.
 const (
 	maxChunk  = 32 << 10 // a data frame's payload
