@@ -127,7 +127,7 @@ func (a *Agent) connect(ctx context.Context) (bool, error) {
 	cred := a.cred
 	a.mu.Unlock()
 	s, err := relay.Dial(ctx, wsURL(a.cfg.Control)+fleet.RelayPath, http.Header{
-		"Authorization":        {"Bearer " + cred},
+		"Authorization":       {"Bearer " + cred},
 		noderpc.VersionHeader: {noderpc.Version},
 	}, a.cfg.Relay)
 	if err != nil {
