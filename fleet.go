@@ -17,6 +17,16 @@ const (
 	NodeLost     = "lost"     // not connected now
 )
 
+// NodeLoad is how busy a sandbox node is, as the node itself counts: the
+// sessions running on it now, and the most it takes (0: no bound).
+type NodeLoad struct {
+	Sessions    int
+	MaxSessions int
+}
+
+// Full says whether the node takes no new session.
+func (l NodeLoad) Full() bool { return l.MaxSessions > 0 && l.Sessions >= l.MaxSessions }
+
 // NodeRecord is an enrolled sandbox node as control keeps it.
 type NodeRecord struct {
 	ID        string

@@ -23,6 +23,7 @@ func TestServeLimitFlags(t *testing.T) {
 		conns   int
 		perAddr int
 		proxies string
+		maxSess int
 		err     string // a substring of the error; "" for none
 	}{
 		{name: "defaults", conns: 0, perAddr: netguard.DefaultMaxConnsPerAddr},
@@ -40,6 +41,10 @@ func TestServeLimitFlags(t *testing.T) {
 		{name: "not a CIDR in the environment", env: map[string]string{"CORRAL_TRUSTED_PROXY": "10.0.0.0/33"}, err: "CORRAL_TRUSTED_PROXY"},
 		{name: "negative cap", args: []string{"--max-conns-per-addr", "-1"}, err: "must not be negative"},
 		{name: "cap not a number", env: map[string]string{"CORRAL_MAX_CONNS": "lots"}, err: "CORRAL_MAX_CONNS"},
+		{name: "max sessions", args: []string{"--max-sessions", "8"}, perAddr: netguard.DefaultMaxConnsPerAddr, maxSess: 8},
+		{name: "max sessions from the environment", env: map[string]string{"CORRAL_MAX_SESSIONS": "3"}, perAddr: netguard.DefaultMaxConnsPerAddr, maxSess: 3},
+		{name: "negative max sessions", args: []string{"--max-sessions", "-2"}, err: "--max-sessions must not be negative"},
+		{name: "max sessions not a number", env: map[string]string{"CORRAL_MAX_SESSIONS": "many"}, err: "CORRAL_MAX_SESSIONS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,9 +59,9 @@ func TestServeLimitFlags(t *testing.T) {
 				t.Fatalf("parseServe(%q): %v", tt.args, err)
 			}
 			got := (&prefixList{list: c.TrustedProxies}).String()
-			if c.MaxConns != tt.conns || c.MaxConnsPerAddr != tt.perAddr || got != tt.proxies {
-				t.Fatalf("parseServe(%q) = max-conns %d, per-addr %d, proxies %q; want %d, %d, %q",
-					tt.args, c.MaxConns, c.MaxConnsPerAddr, got, tt.conns, tt.perAddr, tt.proxies)
+			if c.MaxConns != tt.conns || c.MaxConnsPerAddr != tt.perAddr || got != tt.proxies || c.MaxSessions != tt.maxSess {
+				t.Fatalf("parseServe(%q) = max-conns %d, per-addr %d, proxies %q, max-sessions %d; want %d, %d, %q, %d",
+					tt.args, c.MaxConns, c.MaxConnsPerAddr, got, c.MaxSessions, tt.conns, tt.perAddr, tt.proxies, tt.maxSess)
 			}
 		})
 	}

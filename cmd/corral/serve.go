@@ -65,6 +65,9 @@ type serveConfig struct {
 	// ToolsDir holds the agent CLIs (make tools), mounted read-only into
 	// the sessions of runs that use one.
 	ToolsDir string
+	// MaxSessions is the most runs' sessions this machine runs at once
+	// (roles all and sandbox); 0: no bound.
+	MaxSessions int
 	// MaxConns caps open connections in all: 0 takes
 	// netguard.DefaultMaxConns, or what the descriptor limit allows after
 	// its reserve when that is less; more than the limit allows is lowered.
@@ -123,6 +126,11 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	}
 	fs.DurationVar(&c.SessionGrace, "session-grace", grace, "how long runs' sandboxes outlive a server that does not come back")
 	fs.StringVar(&c.ToolsDir, "tools-dir", envOr(getenv, "CORRAL_TOOLS_DIR", "build/tools"), "the agent CLIs' directory (make tools fills it)")
+	maxSessions, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_SESSIONS", "0"))
+	if err != nil || maxSessions < 0 {
+		return c, fmt.Errorf("%w: CORRAL_MAX_SESSIONS must be a whole number of sessions, 0 for no bound", errUsage)
+	}
+	fs.IntVar(&c.MaxSessions, "max-sessions", maxSessions, "most runs' sandboxes this machine runs at once (roles all and sandbox); 0: no bound")
 	maxConns, err := strconv.Atoi(envOr(getenv, "CORRAL_MAX_CONNS", "0"))
 	if err != nil {
 		return c, fmt.Errorf("%w: CORRAL_MAX_CONNS: %v", errUsage, err)
@@ -238,6 +246,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	}
 	if c.MaxConns < 0 || c.MaxConnsPerAddr < 0 {
 		return c, fmt.Errorf("%w: --max-conns and --max-conns-per-addr must not be negative", errUsage)
+	}
+	if c.MaxSessions < 0 {
+		return c, fmt.Errorf("%w: --max-sessions must not be negative (0: no bound)", errUsage)
 	}
 	for _, sz := range sizes {
 		if *sz.dst <= 0 {
@@ -361,7 +372,17 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			fl = fleet.New(nodes, fleet.Config{Log: log})
 			defer fl.Close()
 			router := fleet.NewRouter(fl, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
-			nodes.SetLive(func(rec corral.NodeRecord) (string, int) { return fl.Status(rec), router.Sessions(rec.ID) })
+			nodes.SetLive(func(ctx context.Context, rec corral.NodeRecord) (string, corral.NodeLoad) {
+				st := fl.Status(rec)
+				if st == corral.NodeLost {
+					return st, corral.NodeLoad{}
+				}
+				load, err := router.Load(ctx, rec.ID)
+				if err != nil { // the node's own count is not to be had: this control's
+					load = corral.NodeLoad{Sessions: router.Sessions(rec.ID)}
+				}
+				return st, load
+			})
 			sessions = router
 			mux.Handle(fleet.RelayPath, fl.Handler())
 			mux.Handle(fleet.JoinPath, fl.Handler())
@@ -746,7 +767,7 @@ func newLocalNode(c serveConfig, log *slog.Logger) (*node.Local, error) {
 	return node.New(node.Config{
 		Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
 		Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
-		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket),
+		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket), MaxSessions: c.MaxSessions,
 	})
 }
 

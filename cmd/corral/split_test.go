@@ -72,7 +72,9 @@ func TestSplitRoles(t *testing.T) {
 	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("node token: %d %s", code, errOut.String())
 	}
-	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()))
+	// One session at a time on the node: the runs here take turns, and
+	// the subtest on room sees it full.
+	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()), "CORRAL_MAX_SESSIONS=1")
 
 	c, agentID := signedIn(t, ctl) // the first account: an admin
 	var posted struct{ Run runAnswer }
@@ -116,6 +118,55 @@ func TestSplitRoles(t *testing.T) {
 	// A terminal: the browser's websocket ends on control, the shell runs
 	// in the run's sandbox on the node, the bytes cross the relay.
 	t.Run("a terminal through the relay", func(t *testing.T) { terminalOnNode(t, c, agentID) })
+
+	// A node that runs its most sessions takes no new agent: the run of an
+	// agent not placed yet fails saying so, and an admin sees the node
+	// full; once the session has ended, the agent's next run goes there.
+	t.Run("no room on the node", func(t *testing.T) {
+		var term struct{ Run runAnswer }
+		c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
+		waitFor(t, "the terminal's run to start", func() bool {
+			var r runAnswer
+			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+			return r.Status == "running"
+		})
+		var nodes struct {
+			Items []struct {
+				Runs        int
+				MaxSessions int `json:"max_sessions"`
+			}
+		}
+		c.do("GET", "/nodes", nil, http.StatusOK, &nodes)
+		if len(nodes.Items) != 1 || nodes.Items[0].Runs != 1 || nodes.Items[0].MaxSessions != 1 {
+			t.Fatalf("nodes = %+v, want one running 1 of at most 1", nodes.Items)
+		}
+		var other struct{ ID string }
+		c.do("POST", "/agents", map[string]string{"name": "unplaced"}, http.StatusCreated, &other)
+		var posted struct{ Run runAnswer }
+		c.do("POST", "/agents/"+other.ID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
+		var r runAnswer
+		waitFor(t, "the unplaced agent's run to end", func() bool {
+			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+			return r.Status != "admitted" && r.Status != "running"
+		})
+		if r.Status == "completed" || !strings.Contains(r.Reason, "runs its most sessions (node-a)") {
+			t.Fatalf("with the only node full, the run = %+v\ncontrol:\n%s", r, ctl.Log())
+		}
+		c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
+		waitFor(t, "the terminal's run to end", func() bool {
+			var r runAnswer
+			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
+			return r.Status == "killed"
+		})
+		c.do("POST", "/agents/"+other.ID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
+		waitFor(t, "the agent's next run to end", func() bool {
+			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+			return r.Status != "admitted" && r.Status != "running"
+		})
+		if r.Status != "completed" {
+			t.Fatalf("once the node had room, the run = %+v\ncontrol:\n%s", r, ctl.Log())
+		}
+	})
 
 	// Control goes away and comes back: the node dials again, with the
 	// credential it keeps, and the agent's next run goes to it.

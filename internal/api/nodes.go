@@ -23,11 +23,13 @@ type nodeView struct {
 	Name     string  `json:"name"`
 	Status   string  `json:"status"`
 	Runs     int     `json:"runs"`
+	// MaxSessions is the most runs the node takes at once (0: no bound).
+	MaxSessions int `json:"max_sessions"`
 	LastSeen *string `json:"last_seen"`
 }
 
 func viewNode(n service.NodeState) nodeView {
-	v := nodeView{ID: n.ID, Name: n.Name, Status: n.Status, Runs: n.Sessions}
+	v := nodeView{ID: n.ID, Name: n.Name, Status: n.Status, Runs: n.Load.Sessions, MaxSessions: n.Load.MaxSessions}
 	if !n.LastSeen.IsZero() {
 		t := rfc3339(n.LastSeen)
 		v.LastSeen = &t

@@ -16,11 +16,11 @@ func TestNodesAPI(t *testing.T) {
 	admin := e.signup("admin@example.com", "Admin")
 	user := e.signup("user@example.com", "User")
 	nodes := service.NewNodes(e.db, service.NodesConfig{})
-	nodes.SetLive(func(rec corral.NodeRecord) (string, int) {
+	nodes.SetLive(func(_ context.Context, rec corral.NodeRecord) (string, corral.NodeLoad) {
 		if rec.Draining {
-			return corral.NodeDraining, 1
+			return corral.NodeDraining, corral.NodeLoad{Sessions: 1, MaxSessions: 4}
 		}
-		return corral.NodeReady, 2
+		return corral.NodeReady, corral.NodeLoad{Sessions: 2, MaxSessions: 4}
 	})
 	e.api.SetNodes(nodes)
 	ctx := context.Background()
@@ -34,7 +34,7 @@ func TestNodesAPI(t *testing.T) {
 	}
 	var l list[nodeView]
 	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
-	if len(l.Items) != 1 || l.Items[0].ID != n.ID || l.Items[0].Name != "sandbox-a" || l.Items[0].Status != "ready" || l.Items[0].Runs != 2 {
+	if len(l.Items) != 1 || l.Items[0].ID != n.ID || l.Items[0].Name != "sandbox-a" || l.Items[0].Status != "ready" || l.Items[0].Runs != 2 || l.Items[0].MaxSessions != 4 {
 		t.Fatalf("nodes = %+v", l.Items)
 	}
 	user.do("GET", "/api/nodes", nil).want(http.StatusForbidden)

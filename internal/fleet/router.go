@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,31 +184,50 @@ func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, err
 	return r.ready(ctx, id, m)
 }
 
-// place puts an agent on the ready node with the fewest sessions.
+// place puts an agent on the ready node with room that runs the fewest
+// sessions, as each node counts them itself.
 func (r *Router) place(ctx context.Context, agentID string) (string, error) {
 	recs, err := r.store.Nodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	r.mu.Lock()
-	load := map[string]int{}
-	for _, n := range r.sessions {
-		load[n]++
-	}
-	r.mu.Unlock()
-	best := ""
+	best, bestLoad := "", corral.NodeLoad{}
+	var full []string
 	for _, rec := range recs {
 		if r.fleet.Status(rec) != corral.NodeReady {
 			continue
 		}
-		if best == "" || load[rec.ID] < load[best] {
-			best = rec.ID
+		load, err := r.Load(ctx, rec.ID)
+		if err != nil {
+			r.fleet.cfg.Log.Warn("a node's load not read: no agent placed there", "node", rec.ID, "err", err)
+			continue
 		}
+		if load.Full() {
+			full = append(full, rec.Name)
+			continue
+		}
+		if best == "" || load.Sessions < bestLoad.Sessions {
+			best, bestLoad = rec.ID, load
+		}
+	}
+	if best == "" && len(full) > 0 {
+		return "", corral.Errorf(corral.EADMISSION, "every ready sandbox node runs its most sessions (%s): try again when a run has ended, or add a node", strings.Join(full, ", "))
 	}
 	if best == "" {
 		return "", errNoNodes
 	}
 	return r.store.PlaceAgent(ctx, agentID, best)
+}
+
+// Load is how busy a connected node is, as it counts (corral.NodeLoad).
+func (r *Router) Load(ctx context.Context, nodeID string) (corral.NodeLoad, error) {
+	m, ok := r.fleet.node(nodeID)
+	if !ok {
+		return corral.NodeLoad{}, unavailable(nodeID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return m.node.Load(ctx)
 }
 
 // sessionNode is the node id of a run's session.

@@ -48,7 +48,10 @@ type Config struct {
 	// ToolsDir holds the agent CLIs (make tools), bound read-only at
 	// corral.ToolsDir into the sessions that run one.
 	ToolsDir string
-	Log      *slog.Logger
+	// MaxSessions is the most sessions the node runs at once; a start past
+	// it is refused (EADMISSION). 0: no bound.
+	MaxSessions int
+	Log         *slog.Logger
 }
 
 // Local is corral.Node on this machine.
@@ -68,6 +71,9 @@ type Local struct {
 	mu      sync.Mutex
 	open    map[string]map[string]*workspace.Stage
 	clients map[string]*supervisor.Client // by session
+	// starting holds session starts one at a time while the node is
+	// bounded: a count and a start are one step.
+	starting sync.Mutex
 }
 
 var _ corral.Node = (*Local)(nil)

@@ -47,6 +47,13 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 		c.Close()
 		return corral.Errorf(corral.ECONFLICT, "the run's session is running already")
 	}
+	if l.cfg.MaxSessions > 0 {
+		l.starting.Lock()
+		defer l.starting.Unlock()
+		if n := l.running(); n >= l.cfg.MaxSessions {
+			return corral.Errorf(corral.EADMISSION, "this sandbox node runs %d sessions, its most (--max-sessions): try again when a run there has ended", n)
+		}
+	}
 	// What an earlier session of this run left (it ended, or its
 	// supervisor died) is of no use to a new one.
 	if err := os.RemoveAll(dir); err != nil {
@@ -285,6 +292,31 @@ func (l *Local) Close() {
 		c.Close()
 		delete(l.clients, id)
 	}
+}
+
+// Load is how many sessions run on this node now, and its bound.
+func (l *Local) Load(ctx context.Context) (corral.NodeLoad, error) {
+	return corral.NodeLoad{Sessions: l.running(), MaxSessions: l.cfg.MaxSessions}, nil
+}
+
+// running counts the sessions whose supervisor is there and says it runs:
+// every session on the node, whichever process started it.
+func (l *Local) running() int {
+	ents, err := os.ReadDir(l.sessionsDir())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() || !ids.MatchString(e.Name()) {
+			continue
+		}
+		st, err := supervisor.ReadState(filepath.Join(l.sessionsDir(), e.Name()))
+		if err == nil && st.State == supervisor.StateRunning && syscall.Kill(st.PID, 0) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // EndAll ends every session under the node's directory, attached or not.

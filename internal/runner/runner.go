@@ -485,7 +485,7 @@ func (r *Runner) begin(a *active, agent corral.Agent) (out outcome, ok bool) {
 	}
 	r.record(ctx, run.ID, trace.Started, data)
 	if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
-		return r.failed(a, "the workspace could not be staged", err), false
+		return r.failed(a, "the workspace could not be staged: "+safeMessage(err), err), false
 	}
 	return outcome{}, true
 }

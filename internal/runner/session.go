@@ -120,7 +120,7 @@ func (r *Runner) terminalLoop(a *active, reattach bool) (outcome, corral.Agent, 
 		// The tree and the session first: a terminal run that is running
 		// has a terminal to open.
 		if err := r.ws.Begin(ctx, agent, run.StageID); err != nil {
-			return r.failed(a, "the workspace could not be staged", err), agent, false
+			return r.failed(a, "the workspace could not be staged: "+safeMessage(err), err), agent, false
 		}
 		if err := r.node.StartSession(r.as(ctx, *run), sessionSpec(*run, agent, timeout)); err != nil {
 			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true

@@ -32,17 +32,18 @@ type Nodes struct {
 	cfg   NodesConfig
 	// live says how a node is now (fleet.Fleet's, in role control): its
 	// status and how many sessions it holds. nil: every node is lost.
-	live func(corral.NodeRecord) (status string, sessions int)
+	live func(context.Context, corral.NodeRecord) (status string, load corral.NodeLoad)
 }
 
-// SetLive tells the node use cases how a node is now.
-func (s *Nodes) SetLive(f func(corral.NodeRecord) (string, int)) { s.live = f }
+// SetLive tells the node use cases how a node is now: its status, and
+// its load (as the node counts it, when it is connected).
+func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) (string, corral.NodeLoad)) { s.live = f }
 
 // NodeState is an enrolled node as an admin sees it.
 type NodeState struct {
 	corral.NodeRecord
 	Status   string // corral.NodeReady, NodeDraining or NodeLost
-	Sessions int    // sessions (runs) it holds now
+	Load   corral.NodeLoad // sessions (runs) it holds now, and its bound
 }
 
 // NewNodes returns the node use cases.
@@ -135,7 +136,7 @@ func (s *Nodes) All(ctx context.Context, actor corral.User) ([]NodeState, error)
 	for i, rec := range recs {
 		out[i] = NodeState{NodeRecord: rec, Status: corral.NodeLost}
 		if s.live != nil {
-			out[i].Status, out[i].Sessions = s.live(rec)
+			out[i].Status, out[i].Load = s.live(ctx, rec)
 		}
 	}
 	return out, nil

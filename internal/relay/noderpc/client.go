@@ -204,6 +204,11 @@ func (c *Client) DiscardStage(ctx context.Context, stageID string) error {
 	return err
 }
 
+// Load asks the node how busy it is (see corral.NodeLoad).
+func (c *Client) Load(ctx context.Context) (corral.NodeLoad, error) {
+	return call[corral.NodeLoad](c, ctx, "Load", struct{}{})
+}
+
 func (c *Client) DropAgent(ctx context.Context, agentID string) error {
 	_, err := call[none](c, ctx, "DropAgent", agentArgs{agentID})
 	return err

@@ -37,6 +37,12 @@ func (l *local) Output(ctx context.Context, sessionID, commandID string, offset 
 
 func newLocal(t testing.TB) (*local, *noderpc.Client) {
 	t.Helper()
+	return newLocalWith(t, nil)
+}
+
+// newLocalWith is newLocal with its node's configuration tuned.
+func newLocalWith(t testing.TB, tune func(*node.Config)) (*local, *noderpc.Client) {
+	t.Helper()
 	data := t.TempDir()
 	// The sandbox's user must reach staged trees under it; t.TempDir
 	// makes its parent private.
@@ -54,7 +60,11 @@ func newLocal(t testing.TB) (*local, *noderpc.Client) {
 			workspace.RemoveStage(st)
 		}
 	})
-	l, err := node.New(node.Config{Data: data, UID: uid, GID: uid})
+	cfg := node.Config{Data: data, UID: uid, GID: uid}
+	if tune != nil {
+		tune(&cfg)
+	}
+	l, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,5 +441,47 @@ func TestTerminal(t *testing.T) {
 	s.typeIn("exit\n")
 	if err := s.until("\x00never\x00"); err != io.EOF {
 		t.Fatalf("the shell exited, and Read returned %v, want io.EOF; screen %q", err, s.seen.String())
+	}
+}
+
+// TestMaxSessions: a node bounded to two sessions says its load over the
+// relay as it counts it, refuses a third start (EADMISSION, saying why)
+// without leaving anything of it, and takes one again once a session has
+// ended.
+func TestMaxSessions(t *testing.T) {
+	needSessions(t)
+	_, c := newLocalWith(t, func(cfg *node.Config) { cfg.MaxSessions = 2 })
+	load := func() corral.NodeLoad {
+		t.Helper()
+		l, err := c.Load(acting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := load(); l != (corral.NodeLoad{Sessions: 0, MaxSessions: 2}) {
+		t.Fatalf("an idle node's load = %+v", l)
+	}
+	startSession(t, c, "run_max_a")
+	startSession(t, c, "run_max_b")
+	if l := load(); l != (corral.NodeLoad{Sessions: 2, MaxSessions: 2}) || !l.Full() {
+		t.Fatalf("with two sessions, load = %+v, want full", l)
+	}
+	stage(t, c, corral.StageSpec{ID: "chg_run_max_c", AgentID: "agt_run_max_c"})
+	err := c.StartSession(acting, corral.SessionSpec{ID: "run_max_c", StageID: "chg_run_max_c", Wall: time.Minute})
+	if corral.ErrorCode(err) != corral.EADMISSION || !strings.Contains(corral.ErrorMessage(err), "2 sessions") {
+		t.Fatalf("a third session: %v, want EADMISSION saying the node runs 2", err)
+	}
+	if st, err := c.Session(acting, "run_max_c"); err == nil && st.Running {
+		t.Fatalf("the refused session runs: %+v", st)
+	}
+	if err := c.EndSession(acting, "run_max_a"); err != nil {
+		t.Fatal(err)
+	}
+	if l := load(); l.Sessions != 1 {
+		t.Fatalf("after one ended, load = %+v", l)
+	}
+	if err := c.StartSession(acting, corral.SessionSpec{ID: "run_max_c", StageID: "chg_run_max_c", Wall: time.Minute}); err != nil {
+		t.Fatalf("a session once there is room: %v", err)
 	}
 }

@@ -329,6 +329,15 @@ var methods = map[string]method{
 	"DiscardStage": plain(func(ctx context.Context, n corral.Node, a idArgs) (none, error) {
 		return nil, n.DiscardStage(ctx, a.ID)
 	}),
+	"Load": plain(func(ctx context.Context, n corral.Node, _ struct{}) (corral.NodeLoad, error) {
+		l, ok := n.(interface {
+			Load(context.Context) (corral.NodeLoad, error)
+		})
+		if !ok {
+			return corral.NodeLoad{}, corral.Errorf(corral.EINVALID, "the sandbox node does not say its load")
+		}
+		return l.Load(ctx)
+	}),
 	"DropAgent": plain(func(ctx context.Context, n corral.Node, a agentArgs) (none, error) {
 		return nil, n.DropAgent(ctx, a.Agent)
 	}),
