@@ -30,7 +30,8 @@ type Node interface {
 	// Exec starts a command in a session. Exec of an id the session has
 	// seen does nothing: a command is never run twice.
 	Exec(ctx context.Context, sessionID string, c Command) error
-	// Output returns what a command wrote from offset on (at most 64 KiB),
+	// Output returns what a command wrote from offset on (at most
+	// MaxOutputRead),
 	// and its exit once everything it wrote has been returned. With wait,
 	// it first waits for something new, the exit, or ctx.
 	Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (CommandOutput, error)
@@ -51,6 +52,9 @@ type Terminal interface {
 	io.ReadWriteCloser
 	Resize(cols, rows int) error
 }
+
+// MaxOutputRead is the most one Output call returns.
+const MaxOutputRead = 1 << 20
 
 // GatewayAddr is where a session that has the gateway reaches it: a port
 // on the session's own loopback, so http://127.0.0.1:41300/v1 is the base

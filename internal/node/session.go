@@ -187,7 +187,7 @@ func (l *Local) gone(err error) error {
 }
 
 // maxChunk is the most Output returns at once.
-const maxChunk = 64 << 10
+const maxChunk = corral.MaxOutputRead
 
 // Output returns a piece of a command's output, read from its log, which
 // outlives the supervisor: a command that ended while no server listened

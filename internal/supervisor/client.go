@@ -233,7 +233,7 @@ func (c *Client) Read(id string, offset int64, max int) ([]byte, *Exit, error) {
 
 // Read is Client.Read without a client: for a session whose supervisor is
 // gone.
-func Read(dir, id string, offset int64, max int) ([]byte, *Exit, error) {
+func Read(dir, id string, offset int64, most int) ([]byte, *Exit, error) {
 	if err := checkID(id); err != nil {
 		return nil, nil, err
 	}
@@ -253,7 +253,12 @@ func Read(dir, id string, offset int64, max int) ([]byte, *Exit, error) {
 		return nil, nil, corral.Internal("command log", err)
 	}
 	defer f.Close()
-	buf := make([]byte, max)
+	// What is there to read, not max: a command that writes little is
+	// read often.
+	if st, err := f.Stat(); err == nil {
+		most = int(min(int64(most), max(st.Size()-offset, 0)))
+	}
+	buf := make([]byte, most)
 	n, err := f.ReadAt(buf, offset)
 	if err != nil && err != io.EOF {
 		return nil, nil, corral.Internal("command log", err)

@@ -360,8 +360,38 @@ func (c *Client) Exec(ctx context.Context, sessionID string, cmd corral.Command)
 	return err
 }
 
+// Output's data arrives as frames (see serveOutput), at most
+// corral.MaxOutputRead of it.
 func (c *Client) Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (corral.CommandOutput, error) {
-	return call[corral.CommandOutput](c, ctx, "Output", outputArgs{sessionID, commandID, offset, wait})
+	s, err := c.start(ctx, "Output", outputArgs{sessionID, commandID, offset, wait}, nil)
+	if err != nil {
+		return corral.CommandOutput{}, err
+	}
+	defer s.close()
+	var out corral.CommandOutput
+	buf := make([]byte, maxChunk)
+	for {
+		typ, p, err := s.r.frame(buf)
+		if err != nil {
+			return corral.CommandOutput{}, s.broken(err)
+		}
+		switch typ {
+		case frameData:
+			if len(out.Data)+len(p) > corral.MaxOutputRead {
+				return corral.CommandOutput{}, malformed(fmt.Errorf("more than %d bytes of output at once", corral.MaxOutputRead))
+			}
+			out.Data = append(out.Data, p...)
+		case frameEnd:
+			a, err := answerOf[outputAnswer](s, nil)
+			if err != nil {
+				return corral.CommandOutput{}, err
+			}
+			out.Exit = a.Exit
+			return out, nil
+		default:
+			return corral.CommandOutput{}, malformed(fmt.Errorf("a %q frame in an output", typ))
+		}
+	}
 }
 
 func (c *Client) Signal(ctx context.Context, sessionID, commandID, signal string) error {

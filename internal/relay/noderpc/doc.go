@@ -37,6 +37,10 @@
 //     half-close: yamux streams have no CloseWrite (their Close is a
 //     half-close, but net.Conn does not say so), and frames work the same
 //     over both.
+//   - Output: the command's output as 'd' frames, raw (it is the bulk of
+//     what crosses: as JSON it would be base64'd and scanned twice, which
+//     held a relayed read to a fifth of the speed), then 'x', then the
+//     answer line with the exit.
 //   - Archive: the archive as 'd' frames, then 'x', then the answer line:
 //     an error after bytes went out reaches the client as that error,
 //     never as a short archive that looks whole.

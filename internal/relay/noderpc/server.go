@@ -377,9 +377,7 @@ var methods = map[string]method{
 	"Exec": plain(func(ctx context.Context, n corral.Node, a execArgs) (none, error) {
 		return nil, n.Exec(ctx, a.Session, a.Command)
 	}),
-	"Output": plain(func(ctx context.Context, n corral.Node, a outputArgs) (corral.CommandOutput, error) {
-		return n.Output(ctx, a.Session, a.Command, a.Offset, a.Wait)
-	}),
+	"Output": serveOutput,
 	"Signal": plain(func(ctx context.Context, n corral.Node, a signalArgs) (none, error) {
 		return nil, n.Signal(ctx, a.Session, a.Command, a.Signal)
 	}),
@@ -570,4 +568,37 @@ func servePush(ctx context.Context, n corral.Node, args json.RawMessage, c *serv
 	c.watch()
 	res, err := n.Push(ctx, a.Agent, a.URL, a.Branch, auth)
 	c.answer(res, err)
+}
+
+// outputAnswer is an Output's answer line: its data crossed as frames.
+type outputAnswer struct {
+	Exit *corral.CommandExit
+}
+
+// serveOutput sends what the node's Output returned as 'd' frames, raw
+// (a command's output is the bulk of what crosses: through JSON it would
+// be base64'd and scanned twice), then 'x' and the answer line.
+func serveOutput(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+	var a outputArgs
+	if err := decode(args, &a); err != nil {
+		if c.frame(frameEnd, nil) == nil {
+			c.answer(nil, err)
+		}
+		return
+	}
+	c.watch()
+	out, err := n.Output(ctx, a.Session, a.Command, a.Offset, a.Wait)
+	if err != nil {
+		out = corral.CommandOutput{}
+	}
+	for p := out.Data; len(p) > 0; {
+		k := min(len(p), maxChunk)
+		if c.frame(frameData, p[:k]) != nil {
+			return
+		}
+		p = p[k:]
+	}
+	if c.frame(frameEnd, nil) == nil {
+		c.answer(outputAnswer{Exit: out.Exit}, err)
+	}
 }
