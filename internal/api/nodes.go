@@ -19,13 +19,13 @@ func (s *Server) nodesService() (*service.Nodes, error) {
 }
 
 type nodeView struct {
-	ID       string  `json:"id"`
-	Name     string  `json:"name"`
-	Status   string  `json:"status"`
-	Runs     int     `json:"runs"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Runs   int    `json:"runs"`
 	// MaxSessions is the most runs the node takes at once (0: no bound).
-	MaxSessions int `json:"max_sessions"`
-	LastSeen *string `json:"last_seen"`
+	MaxSessions int     `json:"max_sessions"`
+	LastSeen    *string `json:"last_seen"`
 }
 
 func viewNode(n service.NodeState) nodeView {

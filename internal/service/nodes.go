@@ -37,12 +37,14 @@ type Nodes struct {
 
 // SetLive tells the node use cases how a node is now: its status, and
 // its load (as the node counts it, when it is connected).
-func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) (string, corral.NodeLoad)) { s.live = f }
+func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) (string, corral.NodeLoad)) {
+	s.live = f
+}
 
 // NodeState is an enrolled node as an admin sees it.
 type NodeState struct {
 	corral.NodeRecord
-	Status   string // corral.NodeReady, NodeDraining or NodeLost
+	Status string          // corral.NodeReady, NodeDraining or NodeLost
 	Load   corral.NodeLoad // sessions (runs) it holds now, and its bound
 }
 
