@@ -61,6 +61,10 @@ type NodeStore interface {
 	// returns where it is.
 	AgentNode(ctx context.Context, agentID string) (string, error)
 	PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error)
+	// MoveAgent moves an agent's placement from one node to another, if
+	// it is still on from: ECONFLICT otherwise, ENOTFOUND for no agent or
+	// no node to.
+	MoveAgent(ctx context.Context, agentID, from, to string) error
 	// SetRunNode records the node a run's session runs on.
 	SetRunNode(ctx context.Context, runID, nodeID string) error
 }

@@ -62,6 +62,14 @@ type Trees interface {
 	// and a clone of it in progress. What is gone already is not an
 	// error; a staged tree that cannot be removed leaves the workspace.
 	DropAgent(ctx context.Context, agentID string) error
+	// ExportWorkspace writes the agent's whole workspace (.git and secret
+	// files included) as a tar, for ImportWorkspace on another node: a
+	// move.
+	ExportWorkspace(ctx context.Context, agentID string, w io.Writer) error
+	// ImportWorkspace makes the agent's workspace from ExportWorkspace's
+	// tar, all of it or nothing; the workspace must be empty, and no run
+	// working on it.
+	ImportWorkspace(ctx context.Context, agentID string, r io.Reader) error
 	// Recover finishes or rolls back every write a crash interrupted. It
 	// runs at start-up, before anything else touches a workspace.
 	Recover(ctx context.Context) error

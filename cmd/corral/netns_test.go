@@ -491,6 +491,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}
 	lab := newNetLab(t)
+	top := t
 	start := time.Now()
 	phase := func(t *testing.T, name string) func() {
 		began := time.Now()
@@ -629,7 +630,8 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		if n := release(sleep); n != 1 {
 			t.Fatalf("released %d sleeps, want 1: the command died with its node", n)
 		}
-		nodes["n1"] = startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv) // the token is spent: the node keeps its credential
+		// On the whole test's t: a subtest's would end the node with it.
+		nodes["n1"] = startNodeIn(top, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv) // the token is spent: the node keeps its credential
 		waitFor(t, "control to see node 1 ready again", func() bool { return nodesByName(c)["n1"].Status == "ready" })
 		r := waitRun(t, c, posted.Run.ID)
 		if r.Status != "completed" || r.ChangeSetID == nil {
@@ -689,6 +691,62 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		}
 		git.Fsck(t)
 		t.Logf("cloned, committed and pushed on %s", nodeOf(t, a.ID))
+	})
+
+	t.Run("node 1 drained and its agents moved to node 2", func(t *testing.T) {
+		defer phase(t, "node 1 drained and its agents moved to node 2")()
+		c := as(t)
+		byName := nodesByName(c)
+		n1, n2 := byName["n1"].ID, byName["n2"].ID
+		c.do("POST", "/nodes/"+n1+"/drain", nil, http.StatusNoContent, nil)
+		defer c.do("DELETE", "/nodes/"+n1+"/drain", nil, http.StatusNoContent, nil)
+		ents, err := os.ReadDir(filepath.Join(n1Data, "workspaces"))
+		if err != nil || len(ents) == 0 {
+			t.Fatalf("node 1 holds no workspace to move (%v)", err)
+		}
+		for _, e := range ents {
+			agentID := e.Name()
+			made, _ := os.ReadFile(filepath.Join(n1Data, "workspaces", agentID, "made.txt"))
+			// A change set waiting for review keeps the agent where its
+			// staged tree is: decided first, the agent moves.
+			var changes struct{ Items []struct{ ID, Status string } }
+			c.do("GET", "/agents/"+agentID+"/changes", nil, http.StatusOK, &changes)
+			pending := 0
+			for _, cs := range changes.Items {
+				if cs.Status == "pending" {
+					if pending++; pending == 1 {
+						c.do("POST", "/nodes/"+n2+"/agents", map[string]string{"agent_id": agentID}, http.StatusConflict, nil)
+					}
+					c.do("POST", "/changes/"+cs.ID+"/approve", nil, http.StatusOK, nil)
+				}
+			}
+			if len(made) == 0 {
+				made, _ = os.ReadFile(filepath.Join(n1Data, "workspaces", agentID, "made.txt"))
+			}
+			c.do("POST", "/nodes/"+n2+"/agents", map[string]string{"agent_id": agentID}, http.StatusNoContent, nil)
+			if _, err := os.Stat(filepath.Join(n1Data, "workspaces", agentID)); !os.IsNotExist(err) {
+				t.Errorf("agent %s's workspace is still on node 1 after its move (%v)", agentID, err)
+			}
+			got, err := os.ReadFile(filepath.Join(n2Data, "workspaces", agentID, "made.txt"))
+			if len(made) > 0 && (err != nil || !bytes.Equal(got, made)) {
+				t.Errorf("agent %s's made.txt on node 2: %q, %v; want %q", agentID, got, err, made)
+			}
+			var posted struct{ Run runAnswer }
+			c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "run: ls"}, http.StatusAccepted, &posted)
+			r := waitRun(t, c, posted.Run.ID)
+			var ran struct{ Node string }
+			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &ran)
+			if r.Status != "completed" || ran.Node != n2 {
+				t.Fatalf("agent %s's run after its move = %+v on %s, want completed on node 2\n%s", agentID, r, ran.Node, logs())
+			}
+			if r.ChangeSetID != nil {
+				c.do("POST", "/changes/"+*r.ChangeSetID+"/reject", nil, http.StatusOK, nil)
+			}
+		}
+		if left, _ := os.ReadDir(filepath.Join(n1Data, "workspaces")); len(left) != 0 {
+			t.Fatalf("node 1 still holds %d workspaces after its agents moved", len(left))
+		}
+		t.Logf("moved %d agents from node 1 to node 2", len(ents))
 	})
 
 	t.Run("64 MiB of output over a throttled link", func(t *testing.T) {

@@ -372,6 +372,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			fl = fleet.New(nodes, fleet.Config{Log: log})
 			defer fl.Close()
 			router := fleet.NewRouter(fl, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
+			nodes.SetMover(db, router.Move)
 			nodes.SetLive(func(ctx context.Context, rec corral.NodeRecord) (string, corral.NodeLoad) {
 				st := fl.Status(rec)
 				if st == corral.NodeLost {

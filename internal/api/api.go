@@ -152,6 +152,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/nodes", true, s.listNodes},
 		{"POST", "/api/nodes/{id}/drain", true, s.drainNode},
 		{"DELETE", "/api/nodes/{id}/drain", true, s.undrainNode},
+		{"POST", "/api/nodes/{id}/agents", true, s.moveAgent},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}

@@ -300,6 +300,7 @@ var accountRoutes = []accountRoute{
 	{method: "GET", path: "/api/nodes", anon: 401, user: 403, admin: 503},
 	{method: "POST", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
 	{method: "DELETE", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
+	{method: "POST", path: "/api/nodes/{id}/agents", arg: "nod_doesnotexist", body: map[string]string{"agent_id": "agt_doesnotexist"}, anon: 401, user: 403, admin: 503},
 	// Published by an account of its own: nobody else but an admin (the last cell) may delete it.
 	{method: "DELETE", path: "/api/library/documents/{doc_id}", arg: "{library_doc}", anon: 401, user: 403, admin: 204},
 }

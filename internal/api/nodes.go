@@ -76,3 +76,29 @@ func (s *Server) setDraining(w http.ResponseWriter, r *http.Request, actor corra
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// moveAgent is POST /api/nodes/{id}/agents {agent_id}: the agent, its
+// workspace with it, moves to the node.
+func (s *Server) moveAgent(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an admin moves an agent between nodes")
+	}
+	n, err := s.nodesService()
+	if err != nil {
+		return err
+	}
+	var req struct {
+		AgentID string `json:"agent_id"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.AgentID == "" {
+		return corral.Errorf(corral.EINVALID, "agent_id: the agent to move")
+	}
+	if err := n.MoveAgent(r.Context(), actor, req.AgentID, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -52,5 +52,21 @@ func TestNodesAPI(t *testing.T) {
 	if l.Items[0].Status != "ready" {
 		t.Fatalf("after undrain: %+v", l.Items[0])
 	}
+
+	// Moving an agent: an admin's, of an agent with nothing under way.
+	var moved []string
+	nodes.SetMover(e.db, func(_ context.Context, agentID, nodeID string) error {
+		moved = append(moved, agentID+"→"+nodeID)
+		return nil
+	})
+	id := user.createAgent("mover")
+	body := map[string]string{"agent_id": id}
+	user.do("POST", "/api/nodes/"+n.ID+"/agents", body).want(http.StatusForbidden)
+	admin.do("POST", "/api/nodes/"+n.ID+"/agents", map[string]string{"agent_id": "agt_doesnotexist"}).want(http.StatusNotFound)
+	admin.do("POST", "/api/nodes/"+n.ID+"/agents", map[string]string{}).want(http.StatusBadRequest)
+	admin.do("POST", "/api/nodes/"+n.ID+"/agents", body).want(http.StatusNoContent)
+	if len(moved) != 1 || moved[0] != id+"→"+n.ID {
+		t.Fatalf("moves = %v", moved)
+	}
 	e.assertNoSecrets(t)
 }

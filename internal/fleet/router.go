@@ -17,6 +17,7 @@ import (
 type Placements interface {
 	AgentNode(ctx context.Context, agentID string) (string, error)
 	PlaceAgent(ctx context.Context, agentID, nodeID string) (string, error)
+	MoveAgent(ctx context.Context, agentID, from, to string) error
 	Run(ctx context.Context, id string) (corral.Run, error)
 	Nodes(ctx context.Context) ([]corral.NodeRecord, error)
 	SetRunNode(ctx context.Context, runID, nodeID string) error
@@ -49,6 +50,10 @@ type Router struct {
 	// write to its workspace.
 	seen   map[string]*member
 	reopen map[string]*sync.Mutex // one reopening per node at a time
+	// inflight counts the calls on each agent's workspace under way;
+	// moving marks the agents whose workspace moves (Move).
+	inflight map[string]int
+	moving   map[string]bool
 }
 
 // DefaultGrace is how long a session's calls wait for its node.
@@ -60,7 +65,8 @@ func NewRouter(f *Fleet, store Placements, grace time.Duration) *Router {
 		grace = DefaultGrace
 	}
 	r := &Router{fleet: f, store: store, grace: grace, sessions: map[string]string{},
-		stages: map[string]map[string]string{}, seen: map[string]*member{}, reopen: map[string]*sync.Mutex{}}
+		stages: map[string]map[string]string{}, seen: map[string]*member{}, reopen: map[string]*sync.Mutex{},
+		inflight: map[string]int{}, moving: map[string]bool{}}
 	f.carries = r.carries
 	return r
 }
@@ -166,22 +172,51 @@ func (r *Router) closed(stageID string) {
 	r.mu.Unlock()
 }
 
-// forAgent is the node of an agent, placing it first when it has none.
-func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, error) {
-	id, err := r.store.AgentNode(ctx, agentID)
+// forAgent is the node of an agent, placing it first when it has none,
+// and done, to call once the call made on it has returned: a move waits
+// for no call, and no call starts while the agent's workspace moves.
+func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, func(), error) {
+	done, err := r.use(agentID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if id == "" {
-		if id, err = r.place(ctx, agentID); err != nil {
-			return nil, err
-		}
+	id, err := r.store.AgentNode(ctx, agentID)
+	if err == nil && id == "" {
+		id, err = r.place(ctx, agentID)
+	}
+	if err != nil {
+		done()
+		return nil, nil, err
 	}
 	m, ok := r.fleet.await(ctx, id, 0) // connected now, or not
 	if !ok {
-		return nil, unavailable(id)
+		done()
+		return nil, nil, unavailable(id)
 	}
-	return r.ready(ctx, id, m)
+	n, err := r.ready(ctx, id, m)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return n, done, nil
+}
+
+// use counts a call on the agent's workspace in flight until done; it is
+// refused while the workspace moves.
+func (r *Router) use(agentID string) (func(), error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.moving[agentID] {
+		return nil, corral.Errorf(corral.ECONFLICT, "the agent's workspace is moving to another sandbox node: try again once it has moved")
+	}
+	r.inflight[agentID]++
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.inflight[agentID]--; r.inflight[agentID] == 0 {
+			delete(r.inflight, agentID)
+		}
+	}), nil
 }
 
 // place puts an agent on the ready node with room that runs the fewest
@@ -279,10 +314,11 @@ func (r *Router) onSession(ctx context.Context, runID string, again bool, call f
 // Trees: every call names its agent.
 
 func (r *Router) Stage(ctx context.Context, spec corral.StageSpec) error {
-	n, err := r.forAgent(ctx, spec.AgentID)
+	n, done, err := r.forAgent(ctx, spec.AgentID)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if err := n.Stage(ctx, spec); err != nil {
 		return err
 	}
@@ -291,10 +327,11 @@ func (r *Router) Stage(ctx context.Context, spec corral.StageSpec) error {
 }
 
 func (r *Router) ReopenStage(ctx context.Context, agentID, stageID string) error {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if err := n.ReopenStage(ctx, agentID, stageID); err != nil {
 		return err
 	}
@@ -303,10 +340,11 @@ func (r *Router) ReopenStage(ctx context.Context, agentID, stageID string) error
 }
 
 func (r *Router) Manifest(ctx context.Context, agentID, stageID string, policy corral.ClassPolicy) (corral.StageManifest, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.StageManifest{}, err
 	}
+	defer done()
 	m, err := n.Manifest(ctx, agentID, stageID, policy)
 	if err == nil {
 		r.closed(stageID) // the tree hears of no more writes (node.Local forgets it too)
@@ -315,18 +353,20 @@ func (r *Router) Manifest(ctx context.Context, agentID, stageID string, policy c
 }
 
 func (r *Router) Diffs(ctx context.Context, agentID, stageID string, entries []corral.ChangeEntry) ([]corral.ChangeEntry, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return n.Diffs(ctx, agentID, stageID, entries)
 }
 
 func (r *Router) Apply(ctx context.Context, req corral.ApplyRequest) (corral.ApplyResult, error) {
-	n, err := r.forAgent(ctx, req.AgentID)
+	n, done, err := r.forAgent(ctx, req.AgentID)
 	if err != nil {
 		return corral.ApplyResult{}, err
 	}
+	defer done()
 	return n.Apply(ctx, req)
 }
 
@@ -364,42 +404,47 @@ func (r *Router) DropAgent(ctx context.Context, agentID string) error {
 }
 
 func (r *Router) ReadFile(ctx context.Context, scope corral.FileScope, path string) ([]corral.FileInfo, []byte, error) {
-	n, err := r.forAgent(ctx, scope.AgentID)
+	n, done, err := r.forAgent(ctx, scope.AgentID)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	return n.ReadFile(ctx, scope, path)
 }
 
 func (r *Router) WriteFile(ctx context.Context, w corral.FileWrite) (corral.CommitResult, error) {
-	n, err := r.forAgent(ctx, w.AgentID)
+	n, done, err := r.forAgent(ctx, w.AgentID)
 	if err != nil {
 		return corral.CommitResult{}, err
 	}
+	defer done()
 	return n.WriteFile(ctx, w)
 }
 
 func (r *Router) DeleteFile(ctx context.Context, agentID, path string, recursive bool, commit *corral.CommitSpec) (corral.DeleteResult, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.DeleteResult{}, err
 	}
+	defer done()
 	return n.DeleteFile(ctx, agentID, path, recursive, commit)
 }
 
 func (r *Router) Import(ctx context.Context, agentID, contentType string, body io.Reader, commit *corral.CommitSpec) (corral.ImportResult, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.ImportResult{}, err
 	}
+	defer done()
 	return n.Import(ctx, agentID, contentType, body, commit)
 }
 
 func (r *Router) Archive(ctx context.Context, scope corral.FileScope, w io.Writer) error {
-	n, err := r.forAgent(ctx, scope.AgentID)
+	n, done, err := r.forAgent(ctx, scope.AgentID)
 	if err != nil {
 		return err
 	}
+	defer done()
 	return n.Archive(ctx, scope, w)
 }
 
@@ -407,43 +452,139 @@ func (r *Router) Archive(ctx context.Context, scope corral.FileScope, w io.Write
 // it connects: nothing is left for control to do.
 func (r *Router) Recover(ctx context.Context) error { return nil }
 
+func (r *Router) ExportWorkspace(ctx context.Context, agentID string, w io.Writer) error {
+	n, done, err := r.forAgent(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return n.ExportWorkspace(ctx, agentID, w)
+}
+
+func (r *Router) ImportWorkspace(ctx context.Context, agentID string, body io.Reader) error {
+	n, done, err := r.forAgent(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return n.ImportWorkspace(ctx, agentID, body)
+}
+
+// Move carries an agent's workspace to another node: exported from its
+// node as a tar, streamed through control into the other's
+// ImportWorkspace (all or nothing there), the placement moved (compare and
+// set), and then the old node's copy dropped. No call on the workspace
+// may be under way (ECONFLICT), and none starts until the move has ended;
+// the caller sees that no run works on it and no change set waits. A
+// failed move leaves the agent where it was.
+func (r *Router) Move(ctx context.Context, agentID, to string) error {
+	from, err := r.store.AgentNode(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if from == to {
+		return nil
+	}
+	recs, err := r.store.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	target := corral.NodeRecord{}
+	for _, rec := range recs {
+		if rec.ID == to {
+			target = rec
+		}
+	}
+	if target.ID == "" {
+		return corral.Errorf(corral.ENOTFOUND, "no sandbox node %s", to)
+	}
+	if st := r.fleet.Status(target); st != corral.NodeReady {
+		return corral.Errorf(corral.ECONFLICT, "the sandbox node %s is %s: a workspace moves only to a ready node", target.Name, st)
+	}
+	dst, ok := r.fleet.node(to)
+	if !ok {
+		return unavailable(to)
+	}
+	r.mu.Lock()
+	if r.moving[agentID] || r.inflight[agentID] > 0 {
+		r.mu.Unlock()
+		return corral.Errorf(corral.ECONFLICT, "the agent's workspace is in use: try again in a moment")
+	}
+	r.moving[agentID] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.moving, agentID)
+		r.mu.Unlock()
+	}()
+	if from == "" {
+		// Never placed: there is nothing to carry.
+		_, err := r.store.PlaceAgent(ctx, agentID, to)
+		return err
+	}
+	src, ok := r.fleet.node(from)
+	if !ok {
+		return corral.Errorf(corral.EUNAVAIL, "the sandbox node %s, which holds this agent's workspace, is not connected: a workspace moves from a connected node", from)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(src.node.ExportWorkspace(ctx, agentID, pw)) }()
+	err = dst.node.ImportWorkspace(ctx, agentID, pr)
+	pr.CloseWithError(errors.New("the move ended"))
+	if err != nil {
+		return err
+	}
+	if err := r.store.MoveAgent(ctx, agentID, from, to); err != nil {
+		dst.node.DropAgent(context.WithoutCancel(ctx), agentID)
+		return err
+	}
+	if err := src.node.DropAgent(context.WithoutCancel(ctx), agentID); err != nil {
+		r.fleet.cfg.Log.Error("a moved workspace's old copy not dropped", "agent", agentID, "node", from, "err", err)
+	}
+	return nil
+}
+
 func (r *Router) Clone(ctx context.Context, agentID string, spec corral.CloneSpec, progress func(int)) (corral.CloneResult, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.CloneResult{}, err
 	}
+	defer done()
 	return n.Clone(ctx, agentID, spec, progress)
 }
 
 func (r *Router) CanClone(ctx context.Context, agentID string) error {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
+	defer done()
 	return n.CanClone(ctx, agentID)
 }
 
 func (r *Router) Commit(ctx context.Context, agentID string, spec corral.CommitSpec) (corral.CommitResult, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.CommitResult{}, err
 	}
+	defer done()
 	return n.Commit(ctx, agentID, spec)
 }
 
 func (r *Router) Log(ctx context.Context, agentID string, max int) ([]corral.GitCommit, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return n.Log(ctx, agentID, max)
 }
 
 func (r *Router) Push(ctx context.Context, agentID, url, branch string, auth *corral.GitAuth) (corral.PushResult, error) {
-	n, err := r.forAgent(ctx, agentID)
+	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
 		return corral.PushResult{}, err
 	}
+	defer done()
 	return n.Push(ctx, agentID, url, branch, auth)
 }
 

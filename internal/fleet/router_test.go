@@ -23,6 +23,9 @@ func (placements) Nodes(context.Context) ([]corral.NodeRecord, error) {
 	return []corral.NodeRecord{{ID: "nod_n"}}, nil
 }
 func (placements) SetRunNode(context.Context, string, string) error { return nil }
+func (placements) MoveAgent(context.Context, string, string, string) error {
+	return corral.Errorf(corral.ECONFLICT, "placements do not move")
+}
 
 // TestAwayNodeCostsOneGrace: calls for a node that does not come back
 // wait for it through the grace once; after that they fail at once, and
@@ -59,6 +62,31 @@ func TestDrainingNodeStartsNoRun(t *testing.T) {
 	err := r.StartSession(context.Background(), corral.SessionSpec{ID: "run_1"})
 	if corral.ErrorCode(err) != corral.EUNAVAIL || !strings.Contains(corral.ErrorMessage(err), "node-n") || !strings.Contains(corral.ErrorMessage(err), "draining") {
 		t.Fatalf("StartSession on a draining node: %v", err)
+	}
+}
+
+// TestNoCallWhileMoving: while an agent's workspace moves, a call on it
+// is refused at once, saying why, before any node is asked; a move is
+// refused while a call on it is under way.
+func TestNoCallWhileMoving(t *testing.T) {
+	r := NewRouter(New(nil, Config{}), placements{}, time.Millisecond)
+	r.moving["agt_a"] = true
+	_, _, err := r.ReadFile(context.Background(), corral.FileScope{AgentID: "agt_a"}, "x")
+	if corral.ErrorCode(err) != corral.ECONFLICT || !strings.Contains(corral.ErrorMessage(err), "moving") {
+		t.Fatalf("a read while moving: %v, want ECONFLICT saying it moves", err)
+	}
+	delete(r.moving, "agt_a")
+	done, err := r.use("agt_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.inflight["agt_a"] != 1 {
+		t.Fatalf("in flight: %d, want 1", r.inflight["agt_a"])
+	}
+	done()
+	done() // once only
+	if n, ok := r.inflight["agt_a"]; ok {
+		t.Fatalf("in flight after done: %d", n)
 	}
 }
 

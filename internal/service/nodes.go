@@ -33,6 +33,58 @@ type Nodes struct {
 	// live says how a node is now (fleet.Fleet's, in role control): its
 	// status and how many sessions it holds. nil: every node is lost.
 	live func(context.Context, corral.NodeRecord) (status string, load corral.NodeLoad)
+	// checks and move are a move's (SetMover); nil in role all.
+	checks MoveChecks
+	move   func(ctx context.Context, agentID, nodeID string) error
+}
+
+// MoveChecks is what a move reads of an agent first: its runs and its
+// change sets (corral.Store has them).
+type MoveChecks interface {
+	Runs(ctx context.Context, agentID string, limit int) ([]corral.Run, error)
+	ChangeSets(ctx context.Context, agentID string) ([]corral.ChangeSet, error)
+}
+
+// SetMover gives the node use cases a way to move an agent's workspace to
+// another node (fleet.Router's Move), and what they check before.
+func (s *Nodes) SetMover(checks MoveChecks, move func(ctx context.Context, agentID, nodeID string) error) {
+	s.checks, s.move = checks, move
+}
+
+// MoveAgent moves an agent's workspace, and with it the agent, to another
+// node, for an admin: draining a node, then moving its agents, empties it.
+// Only an agent with no run under way and no change set waiting for
+// review moves (a change set's staged tree stays on the node it was made
+// on): ECONFLICT saying which.
+func (s *Nodes) MoveAgent(ctx context.Context, actor corral.User, agentID, nodeID string) error {
+	if !actor.Admin {
+		return corral.Errorf(corral.EFORBIDDEN, "only an admin moves an agent between nodes")
+	}
+	if s.move == nil {
+		return corral.Errorf(corral.EUNAVAIL, "this server runs its sandboxes itself (role all): it has no sandbox nodes")
+	}
+	if _, err := s.store.AgentNode(ctx, agentID); err != nil {
+		return err
+	}
+	runs, err := s.checks.Runs(ctx, agentID, 5)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if corral.RunActive(r.Status) {
+			return corral.Errorf(corral.ECONFLICT, "run %s of the agent is %s: stop it, or wait for it to end, before moving the agent", r.ID, r.Status)
+		}
+	}
+	sets, err := s.checks.ChangeSets(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	for _, cs := range sets {
+		if cs.Status == corral.ChangePending {
+			return corral.Errorf(corral.ECONFLICT, "change set %s of the agent waits for review: approve or reject it before moving the agent", cs.ID)
+		}
+	}
+	return s.move(ctx, agentID, nodeID)
 }
 
 // SetLive tells the node use cases how a node is now: its status, and

@@ -230,18 +230,30 @@ func (c *Client) DeleteFile(ctx context.Context, agentID, path string, recursive
 // Import sends body as it reads it, and stops once the node has
 // answered: a node that refuses an archive early needs no more of it.
 func (c *Client) Import(ctx context.Context, agentID, contentType string, body io.Reader, commit *corral.CommitSpec) (corral.ImportResult, error) {
-	s, err := c.start(ctx, "Import", importArgs{agentID, contentType, commit}, nil)
+	return upload[corral.ImportResult](c, ctx, "Import", importArgs{agentID, contentType, commit}, body)
+}
+
+func (c *Client) ImportWorkspace(ctx context.Context, agentID string, r io.Reader) error {
+	_, err := upload[none](c, ctx, "ImportWorkspace", agentArgs{agentID}, r)
+	return err
+}
+
+// upload makes a call whose body follows its header as 'd' frames, then
+// 'x' (see the package doc); the answer may come before the body's end.
+func upload[R any](c *Client, ctx context.Context, method string, args any, body io.Reader) (R, error) {
+	var zero R
+	s, err := c.start(ctx, method, args, nil)
 	if err != nil {
-		return corral.ImportResult{}, err
+		return zero, err
 	}
 	defer s.close()
 	type got struct {
-		res corral.ImportResult
+		res R
 		err error
 	}
 	answered := make(chan got, 1)
 	go func() {
-		res, err := answerOf[corral.ImportResult](s, nil)
+		res, err := answerOf[R](s, nil)
 		answered <- got{res, err}
 	}()
 	buf := make([]byte, frameHeader+maxChunk)
@@ -262,11 +274,11 @@ func (c *Client) Import(ctx context.Context, agentID, contentType string, body i
 			break
 		}
 		if rerr != nil {
-			// A stream that ends before 'x' fails the node's Import:
-			// nothing of the archive lands.
+			// A stream that ends before 'x' fails the node's call:
+			// nothing of the body lands.
 			s.conn.SetDeadline(time.Now())
 			<-answered
-			return corral.ImportResult{}, fmt.Errorf("read the archive to import: %w", rerr)
+			return zero, fmt.Errorf("read what %s sends: %w", method, rerr)
 		}
 	}
 	g := <-answered
@@ -276,7 +288,17 @@ func (c *Client) Import(ctx context.Context, agentID, contentType string, body i
 // Archive writes the archive to w as it arrives: what the node wrote
 // before an error is written, and the error returned.
 func (c *Client) Archive(ctx context.Context, scope corral.FileScope, w io.Writer) error {
-	s, err := c.start(ctx, "Archive", scope, nil)
+	return download(c, ctx, "Archive", scope, w)
+}
+
+func (c *Client) ExportWorkspace(ctx context.Context, agentID string, w io.Writer) error {
+	return download(c, ctx, "ExportWorkspace", agentArgs{agentID}, w)
+}
+
+// download makes a call that answers with 'd' frames, then 'x' and the
+// answer line, writing the frames to w as they arrive.
+func download(c *Client, ctx context.Context, method string, args any, w io.Writer) error {
+	s, err := c.start(ctx, method, args, nil)
 	if err != nil {
 		return err
 	}
@@ -290,13 +312,13 @@ func (c *Client) Archive(ctx context.Context, scope corral.FileScope, w io.Write
 		switch typ {
 		case frameData:
 			if _, err := w.Write(p); err != nil {
-				return fmt.Errorf("write the archive: %w", err)
+				return fmt.Errorf("write what %s sends: %w", method, err)
 			}
 		case frameEnd:
 			_, err := answerOf[none](s, nil)
 			return err
 		default:
-			return malformed(fmt.Errorf("a %q frame in an archive", typ))
+			return malformed(fmt.Errorf("a %q frame in what %s sends", typ, method))
 		}
 	}
 }

@@ -41,6 +41,9 @@
 //     what crosses: as JSON it would be base64'd and scanned twice, which
 //     held a relayed read to a fifth of the speed), then 'x', then the
 //     answer line with the exit.
+//   - ImportWorkspace is sent as Import is, and ExportWorkspace answered
+//     as Archive is: a workspace moving between nodes crosses control as
+//     a tar, streamed, never whole in memory.
 //   - Archive: the archive as 'd' frames, then 'x', then the answer line:
 //     an error after bytes went out reaches the client as that error,
 //     never as a short archive that looks whole.

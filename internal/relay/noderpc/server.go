@@ -351,8 +351,10 @@ var methods = map[string]method{
 	"DeleteFile": plain(func(ctx context.Context, n corral.Node, a deleteArgs) (corral.DeleteResult, error) {
 		return n.DeleteFile(ctx, a.Agent, a.Path, a.Recursive, a.Commit)
 	}),
-	"Import":  serveImport,
-	"Archive": serveArchive,
+	"Import":          serveImport,
+	"ImportWorkspace": serveImportWorkspace,
+	"ExportWorkspace": serveExportWorkspace,
+	"Archive":         serveArchive,
 	"Recover": plain(func(ctx context.Context, n corral.Node, _ struct{}) (none, error) {
 		return nil, n.Recover(ctx)
 	}),
@@ -422,13 +424,26 @@ func (b *body) Read(p []byte) (int, error) {
 }
 
 func serveImport(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
-	var a importArgs
+	uploaded(ctx, n, args, c, func(ctx context.Context, n corral.Node, a importArgs, b io.Reader) (any, error) {
+		return n.Import(ctx, a.Agent, a.ContentType, b, a.Commit)
+	})
+}
+
+func serveImportWorkspace(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+	uploaded(ctx, n, args, c, func(ctx context.Context, n corral.Node, a agentArgs, b io.Reader) (any, error) {
+		return nil, n.ImportWorkspace(ctx, a.Agent, b)
+	})
+}
+
+// uploaded serves a call whose body follows its header as frames.
+func uploaded[A any](ctx context.Context, n corral.Node, args json.RawMessage, c *served, f func(context.Context, corral.Node, A, io.Reader) (any, error)) {
+	var a A
 	if err := decode(args, &a); err != nil {
 		c.answer(nil, err)
 		return
 	}
 	b := &body{c: c, buf: make([]byte, maxChunk)}
-	res, err := n.Import(ctx, a.Agent, a.ContentType, b, a.Commit)
+	res, err := f(ctx, n, a, b)
 	if c.answer(res, err) != nil || b.ended || b.err != nil {
 		return
 	}
@@ -460,6 +475,19 @@ func (w archiveWriter) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	return n, nil
+}
+
+func serveExportWorkspace(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+	var a agentArgs
+	if err := decode(args, &a); err != nil {
+		c.answer(nil, err)
+		return
+	}
+	c.watch()
+	err := n.ExportWorkspace(ctx, a.Agent, archiveWriter{c})
+	if c.frame(frameEnd, nil) == nil {
+		c.answer(nil, err)
+	}
 }
 
 func serveArchive(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {

@@ -178,6 +178,26 @@ func (db *DB) PlaceAgent(ctx context.Context, agentID, nodeID string) (string, e
 	return db.AgentNode(ctx, agentID)
 }
 
+// MoveAgent moves an agent's placement from one node to another, if it is
+// still on from (compare and set).
+func (db *DB) MoveAgent(ctx context.Context, agentID, from, to string) error {
+	const op = "sqlite.MoveAgent"
+	res, err := db.exec(ctx, `UPDATE agents SET node_id = ? WHERE id = ? AND node_id = ?`, to, agentID, from)
+	if err != nil {
+		if isForeignKey(err) {
+			return corral.NotFound("node")
+		}
+		return corral.Internal(op, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := db.AgentNode(ctx, agentID); err != nil {
+			return err
+		}
+		return conflict("the agent is not on that node any more")
+	}
+	return nil
+}
+
 // SetRunNode records the node a run's session runs on.
 func (db *DB) SetRunNode(ctx context.Context, runID, nodeID string) error {
 	res, err := db.exec(ctx, `UPDATE runs SET node_id = ? WHERE id = ?`, nodeID, runID)

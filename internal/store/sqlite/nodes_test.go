@@ -107,4 +107,22 @@ func TestPlaceAgent(t *testing.T) {
 	if _, err := db.AgentNode(ctx, "agt_missing"); corral.ErrorCode(err) != corral.ENOTFOUND {
 		t.Fatalf("AgentNode of no agent: %v", err)
 	}
+
+	// A move is a compare and set on where the agent is.
+	for _, tt := range []struct {
+		name, agent, from, to, code, after string
+	}{
+		{"from where it is not", a.ID, "nod_b", "nod_a", corral.ECONFLICT, "nod_a"},
+		{"to no node", a.ID, "nod_a", "nod_missing", corral.ENOTFOUND, "nod_a"},
+		{"no agent", "agt_missing", "nod_a", "nod_b", corral.ENOTFOUND, "nod_a"},
+		{"from where it is", a.ID, "nod_a", "nod_b", "", "nod_b"},
+		{"again, from where it was", a.ID, "nod_a", "nod_b", corral.ECONFLICT, "nod_b"},
+	} {
+		if err := db.MoveAgent(ctx, tt.agent, tt.from, tt.to); corral.ErrorCode(err) != tt.code {
+			t.Errorf("MoveAgent %s: %v, want %q", tt.name, err, tt.code)
+		}
+		if got, _ := db.AgentNode(ctx, a.ID); got != tt.after {
+			t.Errorf("after MoveAgent %s the agent is on %q, want %q", tt.name, got, tt.after)
+		}
+	}
 }
