@@ -112,7 +112,7 @@ func (l *Local) ImportWorkspace(ctx context.Context, agentID string, r io.Reader
 	if err := l.CanClone(ctx, agentID); err != nil {
 		return corral.Errorf(corral.ECONFLICT, "the workspace cannot be moved here: %s", corral.ErrorMessage(err))
 	}
-	moves := filepath.Join(l.cfg.Data, "moves")
+	moves := l.movesDir()
 	tmp := filepath.Join(moves, agentID)
 	if err := os.MkdirAll(moves, 0o700); err != nil {
 		return corral.Internal("import workspace", err)

@@ -5,7 +5,8 @@
 // sandbox and one supervisor process per session (internal/supervisor).
 // Everything lives under the data directory by id, so a server that comes
 // back after a crash finds it again: workspaces/<agent>, stages/<stage>,
-// journals/<agent>, sessions/<run>, and the temporary imports/ and clones/.
+// journals/<agent>, sessions/<run>, and the temporary imports/, clones/
+// and moves/.
 package node
 
 import (
@@ -79,7 +80,8 @@ type Local struct {
 var _ corral.Node = (*Local)(nil)
 
 // New returns the local node. What an earlier process left half done in
-// imports/ and clones/ is removed: no import or clone survives a process.
+// imports/, clones/ and moves/ is removed: no import, clone or move
+// survives a process.
 // Nothing is started until a session is.
 func New(cfg Config) (*Local, error) {
 	if cfg.Grace <= 0 {
@@ -89,7 +91,7 @@ func New(cfg Config) (*Local, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	l := &Local{cfg: cfg, open: map[string]map[string]*workspace.Stage{}, clients: map[string]*supervisor.Client{}}
-	for _, d := range []string{l.importsDir(), l.clonesDir()} {
+	for _, d := range []string{l.importsDir(), l.clonesDir(), l.movesDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			return nil, corral.Internal("node directories", err)
 		}
@@ -109,6 +111,7 @@ func (l *Local) journalsDir() string            { return filepath.Join(l.cfg.Dat
 func (l *Local) journalDir(agent string) string { return filepath.Join(l.journalsDir(), agent) }
 func (l *Local) importsDir() string             { return filepath.Join(l.cfg.Data, "imports") }
 func (l *Local) clonesDir() string              { return filepath.Join(l.cfg.Data, "clones") }
+func (l *Local) movesDir() string               { return filepath.Join(l.cfg.Data, "moves") }
 func (l *Local) sessionsDir() string            { return filepath.Join(l.cfg.Data, "sessions") }
 
 // ids are what the node accepts as the id of an agent, a stage or a
