@@ -624,3 +624,29 @@ func TestImport(t *testing.T) {
 type failingReader struct{ err error }
 
 func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+// TestDownloadsFrameTheirRefusal: a call answered with frames (Archive,
+// ExportWorkspace) that the node refuses outright still answers in
+// frames: an end frame, then the error line, which is what the client
+// reads; never a bare line where a frame belongs.
+func TestDownloadsFrameTheirRefusal(t *testing.T) {
+	srv := serve(t, &fake{})
+	for _, method := range []string{"Archive", "ExportWorkspace"} {
+		conn, err := srv.dial(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(patience))
+		fmt.Fprintf(conn, `{"m":%q,"a":"not the arguments"}`+"\n", method)
+		br := bufio.NewReader(conn)
+		head := make([]byte, 5)
+		if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, []byte{'x', 0, 0, 0, 0}) {
+			t.Fatalf("%s refused: first %q, %v; want an end frame", method, head, err)
+		}
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, `"code":"invalid_input"`) {
+			t.Fatalf("%s refused: then %q, %v; want the error line", method, line, err)
+		}
+		conn.Close()
+	}
+}

@@ -480,7 +480,10 @@ func (w archiveWriter) Write(p []byte) (int, error) {
 func serveExportWorkspace(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
 	var a agentArgs
 	if err := decode(args, &a); err != nil {
-		c.answer(nil, err)
+		// The client reads frames first: the end, then why.
+		if c.frame(frameEnd, nil) == nil {
+			c.answer(nil, err)
+		}
 		return
 	}
 	c.watch()
@@ -493,7 +496,10 @@ func serveExportWorkspace(ctx context.Context, n corral.Node, args json.RawMessa
 func serveArchive(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
 	var scope corral.FileScope
 	if err := decode(args, &scope); err != nil {
-		c.answer(nil, err)
+		// The client reads frames first: the end, then why.
+		if c.frame(frameEnd, nil) == nil {
+			c.answer(nil, err)
+		}
 		return
 	}
 	c.watch()
