@@ -19,12 +19,14 @@ package relay
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -42,7 +44,10 @@ type Config struct {
 	// Window is each stream's flow-control window: what a writer may have
 	// in flight before its reader reads. Default 256 KiB.
 	Window uint32
-	Log    *slog.Logger
+	// RootCAs are the CAs a node trusts control's certificate by, for a
+	// wss:// control; nil is the system's.
+	RootCAs *x509.CertPool
+	Log     *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -136,7 +141,9 @@ func unreachable(err error) error {
 // node's credential), and returns the node's end.
 func Dial(ctx context.Context, url string, header http.Header, cfg Config) (*Session, error) {
 	cfg = cfg.withDefaults()
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
+	var made atomic.Pointer[coalescer]
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header,
+		HTTPClient: dialClient(cfg.RootCAs, func(c *coalescer) { made.Store(c) })})
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, &corral.Error{Code: corral.EUNAUTH, Message: "control refused the node's credential", Err: err}
@@ -151,7 +158,11 @@ func Dial(ctx context.Context, url string, header http.Header, cfg Config) (*Ses
 	}
 	c.SetReadLimit(cfg.frameLimit())
 	// The connection outlives the dial's ctx: it ends with the session.
-	y, err := yamux.Client(websocket.NetConn(context.Background(), c, websocket.MessageBinary), cfg.yamux())
+	var stream net.Conn = websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+	if co := made.Load(); co != nil {
+		stream = &messages{Conn: stream, co: co}
+	}
+	y, err := yamux.Client(stream, cfg.yamux())
 	if err != nil {
 		c.CloseNow()
 		return nil, unreachable(err)

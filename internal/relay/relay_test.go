@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -302,4 +304,73 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatalf("accept on a closed relay: %v", err)
 	}
 	c.Close()
+}
+
+// TestOverTLS: a node dials a wss:// control it trusts by RootCAs, and
+// streams carry bytes both ways, in order, over the TLS connection (the
+// node's writes gathered above TLS); a control it does not trust is
+// refused.
+func TestOverTLS(t *testing.T) {
+	sessions := make(chan *Session, 1)
+	srv := httptest.NewTLSServer(Handler(func(*http.Request) (string, error) { return "node-1", nil },
+		func(_ string, s *Session) { sessions <- s }, Config{}))
+	defer srv.Close()
+	url := "wss" + strings.TrimPrefix(srv.URL, "https")
+	if _, err := Dial(context.Background(), url, nil, Config{}); err == nil {
+		t.Fatal("a control whose certificate nobody vouches for was dialled")
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	node, err := Dial(context.Background(), url, nil, Config{RootCAs: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	var ctl *Session
+	select {
+	case ctl = <-sessions:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no node connected")
+	}
+	defer ctl.Close()
+	const size = 8 << 20
+	done := make(chan error, 1)
+	go func() {
+		c, err := ctl.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		b, err := io.ReadAll(c)
+		if err == nil {
+			for i, x := range b {
+				if x != byte(i%251) {
+					err = fmt.Errorf("byte %d is %d, want %d", i, x, i%251)
+					break
+				}
+			}
+			if len(b) != size {
+				err = fmt.Errorf("got %d bytes, want %d", len(b), size)
+			}
+		}
+		done <- err
+	}()
+	c, err := node.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, size)
+	for i := range p {
+		p[i] = byte(i % 251)
+	}
+	for off := 0; off < size; off += 32 << 10 {
+		if _, err := c.Write(p[off : off+32<<10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
