@@ -19,6 +19,28 @@ import (
 	"corral/internal/store/sqlite"
 )
 
+// newControl is control's side of enrollment on a fresh database: the
+// node use cases, the fleet, its relay and join endpoints served, and a
+// join token. Everything ends with the test.
+func newControl(t *testing.T) (*service.Nodes, *fleet.Fleet, *httptest.Server, string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	nodes := service.NewNodes(db, service.NodesConfig{})
+	f := fleet.New(nodes, fleet.Config{})
+	srv := httptest.NewServer(f.Handler())
+	t.Cleanup(func() { srv.Close(); f.Close() })
+	token, _, err := nodes.JoinToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, f, srv, token
+}
+
 // TestJoinsAndRenews: a node joins with its join token, keeps the
 // credential it is given (0600), connects, and renews the credential over
 // the relay; the renewed one is good, the join token is used up, and a
@@ -26,20 +48,7 @@ import (
 func TestJoinsAndRenews(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	nodes := service.NewNodes(db, service.NodesConfig{})
-	f := fleet.New(nodes, fleet.Config{})
-	defer f.Close()
-	srv := httptest.NewServer(f.Handler())
-	defer srv.Close()
-	token, _, err := nodes.JoinToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, f, srv, token := newControl(t)
 	data := t.TempDir()
 	a, err := New(Config{Control: srv.URL, Join: token, Name: "node-t", Data: data, Renew: 100 * time.Millisecond})
 	if err != nil {
@@ -129,20 +138,7 @@ func TestRefusesToStartUnjoined(t *testing.T) {
 // credential is good.
 func TestOtherProtocolRefused(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	nodes := service.NewNodes(db, service.NodesConfig{})
-	f := fleet.New(nodes, fleet.Config{})
-	defer f.Close()
-	srv := httptest.NewServer(f.Handler())
-	defer srv.Close()
-	token, _, err := nodes.JoinToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, f, srv, token := newControl(t)
 	_, cred, _, err := nodes.Join(ctx, token, "node-old")
 	if err != nil {
 		t.Fatal(err)
