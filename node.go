@@ -71,6 +71,28 @@ func GatewayPreamble(sessionID string) string { return "corral-session " + sessi
 // CLIs, read-only).
 const ToolsDir = "/opt/corral/tools"
 
+// WorkspaceDir is where a session sees its staged tree.
+const WorkspaceDir = "/workspace"
+
+// SessionEnv is the environment every process started in a session begins
+// with (nothing of the host's is inherited): the host's read-only system
+// PATH, home at home, UTF-8. It also lets git inside use the workspace: a
+// clone's or an import's .git stays the server's (runs read it, never
+// write it), so git, running as the sandbox's user, would refuse it as of
+// "dubious ownership"; safe.directory names the workspace alone, as
+// command-line configuration (GIT_CONFIG_COUNT), which git honours and a
+// repository's own configuration cannot set.
+func SessionEnv(home string) []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"LANG=C.UTF-8",
+		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=safe.directory",
+		"GIT_CONFIG_VALUE_0=" + WorkspaceDir,
+	}
+}
+
 // SessionSpec is one run's sandbox.
 type SessionSpec struct {
 	ID       string // the run's id

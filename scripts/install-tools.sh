@@ -80,7 +80,19 @@ rm -rf "$new"
 mkdir -p "$new"
 cp "$pins/package.json" "$pins/package-lock.json" "$new/"
 
-echo "installing the agent CLIs into $dir (codex, claude-code, opencode from npm)"
+pinned=$(node -p "Object.entries(require('$pins/package.json').dependencies).map(([n, v]) => n + ' ' + v).join(', ')")
+echo "installing the agent CLIs into $dir: $pinned from npm"
+echo "  (once: about 1.1 GB on disk; progress below every 15 s)"
+# What npm has put on disk so far, every 15 s, while it works: the first
+# install takes minutes and npm itself says nothing until it is done.
+(
+	while sleep 15; do
+		[ -d "$new" ] || exit 0
+		echo "  ... $(du -sm "$new" 2>/dev/null | cut -f1) MB so far"
+	done
+) &
+ticker=$!
+trap 'kill $ticker 2>/dev/null; chmod -R u+w "$new" 2>/dev/null; rm -rf "$new" "$check_home"' EXIT
 # npm install, not npm ci: npm writes into the lock only the OpenCode
 # platform packages it could match here, and npm ci refuses a lock that
 # lacks the others. install takes what the lock has (integrity checked)
@@ -91,6 +103,8 @@ echo "installing the agent CLIs into $dir (codex, claude-code, opencode from npm
 (cd "$new" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error)
 (cd "$new/node_modules/@anthropic-ai/claude-code" && node install.cjs)
 (cd "$new/node_modules/opencode-ai" && node postinstall.mjs)
+kill $ticker 2>/dev/null || true
+echo "  fetched: $(du -sm "$new" | cut -f1) MB"
 
 mkdir -p "$new/bin"
 ln -s "../node_modules/@openai/$codex_pkg/vendor/$codex_triple/bin/codex" "$new/bin/codex"
@@ -138,5 +152,6 @@ if [ -e "$dir" ]; then
 fi
 mv "$new" "$dir"
 trap - EXIT
+kill $ticker 2>/dev/null || true
 rm -rf "$check_home"
 echo "agent CLIs installed in $dir"

@@ -66,3 +66,17 @@ func (l *dataLock) release() {
 		l.f.Close()
 	}
 }
+
+// absData resolves a --data once, at start: every path below it is handed
+// to child processes (a session's supervisor starts in "/"), where a
+// relative one would name a place under the host's root.
+func absData(data string) (string, error) {
+	if data == "" {
+		return "", fmt.Errorf("%w: --data must name a directory", errUsage)
+	}
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		return "", fmt.Errorf("%w: --data: %v", errUsage, err)
+	}
+	return abs, nil
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"corral"
 	"corral/internal/sandbox"
 	"corral/internal/supervisor"
 )
@@ -21,7 +22,7 @@ func (e *envList) Set(v string) error { *e = append(*e, v); return nil }
 
 // defaultEnv is the whole environment of a sandboxed command unless --env
 // adds to it: nothing is inherited from the caller.
-var defaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + "/workspace", "LANG=C.UTF-8"}
+var defaultEnv = corral.SessionEnv(corral.WorkspaceDir)
 
 // execCommand runs one command in the sandbox and returns its exit status.
 func execCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {

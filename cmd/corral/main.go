@@ -162,7 +162,18 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	db, err := sqlite.Open(ctx, dbPath(*data))
+	dir, err := absData(*data)
+	if err != nil {
+		return err
+	}
+	// create may make the first admin of a new installation before its
+	// first serve (signup invite or closed); the others change an account
+	// that must already be there.
+	open := sqlite.OpenExisting
+	if args[0] == "create" {
+		open = sqlite.Open
+	}
+	db, err := open(ctx, dbPath(dir))
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,13 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	db, err := sqlite.Open(ctx, dbPath(*data))
+	dir, err := absData(*data)
+	if err != nil {
+		return err
+	}
+	// Only control's existing database: a token written into a new, empty
+	// one (a mistyped --data) would be one control never accepts.
+	db, err := sqlite.OpenExisting(ctx, dbPath(dir))
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// send posts content to the agent and returns its run once it has ended.
+func (c *httpClient) send(agentID, content string) runAnswer {
+	c.t.Helper()
+	var posted struct{ Run runAnswer }
+	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": content}, http.StatusAccepted, &posted)
+	var r runAnswer
+	waitFor(c.t, "the run to end", func() bool {
+		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
+		return r.Status != "admitted" && r.Status != "running"
+	})
+	return r
+}
+
 // signedIn signs a new person up on srv and creates an agent.
 func signedIn(t *testing.T, srv *server) (*httpClient, string) {
 	jar, _ := cookiejar.New(nil)

@@ -258,6 +258,11 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
 		}
 	}
+	// Every path handed to a child process (a session's supervisor starts
+	// in "/") must be absolute: resolve them once, here.
+	if c.Data, err = absData(c.Data); err != nil {
+		return c, err
+	}
 	if c.ToolsDir, err = filepath.Abs(c.ToolsDir); err != nil {
 		return c, fmt.Errorf("%w: --tools-dir: %v", errUsage, err)
 	}

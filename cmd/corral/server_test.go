@@ -33,6 +33,13 @@ func startServerAt(t *testing.T, addr, data string, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--addr", addr, "--data", data)
 	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	return startServing(t, cmd)
+}
+
+// startServing starts cmd, a `corral serve`, and returns once it says it is
+// serving.
+func startServing(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
 	serving := regexp.MustCompile(`corral serving.* addr=(http://[0-9.]+:\d+)`)
 	var base string
 	s := startProcess(t, cmd, "the server never said it was serving", func(line string) bool {

@@ -77,18 +77,12 @@ func TestSplitRoles(t *testing.T) {
 	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()), "CORRAL_MAX_SESSIONS=1")
 
 	c, agentID := signedIn(t, ctl) // the first account: an admin
-	var posted struct{ Run runAnswer }
-	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
-	var r runAnswer
-	waitFor(t, "the run to end", func() bool {
-		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
-		return r.Status != "admitted" && r.Status != "running"
-	})
+	r := c.send(agentID, "make a file")
 	if r.Status != "completed" || r.ChangeSetID == nil {
 		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
 	}
 	var ran struct{ Node string }
-	c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &ran)
+	c.do("GET", "/runs/"+r.ID, nil, http.StatusOK, &ran)
 	if !strings.HasPrefix(ran.Node, "nod_") {
 		t.Fatalf("the run answers node %q, want the node's id", ran.Node)
 	}
@@ -173,11 +167,7 @@ func TestSplitRoles(t *testing.T) {
 	crash(ctl)
 	ctl = startServerAt(t, addr, controlData, ctlEnv...)
 	waitFor(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
-	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "make it again"}, http.StatusAccepted, &posted)
-	waitFor(t, "the second run to end", func() bool {
-		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
-		return r.Status != "admitted" && r.Status != "running"
-	})
+	r = c.send(agentID, "make it again")
 	if r.Status != "completed" {
 		t.Fatalf("after control's restart the run = %+v\nnode:\n%s", r, node.Log())
 	}

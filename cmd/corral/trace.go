@@ -23,7 +23,12 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2, err
 	}
-	db, err := sqlite.Open(ctx, dbPath(*data))
+	dir, err := absData(*data)
+	if err != nil {
+		return 2, err
+	}
+	// Verifying reads what is there: it neither creates nor migrates.
+	db, err := sqlite.OpenExisting(ctx, dbPath(dir))
 	if err != nil {
 		return 1, err
 	}

@@ -37,7 +37,7 @@ const (
 // Where sessions see the tools directory (read-only) and the staged tree.
 const (
 	ToolsMount     = "/opt/corral/tools"
-	WorkspaceMount = "/workspace"
+	WorkspaceMount = corral.WorkspaceDir
 )
 
 // Bounds of what Parse keeps for the trace: a CLI may print megabytes of
@@ -282,18 +282,15 @@ func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// baseEnv is what every CLI gets: a PATH of the host's read-only system
-// directories, its private HOME and temporary directory, and a plain
+// baseEnv is what every CLI gets: a session's environment (corral.SessionEnv)
+// with its private HOME and temporary directory, and a plain
 // non-interactive terminal.
 func baseEnv(in Input) []string {
-	return []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + in.Home,
-		"TMPDIR=" + in.tmpDir(),
-		"LANG=C.UTF-8",
+	return append(corral.SessionEnv(in.Home),
+		"TMPDIR="+in.tmpDir(),
 		"TERM=dumb",
 		"NO_COLOR=1",
-	}
+	)
 }
 
 // mcpEnv is the environment the MCP server's token is read from: nothing

@@ -84,6 +84,11 @@ var _ corral.Node = (*Local)(nil)
 // survives a process.
 // Nothing is started until a session is.
 func New(cfg Config) (*Local, error) {
+	// Sessions' supervisors start in "/": a relative data directory would
+	// put their files at the root of the host's filesystem.
+	if !filepath.IsAbs(cfg.Data) {
+		return nil, corral.Errorf(corral.EINVALID, "the data directory %q is not an absolute path", cfg.Data)
+	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Minute
 	}

@@ -142,7 +142,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.
 	err = r.node.Exec(r.as(a.ctx, a.run), a.run.ID, corral.Command{
 		ID:        cmdID,
 		Argv:      spec.argv,
-		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"},
+		Env:       corral.SessionEnv("/tmp"),
 		Stdin:     spec.stdin,
 		Timeout:   min(commandTimeout, max(time.Until(deadline), time.Millisecond)),
 		OutputMax: outputMax(agent.Limits),

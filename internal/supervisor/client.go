@@ -45,6 +45,10 @@ func Spawn(dir string, cfg Config, exe string) (*Client, error) {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
+	// The supervisor starts in "/": a relative dir would name another place.
+	if !filepath.IsAbs(dir) {
+		return nil, corral.Internal("session directory", fmt.Errorf("%q is not an absolute path", dir))
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, corral.Internal("session directory", err)
 	}

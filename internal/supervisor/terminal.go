@@ -99,7 +99,7 @@ func shell() []string {
 	return []string{"/bin/sh", "-i"}
 }
 
-var terminalEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TERM=xterm-256color", "PS1=sandbox:\\w$ "}
+var terminalEnv = append(corral.SessionEnv("/tmp"), "TERM=xterm-256color", "PS1=sandbox:\\w$ ")
 
 // openTerminal returns the session's terminal, starting its shell if none
 // runs.

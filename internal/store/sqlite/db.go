@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"corral"
@@ -60,17 +61,48 @@ var (
 // Open opens the database at path, creating it and its directory when they
 // do not exist, and brings its schema up to date.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, true)
+}
+
+// OpenExisting opens the database at path only if it exists and its schema
+// is this release's: it creates nothing and migrates nothing, so a command
+// given a wrong directory says so instead of making an empty database. A
+// server migrating the file at the same moment is waited for.
+func OpenExisting(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, false)
+}
+
+func open(ctx context.Context, path string, create bool) (*DB, error) {
 	const op = "sqlite.Open"
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	if create {
+		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+			return nil, corral.Internal(op, err)
+		}
+	} else if _, err := os.Stat(abs); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, corral.Errorf(corral.ENOTFOUND, "there is no Corral database at %s: give the --data of a control that has started at least once", abs)
+		}
 		return nil, corral.Internal(op, err)
 	}
+	// Two processes migrating one file at once would both apply the same
+	// migration ("table users already exists"): whoever creates, migrates
+	// or checks the file holds the migration lock meanwhile.
+	unlock, err := lockMigrations(ctx, abs)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	defer unlock()
 	// SQLite would create the file with the umask's permissions; creating
 	// it first keeps it private. The -wal and -shm files copy its mode.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(abs, flags, 0o600)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
@@ -82,8 +114,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, corral.Internal(op, fmt.Errorf("writer: %w", err))
 	}
-	if err := migrate(ctx, w); err != nil {
+	if create {
+		err = migrate(ctx, w)
+	} else {
+		err = checkSchema(ctx, w, abs)
+	}
+	if err != nil {
 		w.Close()
+		var e *corral.Error
+		if errors.As(err, &e) {
+			return nil, err
+		}
 		return nil, corral.Internal(op, err)
 	}
 	// The readers open after the migrations so that, on a new file, the
@@ -165,19 +206,78 @@ func checkPragmas(ctx context.Context, db *sql.DB) error {
 
 // migrate applies the embedded migrations that the file has not seen yet.
 func migrate(ctx context.Context, db *sql.DB) error {
-	fsys, err := fs.Sub(migrations, "migrations")
+	p, err := migrator(db)
 	if err != nil {
 		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithGoMigrations(goMigrations...))
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
 	}
 	// p.Close would close db, which the caller still owns.
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil
+}
+
+// checkSchema refuses a file whose schema is not this release's: one that
+// no server has migrated yet, or that an older release left.
+func checkSchema(ctx context.Context, db *sql.DB, path string) error {
+	p, err := migrator(db)
+	if err != nil {
+		return err
+	}
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return corral.Errorf(corral.EUNAVAIL, "%s is not a Corral database that a server has started on (%v): "+
+			"give the --data of a control that has started at least once", path, err)
+	}
+	if current == 0 {
+		return corral.Errorf(corral.EUNAVAIL, "%s is not a Corral database that a server has started on: "+
+			"give the --data of a control that has started at least once", path)
+	}
+	if current != target {
+		return corral.Errorf(corral.EUNAVAIL, "the Corral database at %s is at schema version %d, and this release's is %d: "+
+			"start this release's corral serve on it once, then try again", path, current, target)
+	}
+	return nil
+}
+
+func migrator(db *sql.DB) (*goose.Provider, error) {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithGoMigrations(goMigrations...))
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
+}
+
+// lockMigrations takes an exclusive flock on a file beside the database
+// (never the database itself: closing a second descriptor of it would
+// drop SQLite's own POSIX locks), waiting for another process that holds
+// it until ctx is done or a minute passes.
+func lockMigrations(ctx context.Context, db string) (unlock func(), err error) {
+	f, err := os.OpenFile(db+"-migrate.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("migration lock: another process has held %s for a minute: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // sqliteCode returns the extended result code of the SQLite error in err's

@@ -219,3 +219,64 @@ func TestOpenOddPath(t *testing.T) {
 		t.Fatalf("database is not at %q: %v", path, err)
 	}
 }
+
+// TestOpenConcurrently: processes opening one new file at the same moment
+// (a server's first start and `corral node token` pasted right after it)
+// do not both migrate it ("table users already exists"): every Open
+// succeeds, and an OpenExisting meanwhile either waits for the migration
+// and succeeds or says plainly that there is no database yet.
+func TestOpenConcurrently(t *testing.T) {
+	ctx := context.Background()
+	for round := range 5 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("round%d.db", round))
+		errs := make(chan error, 8)
+		for i := range cap(errs) {
+			go func() {
+				open := Open
+				if i%4 == 3 {
+					open = OpenExisting
+				}
+				db, err := open(ctx, path)
+				if err == nil {
+					err = db.Close()
+				} else if i%4 == 3 && (corral.ErrorCode(err) == corral.ENOTFOUND || corral.ErrorCode(err) == corral.EUNAVAIL) {
+					err = nil // it came first: nothing there yet
+				}
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
+
+// TestOpenExisting: OpenExisting opens a migrated file, and refuses, with
+// what to do, a path with no file, and a file no server has migrated,
+// creating neither.
+func TestOpenExisting(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	migrated := filepath.Join(dir, "corral.db")
+	openAt(t, migrated)
+	db, err := OpenExisting(ctx, migrated)
+	if err != nil {
+		t.Fatalf("OpenExisting of a migrated file: %v", err)
+	}
+	db.Close()
+
+	missing := filepath.Join(dir, "nowhere", "corral.db")
+	_, err = OpenExisting(ctx, missing)
+	wantCode(t, err, corral.ENOTFOUND)
+	if _, err := os.Stat(filepath.Dir(missing)); !os.IsNotExist(err) {
+		t.Fatalf("OpenExisting made %s (%v)", filepath.Dir(missing), err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenExisting(ctx, empty)
+	wantCode(t, err, corral.EUNAVAIL)
+}
