@@ -487,6 +487,9 @@ func (s secretScan) scanFile(t *testing.T, path string) (int64, error) {
 // completes, the output's size is recorded right and neither side's
 // memory grows with it; and afterwards neither node's disk holds a secret.
 func TestSplitRolesAcrossNamespaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: skipped under -short; make test runs it")
+	}
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}

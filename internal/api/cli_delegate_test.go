@@ -57,6 +57,7 @@ func targetIn(req modeltest.Request) string {
 // delegate to Bob's private agent, it gets the not-found error and no run
 // is made.
 func TestAgentCLIsDelegate(t *testing.T) {
+	slow(t)
 	for _, tc := range cliCases {
 		t.Run(tc.driver, func(t *testing.T) {
 			needTools(t, tc.driver)

@@ -43,6 +43,7 @@ const (
 // records the search with its call, the answer names runbook.md, and
 // nothing of Bob's private document reaches the provider.
 func TestAgentCLIsSearchDocuments(t *testing.T) {
+	slow(t)
 	for _, tc := range cliCases {
 		t.Run(tc.driver, func(t *testing.T) {
 			needTools(t, tc.driver)

@@ -35,6 +35,15 @@ func needTools(t *testing.T, name string) {
 	}
 }
 
+// slow skips one of the slowest tests under -short (the inner loop:
+// make unit-short); make test and CI run it.
+func slow(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: skipped under -short (make test runs it)")
+	}
+}
+
 // cliCase is one agent CLI: the shell tool it offers the model, and the
 // arguments that run a command with it.
 type cliCase struct {

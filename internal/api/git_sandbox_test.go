@@ -34,6 +34,7 @@ func TestGitInSandbox(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.driver, func(t *testing.T) {
 			if tc.driver != corral.DriverBuiltin {
+				slow(t)
 				needTools(t, tc.driver)
 			}
 			e := newEnv(t, envOptions{gitCA: s.CAFile})

@@ -251,6 +251,7 @@ func TestTerminalRun(t *testing.T) {
 // heap has not grown by anything like what was written. Then the viewer
 // reads, and everything arrives.
 func TestTerminalBackpressure(t *testing.T) {
+	slow(t)
 	needSandbox(t)
 	e := newEnv(t, envOptions{})
 	owner := e.signup("owner@example.com", "Owner")

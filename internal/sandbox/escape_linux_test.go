@@ -527,6 +527,9 @@ func TestEscapeCaseTable(t *testing.T) {
 }
 
 func TestEscape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about a minute): skipped under -short; make test runs it")
+	}
 	needSandbox(t)
 	start := time.Now()
 	h := newEscapeHost(t)

@@ -251,6 +251,9 @@ func TestIdmapUnavailableMessages(t *testing.T) {
 // by root, so idmapped: the sandbox user is their owner there, and the host
 // must still be unchanged after each.
 func TestIdmapEscape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: skipped under -short; make test runs it")
+	}
 	needSandbox(t)
 	h := newEscapeHost(t)
 	// The shared read-only workspace becomes root's.
