@@ -67,7 +67,7 @@ browser:
 # Component tests (Vitest), then the browser tests: a real corral serve
 # with the app embedded, a scripted fake model and a real git server,
 # driven by chromium.
-web-test: build browser
+web-test: build browser tools
 	cd web && npm test
 	$(GO) build -o bin/fakemodel ./internal/modeltest/fakemodel
 	$(GO) build -o bin/gitserver ./internal/gittest/gitserver

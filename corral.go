@@ -155,6 +155,9 @@ type Agent struct {
 	// Access is the level of the user the agent was loaded for. Stores fill
 	// it in the same read as the agent, so it is never stale.
 	Access Level
+	// PendingChanges is how many of the agent's change sets wait for a
+	// person (status pending), counted in the same read.
+	PendingChanges int
 }
 
 // Policy says what an agent's runs may do.
@@ -169,6 +172,8 @@ type Policy struct {
 }
 
 // Limits bound each run of an agent. Zero means the server's default.
+// Where the service and the runner take a default from this package
+// (the Default* constants below), /api/limits shows the same number.
 type Limits struct {
 	MaxPromptBytes int64
 	MaxRuns        int64
@@ -184,6 +189,22 @@ type Limits struct {
 	DiskInodes       int64
 	PendingDiskBytes int64
 }
+
+// The limits of an agent that sets none: what a zero field of Limits
+// means. MaxRuns has none (0 is no limit); a run's CPU time follows its
+// time limit (one core for the whole run); the largest prompt is the
+// service's (service.Runs.DefaultMaxPrompt). The runner hands the memory
+// and process limits to the sandbox explicitly, and the node stages a
+// run's tree with the disk limits, so what is shown is what applies.
+const (
+	DefaultRunTimeoutS      = 30 * 60
+	DefaultMemoryBytes      = 512 << 20
+	DefaultPids             = 128
+	DefaultOutputBytes      = 1 << 20 // what one tool command may write
+	DefaultDiskBytes        = 1 << 30
+	DefaultDiskInodes       = 100_000
+	DefaultPendingDiskBytes = 4 * DefaultDiskBytes // four runs' worth of disk
+)
 
 // Budget is an agent's token allowance. Tokens 0 means unlimited.
 type Budget struct {
@@ -267,6 +288,20 @@ type ChangeSet struct {
 	ExpiresAt time.Time
 	DecidedBy *UserRef // nil until a person decides
 	DecidedAt time.Time
+}
+
+// WaitingChangeSet is a change set that waits for a person, as an inbox
+// lists it: whose it is and how many of its entries wait, without the
+// entries themselves.
+type WaitingChangeSet struct {
+	ID        string
+	AgentID   string
+	AgentName string
+	RunID     string // "" when not made by a run
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	Pending   int // entries still pending
+	Entries   int // entries in all
 }
 
 // Classes of a change entry: the node classifies each against the agent's

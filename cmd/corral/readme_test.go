@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/sandbox"
 )
 
 // TestREADMEWalkthrough runs the README's curl walkthrough, as written,
@@ -78,5 +84,82 @@ func TestREADMEWalkthrough(t *testing.T) {
 			t.Fatalf("walkthrough output lacks %s after the earlier steps:\n%s", w, out)
 		}
 		rest = rest[i+len(w):]
+	}
+}
+
+// TestREADMEFirstWalk runs the README's first walk: its two lines (the
+// scripted model on the address they give, then the server with the
+// environment they give, on free ports here), then its conversation through
+// the API: the agent asked to write hello.txt leaves one file waiting for
+// review, and approving it puts the file in the workspace.
+func TestREADMEFirstWalk(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## A first walk.*?```sh\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no first walk")
+	}
+	lines := strings.Split(strings.TrimSpace(string(m[1])), "\n")
+	const modelLine = "go run ./internal/modeltest/fakemodel -addr 127.0.0.1:11435 &"
+	if len(lines) != 2 || lines[0] != modelLine || !strings.HasSuffix(lines[1], " make run") {
+		t.Fatalf("the first walk is no longer %q then an environment and make run: update this test\n%s", modelLine, m[1])
+	}
+
+	// The model, as the first line starts it, on a free port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	// (go build, then the program: what go run does, leaving no process of
+	// its own between the test and the model.)
+	bin := filepath.Join(t.TempDir(), "fakemodel")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/modeltest/fakemodel").CombinedOutput(); err != nil {
+		t.Fatalf("go build fakemodel: %v\n%s", err, out)
+	}
+	model := exec.Command(bin, "-addr", addr)
+	stdout, err := model.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Process.Kill(); model.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, "fakemodel listening http://"+addr+"/v1") {
+		t.Fatalf("fakemodel said %q (%v)", line, err)
+	}
+
+	// The server, with the second line's environment.
+	var env []string
+	for _, f := range strings.Fields(strings.TrimSuffix(lines[1], " make run")) {
+		env = append(env, strings.Replace(f, "127.0.0.1:11435", addr, 1))
+	}
+	srv := startServer(t, reachableTempDir(t), env...)
+	c, agentID := signedIn(t, srv)
+	r := c.send(agentID, "please write hello.txt")
+	if r.Status != "completed" || r.ChangeSetID == nil {
+		t.Fatalf("run = %+v\n%s", r, srv.Log())
+	}
+	var agents struct {
+		Items []struct {
+			PendingChanges int `json:"pending_changes"`
+		}
+	}
+	c.do("GET", "/agents", nil, http.StatusOK, &agents)
+	if len(agents.Items) != 1 || agents.Items[0].PendingChanges != 1 {
+		t.Fatalf("agents = %+v, want one with 1 change set waiting", agents)
+	}
+	c.do("POST", "/changes/"+*r.ChangeSetID+"/approve", nil, http.StatusOK, nil)
+	var file struct{ Content string }
+	c.do("GET", "/agents/"+agentID+"/files?path=hello.txt", nil, http.StatusOK, &file)
+	if file.Content == "" {
+		t.Fatal("hello.txt is empty or missing after the approval")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,4 +147,32 @@ func dirNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// TestServePathsAbsolute: every path serve hands on (to the supervisor, to
+// git, to the CLIs) is made absolute once, at start.
+func TestServePathsAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("not checked here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	relCA, err := filepath.Rel(wd, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseServe([]string{"--data", "./data", "--tools-dir", "build/tools", "--git-ca-file", relCA}, io.Discard, noenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"data": filepath.Join(wd, "data"), "tools": filepath.Join(wd, "build/tools"), "ca": ca}
+	got := map[string]string{"data": c.Data, "tools": c.ToolsDir, "ca": c.GitCAFile}
+	for k := range want {
+		if got[k] != want[k] {
+			t.Errorf("%s = %q, want %q", k, got[k], want[k])
+		}
+	}
 }

@@ -257,6 +257,10 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		if _, err := os.Stat(c.GitCAFile); err != nil {
 			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
 		}
+		// git runs in a workspace, where a relative path names nothing.
+		if c.GitCAFile, err = filepath.Abs(c.GitCAFile); err != nil {
+			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
+		}
 	}
 	// Every path handed to a child process (a session's supervisor starts
 	// in "/") must be absolute: resolve them once, here.
@@ -502,6 +506,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
 		apiServer.SetCredentials(creds)
 		apiServer.SetDocuments(documents)
+		apiServer.SetModels(service.NewModels(model))
 		if nodes != nil {
 			apiServer.SetNodes(nodes)
 		}

@@ -24,18 +24,7 @@ type agentRequest struct {
 		Protected *[]string `json:"protected"`
 		Risky     *[]string `json:"risky"`
 	} `json:"policy"`
-	Limits *struct {
-		MaxPromptBytes   *int64 `json:"max_prompt_bytes"`
-		MaxRuns          *int64 `json:"max_runs"`
-		RunTimeoutS      *int64 `json:"run_timeout_s"`
-		CPUMillis        *int64 `json:"cpu_millis"`
-		MemoryBytes      *int64 `json:"memory_bytes"`
-		Pids             *int64 `json:"pids"`
-		OutputBytes      *int64 `json:"output_bytes"`
-		DiskBytes        *int64 `json:"disk_bytes"`
-		DiskInodes       *int64 `json:"disk_inodes"`
-		PendingDiskBytes *int64 `json:"pending_disk_bytes"`
-	} `json:"limits"`
+	Limits *limitsFields `json:"limits"`
 	Budget *struct {
 		Tokens *int64 `json:"tokens"`
 	} `json:"budget"`

@@ -71,6 +71,8 @@ type Server struct {
 	documents *service.Documents
 	// nodes is set by SetNodes (role control); nil answers unavailable.
 	nodes *service.Nodes
+	// models is set by SetModels; nil answers unavailable.
+	models *service.Models
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -91,6 +93,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/auth/signup", false, s.signup},
 		{"POST", "/api/auth/login", false, s.login},
 		{"POST", "/api/auth/logout", false, s.logout},
+		{"GET", "/api/setup", false, s.setup},
 		{"GET", "/api/me", true, s.me},
 		{"GET", "/api/tokens", true, s.listTokens},
 		{"POST", "/api/tokens", true, s.createToken},
@@ -102,6 +105,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/users/{id}/disable", true, s.disableUser},
 		{"POST", "/api/users/{id}/enable", true, s.enableUser},
 		{"POST", "/api/invites", true, s.createInvite},
+		{"GET", "/api/models", true, s.listModels},
+		{"GET", "/api/limits", true, s.limits},
 
 		{"GET", "/api/agents", true, s.listAgents},
 		{"POST", "/api/agents", true, s.createAgent},
@@ -129,6 +134,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/runs/{id}/terminal", true, s.runTerminal},
 		{"POST", "/api/agents/{id}/terminal", true, s.startTerminal},
 		{"GET", "/api/agents/{id}/changes", true, s.listChanges},
+		{"GET", "/api/changes", true, s.waitingChanges},
 		{"GET", "/api/changes/{id}", true, s.getChange},
 		{"POST", "/api/changes/{id}/approve", true, s.approveChange},
 		{"POST", "/api/changes/{id}/reject", true, s.rejectChange},

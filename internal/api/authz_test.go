@@ -277,6 +277,11 @@ var accountRoutes = []accountRoute{
 	}, anon: 201, user: 201, admin: 201},
 	{method: "POST", path: "/api/auth/login", body: map[string]string{"email": "admin@example.com", "password": "correct horse battery"}, anon: 200, user: 200, admin: 200},
 	{method: "POST", path: "/api/auth/logout", anon: 204, user: 204, admin: 204},
+	{method: "GET", path: "/api/setup", anon: 200, user: 200, admin: 200},
+	{method: "GET", path: "/api/models", anon: 401, user: 200, admin: 200},
+	{method: "GET", path: "/api/limits", anon: 401, user: 200, admin: 200},
+	// The inbox: each caller sees only what they may decide (inbox_test.go).
+	{method: "GET", path: "/api/changes", query: "?status=pending", anon: 401, user: 200, admin: 200},
 	{method: "GET", path: "/api/me", anon: 401, user: 200, admin: 200},
 	{method: "GET", path: "/api/agents", anon: 401, user: 200, admin: 200},
 	{method: "POST", path: "/api/agents", body: map[string]string{"name": "mine"}, anon: 401, user: 201, admin: 201},

@@ -95,6 +95,45 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, actor corra
 	return nil
 }
 
+// waitingView is a change set in the inbox: no entries, their counts.
+type waitingView struct {
+	ID             string  `json:"id"`
+	AgentID        string  `json:"agent_id"`
+	AgentName      string  `json:"agent_name"`
+	RunID          *string `json:"run_id"`
+	Status         string  `json:"status"`
+	PendingEntries int     `json:"pending_entries"`
+	TotalEntries   int     `json:"total_entries"`
+	CreatedAt      string  `json:"created_at"`
+	ExpiresAt      string  `json:"expires_at"`
+}
+
+func viewWaiting(w corral.WaitingChangeSet) waitingView {
+	v := waitingView{
+		ID: w.ID, AgentID: w.AgentID, AgentName: w.AgentName, Status: corral.ChangePending,
+		PendingEntries: w.Pending, TotalEntries: w.Entries,
+		CreatedAt: rfc3339(w.CreatedAt), ExpiresAt: rfc3339(w.ExpiresAt),
+	}
+	if w.RunID != "" {
+		v.RunID = &w.RunID
+	}
+	return v
+}
+
+// waitingChanges is the inbox: GET /api/changes?status=pending. Pending is
+// the one status asked about across agents.
+func (s *Server) waitingChanges(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	if st := r.URL.Query()["status"]; len(st) != 1 || st[0] != corral.ChangePending {
+		return corral.Errorf(corral.EINVALID, "status must be %q: the change sets that wait for you", corral.ChangePending)
+	}
+	sets, err := s.changes.Waiting(r.Context(), actor)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewAll(sets, viewWaiting))
+	return nil
+}
+
 func (s *Server) getChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	cs, err := s.changes.Get(r.Context(), actor, r.PathValue("id"))
 	if err != nil {

@@ -219,6 +219,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.runner.UseRetrieval(e.docs)
 	e.api = New(opt.api, accounts, agents, e.changes, runs)
 	e.api.SetDocuments(e.docs)
+	e.api.SetModels(service.NewModels(model))
 	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
 	if err != nil {
 		t.Fatal(err)

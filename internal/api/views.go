@@ -94,10 +94,20 @@ type agentView struct {
 	State        string      `json:"state"`
 	CreatedAt    string      `json:"created_at"`
 	UpdatedAt    string      `json:"updated_at"`
+	// PendingChanges counts the agent's change sets that wait for a
+	// person, whoever may decide them.
+	PendingChanges int `json:"pending_changes"`
+}
+
+func viewLimits(l corral.Limits) limitsView {
+	return limitsView{
+		MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
+		CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,
+		DiskBytes: l.DiskBytes, DiskInodes: l.DiskInodes, PendingDiskBytes: l.PendingDiskBytes,
+	}
 }
 
 func viewAgent(a corral.Agent) agentView {
-	l := a.Limits
 	return agentView{
 		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model, Driver: agentDriver(a),
 		Owner:  userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
@@ -106,15 +116,13 @@ func viewAgent(a corral.Agent) agentView {
 			FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network,
 			Secrets: nonNil(a.Policy.Secrets), Protected: nonNil(a.Policy.Protected), Risky: nonNil(a.Policy.Risky),
 		},
-		Limits: limitsView{
-			MaxPromptBytes: l.MaxPromptBytes, MaxRuns: l.MaxRuns, RunTimeoutS: l.RunTimeoutS,
-			CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids, OutputBytes: l.OutputBytes,
-			DiskBytes: l.DiskBytes, DiskInodes: l.DiskInodes, PendingDiskBytes: l.PendingDiskBytes,
-		},
+		Limits:    viewLimits(a.Limits),
 		Budget:    budgetView{Tokens: a.Budget.Tokens, Used: a.Budget.Used},
 		State:     a.State,
 		CreatedAt: rfc3339(a.CreatedAt),
 		UpdatedAt: rfc3339(a.UpdatedAt),
+
+		PendingChanges: a.PendingChanges,
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,8 +23,9 @@ import (
 	"time"
 )
 
-// Provider is a running fake provider. It serves POST {URL}/chat/completions
-// and POST {URL}/embeddings (embeddings.go), and is safe for concurrent use.
+// Provider is a running fake provider. It serves POST {URL}/chat/completions,
+// POST {URL}/embeddings (embeddings.go) and GET {URL}/models (models.go),
+// and is safe for concurrent use.
 type Provider struct {
 	srv    *httptest.Server
 	script Script
@@ -32,7 +34,8 @@ type Provider struct {
 
 	mu             sync.Mutex
 	reqs           []Request
-	failEmbeddings int // the status embeddings requests get; 0 serves them
+	failEmbeddings int      // the status embeddings requests get; 0 serves them
+	models         []string // what GET /v1/models lists; nil answers 404 (models.go)
 
 	closing   chan struct{} // closed by Close: releases held replies
 	closeOnce sync.Once
@@ -70,6 +73,24 @@ func New(script Script) *Provider {
 	return p
 }
 
+// NewAt is New on a given address ("127.0.0.1:11435"), for a provider a
+// person starts by hand (cmd fakemodel -addr).
+func NewAt(addr string, script Script) (*Provider, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if script == nil {
+		script = Sequence()
+	}
+	p := &Provider{script: script, closing: make(chan struct{})}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	p.srv.Listener.Close()
+	p.srv.Listener = l
+	p.srv.Start()
+	return p, nil
+}
+
 // URL is the base URL to configure a client with; it ends in /v1.
 func (p *Provider) URL() string { return p.srv.URL + "/v1" }
 
@@ -92,6 +113,10 @@ func (p *Provider) Requests() []Request {
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings" {
 		p.serveEmbeddings(w, r)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		p.serveModels(w, r)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {

@@ -71,7 +71,8 @@ type Config struct {
 	// MaxTurns bounds the model calls of one run. Default 50.
 	MaxTurns int
 	// RunTimeout bounds a run whose agent sets no run_timeout_s. It counts
-	// from each start or resume. Default 30 minutes.
+	// from each start or resume. Default corral.DefaultRunTimeoutS (30
+	// minutes), which the API shows as an agent's default.
 	RunTimeout time.Duration
 	// QuarantineAfter violations within QuarantineWindow quarantine the
 	// agent. Defaults 3 and 1 hour.
@@ -92,7 +93,7 @@ func (c *Config) defaults() {
 		c.MaxTurns = 50
 	}
 	if c.RunTimeout == 0 {
-		c.RunTimeout = 30 * time.Minute
+		c.RunTimeout = corral.DefaultRunTimeoutS * time.Second
 	}
 	if c.QuarantineAfter == 0 {
 		c.QuarantineAfter = 3

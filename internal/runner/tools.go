@@ -217,7 +217,7 @@ func outputMax(l corral.Limits) int64 {
 	if l.OutputBytes > 0 {
 		return l.OutputBytes
 	}
-	return 1 << 20
+	return corral.DefaultOutputBytes
 }
 
 // sessionSpec is a run's sandbox: the agent's limits bound the whole run
@@ -236,6 +236,14 @@ func sessionSpec(run corral.Run, agent corral.Agent, timeout time.Duration) corr
 	if spec.CPU == 0 {
 		// One core for the whole run's time.
 		spec.CPU = timeout
+	}
+	// The agent's defaults, given here rather than left to the node's
+	// sandbox: what the API shows as the default is what a run gets.
+	if spec.Memory == 0 {
+		spec.Memory = corral.DefaultMemoryBytes
+	}
+	if spec.Pids == 0 {
+		spec.Pids = corral.DefaultPids
 	}
 	return spec
 }

@@ -25,6 +25,8 @@ type AccountStore interface {
 	corral.SessionStore
 	corral.TokenStore
 	corral.InviteStore
+	// HasUsers reports whether any account exists.
+	HasUsers(ctx context.Context) (bool, error)
 }
 
 // Accounts is signup, login, sessions, API tokens and account
@@ -100,6 +102,24 @@ func addrKey(client netip.Addr) string {
 		return "addr:" + p.String()
 	}
 	return "addr:" + client.String()
+}
+
+// Setup is what a browser needs to know before anyone signs in.
+type Setup struct {
+	// FirstRun: no account exists yet, so the next one made (by signup
+	// or on the command line) administers the server.
+	FirstRun bool
+	Signup   string // the signup mode: open, invite or closed
+}
+
+// Setup answers whether the server is brand new and how people sign up.
+// It needs no sign-in and says nothing else: no count, no address.
+func (s *Accounts) Setup(ctx context.Context) (Setup, error) {
+	exists, err := s.store.HasUsers(ctx)
+	if err != nil {
+		return Setup{}, err
+	}
+	return Setup{FirstRun: !exists, Signup: s.cfg.Signup}, nil
 }
 
 // SignupInput is what a person gives to create an account.

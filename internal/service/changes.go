@@ -16,6 +16,11 @@ import (
 type ChangeStore interface {
 	corral.ChangeStore
 	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
+	// AgentsFor lists the agents a user can reach, with the user's level.
+	AgentsFor(ctx context.Context, userID string) ([]corral.Agent, error)
+	// WaitingChangeSets lists the pending change sets of the agents
+	// named, newest first.
+	WaitingChangeSets(ctx context.Context, agentIDs []string) ([]corral.WaitingChangeSet, error)
 }
 
 // Changes turns runs into change sets and decides them. The trees are
@@ -209,6 +214,24 @@ func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) (
 		return nil, err
 	}
 	return c.store.ChangeSets(ctx, agentID)
+}
+
+// Waiting is the actor's inbox: every pending change set, newest first,
+// of the agents on which the actor may decide change sets. Which agents
+// those are is the access policy's answer for each agent the actor can
+// reach, so a viewer's inbox is empty however much waits.
+func (c *Changes) Waiting(ctx context.Context, actor corral.User) ([]corral.WaitingChangeSet, error) {
+	agents, err := c.store.AgentsFor(ctx, actor.ID)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, a := range agents {
+		if a.PendingChanges > 0 && access.Check(a.Access, access.DecideChanges) == access.Allow {
+			ids = append(ids, a.ID)
+		}
+	}
+	return c.store.WaitingChangeSets(ctx, ids)
 }
 
 // Get returns a change set with each text entry's diff, as made when the

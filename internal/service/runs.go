@@ -129,7 +129,7 @@ func (s *Runs) admit(ctx context.Context, actor corral.User, a corral.Agent, con
 // four runs' worth of the default disk limit (1 GiB). A change set
 // usually holds kilobytes; only an agent whose runs fill their disks and
 // whose proposals nobody decides reaches it.
-const DefaultPendingDiskBytes = 4 << 30
+const DefaultPendingDiskBytes = corral.DefaultPendingDiskBytes
 
 // Admit is the admission policy: "" to admit, or the first reason to
 // refuse, checked in the order of the Reason* constants. It is pure, so

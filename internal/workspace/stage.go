@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"corral"
 	"corral/internal/glob"
 )
 
@@ -37,10 +38,11 @@ type StageOptions struct {
 	noDisk bool
 }
 
-// The disk limits of a stage that sets none.
+// The disk limits of a stage that sets none: an agent's defaults, which
+// the API shows (GET /api/limits).
 const (
-	DefaultDiskBytes  = 1 << 30
-	DefaultDiskInodes = 100_000
+	DefaultDiskBytes  = corral.DefaultDiskBytes
+	DefaultDiskInodes = corral.DefaultDiskInodes
 )
 
 func (o StageOptions) diskBytes() int64 {

@@ -9,6 +9,7 @@ import { ErrorText } from './feedback'
 import { can } from './permissions'
 import { Link } from './router'
 import type { Agent } from './types'
+import { WaitingBadge } from './WaitingBadge'
 
 export type Section = 'conversation' | 'runs' | 'changes' | 'files' | 'documents' | 'repository' | 'sharing' | 'settings'
 
@@ -86,6 +87,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
           .map((t) => (
             <Link key={t.id} to={t.to} aria-current={t.id === section ? 'page' : undefined}>
               {t.label}
+              {t.id === 'changes' && <WaitingBadge n={agent.pending_changes} />}
             </Link>
           ))}
       </nav>

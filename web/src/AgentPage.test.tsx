@@ -188,8 +188,11 @@ describe('AgentPage live run', () => {
     expect(screen.getByText('Tool output: shell')).toBeTruthy()
     expect(screen.getByText('Done')).toBeTruthy()
     expect(screen.getByRole('status').textContent).toContain('running')
+    expect(screen.getByRole('heading', { level: 2, name: /^Run in progress/ })).toBeTruthy()
     act(() => es.emit('trace', ev(4, 'ended', { status: 'completed', reason: 'the model answered' })))
     expect(screen.getByRole('status').textContent).toContain('completed')
+    // The stream said so: the heading does not wait for the runs list (which here still says running).
+    expect(screen.getByRole('heading', { level: 2, name: /^Latest run/ })).toBeTruthy()
     expect(es.readyState).toBe(FakeEventSource.CLOSED)
     expect(screen.queryAllByRole('button', { name: 'Stop' })).toHaveLength(0)
   })

@@ -16,6 +16,45 @@ import { ChangePage } from './pages/Change'
 import { AcceptLinkPage } from './pages/AcceptLink'
 import { CredentialsPage } from './pages/Credentials'
 import { LibraryPage } from './pages/Library'
+import { InboxPage } from './pages/Inbox'
+import { WaitingBadge } from './WaitingBadge'
+import { inboxStaleEvent } from './review'
+
+/** How often the header asks again how many change sets wait (besides on every navigation). */
+const inboxPollMs = 30_000
+
+/**
+ * How many change sets wait for the signed-in person: asked on sign-in, on
+ * every navigation, whenever a page says it may have moved (inboxStale: an
+ * agent's count changed, a change set was decided) and every half minute
+ * while the page is visible. A failed ask keeps the last count.
+ */
+function useInboxCount(signedIn: boolean, path: string): [number, (n: number) => void] {
+  const [count, setCount] = useState(0)
+  useEffect(() => {
+    if (!signedIn) {
+      setCount(0)
+      return
+    }
+    let live = true
+    const ask = () => {
+      if (document.hidden) return
+      api
+        .inbox()
+        .then((items) => live && setCount(items.length))
+        .catch(() => {})
+    }
+    ask()
+    const t = setInterval(ask, inboxPollMs)
+    window.addEventListener(inboxStaleEvent, ask)
+    return () => {
+      live = false
+      clearInterval(t)
+      window.removeEventListener(inboxStaleEvent, ask)
+    }
+  }, [signedIn, path])
+  return [count, setCount]
+}
 
 export function App() {
   const [user, setUser] = useState<User | null | undefined>(undefined)
@@ -43,6 +82,7 @@ export function App() {
   }, [])
 
   const publicPage = path === '/login' || path === '/signup'
+  const [waiting, setWaiting] = useInboxCount(!!user, path)
 
   useEffect(() => {
     if (user === undefined) return
@@ -76,6 +116,10 @@ export function App() {
             <Link to="/library" aria-current={path === '/library' ? 'page' : undefined}>
               Library
             </Link>
+            <Link to="/inbox" aria-current={path === '/inbox' ? 'page' : undefined}>
+              Inbox
+              <WaitingBadge n={waiting} title={`${waiting} change set${waiting === 1 ? '' : 's'} waiting for your review`} />
+            </Link>
           </nav>
         )}
         <div className="whoami">
@@ -98,13 +142,13 @@ export function App() {
       </header>
       <main>
         <ErrorText error={bootError} />
-        {user === undefined ? <Loading what="your account" /> : <Page path={path} signedIn={user !== null} />}
+        {user === undefined ? <Loading what="your account" /> : <Page path={path} signedIn={user !== null} onInboxCount={setWaiting} />}
       </main>
     </SessionContext.Provider>
   )
 }
 
-function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
+function Page({ path, signedIn, onInboxCount }: { path: string; signedIn: boolean; onInboxCount: (n: number) => void }) {
   if (path === '/login') return <LoginPage />
   if (path === '/signup') return <SignupPage />
   if (!signedIn) return null // on the way to /login
@@ -113,6 +157,7 @@ function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
   if (match('/agents/new', path)) return <NewAgentPage />
   if (path === '/credentials') return <CredentialsPage />
   if (path === '/library') return <LibraryPage />
+  if (path === '/inbox') return <InboxPage onCount={onInboxCount} />
   if ((p = match('/agents/:id/settings', path))) return <SettingsPage key={p.id} id={p.id} />
   if ((p = match('/agents/:id', path))) return <AgentPage key={p.id} id={p.id} />
   if ((p = match('/runs/:id', path))) return <RunPage key={p.id} id={p.id} />

@@ -91,33 +91,106 @@ describe('RunPage timeline of an agent CLI run', () => {
       'Claude Code started',
       'The gateway left out: web_search',
       'Tokens (estimated): 300 in, 12 out',
-      'CLI tool call: Bash',
-      'CLI tool output: Bash',
-      'CLI message',
-      'Claude Code ended',
+      'Ran a command',
+      'Message',
+      'Claude Code finished',
       'Ended: completed',
     ])
     const w = within(timeline)
     expect(w.getByText('$ go test ./...')).toBeTruthy()
-    expect(w.getByText('The tests pass.')).toBeTruthy()
+    // The command's output, folded under it; the message as Markdown.
+    expect(w.getByText('Output (1 line)').closest('details')?.textContent).toContain('ok corral')
+    expect(w.getByText('The tests pass.').closest('.md')).toBeTruthy()
+    // The CLI's JSON lines are its steps above, not shown again raw.
+    expect(timeline.textContent).not.toContain('{"type":"result"}')
     expect(w.getByText('model sonnet · via Messages API')).toBeTruthy()
   })
 })
 
 describe('RunView live output', () => {
-  const cases: { name: string; driver: RunDriver; id: string; says: string }[] = [
-    { name: 'a CLI’s output is the CLI’s', driver: 'codex', id: 'cli-1', says: 'Codex CLI is running; what it printed so far:' },
-    { name: 'a tool’s output in a builtin run is the command’s', driver: 'builtin', id: 'call_1', says: 'The command is running; its output so far:' },
+  const printed = '{"type":"item.started"}\nWARNING: proceeding, even though we could not create PATH aliases\n'
+  const cases: { name: string; driver: RunDriver; id: string; content: string; says?: string; shown?: string }[] = [
+    {
+      name: 'a CLI’s output: only what it printed besides its JSON steps',
+      driver: 'codex',
+      id: 'cli-1',
+      content: printed,
+      says: 'Codex CLI is running; what it printed besides its steps:',
+      shown: 'WARNING: proceeding, even though we could not create PATH aliases',
+    },
+    { name: 'a CLI that printed only its steps shows no output box', driver: 'codex', id: 'cli-1', content: '{"type":"item.started"}\n' },
+    {
+      name: 'a tool’s output in a builtin run is the command’s, as it is',
+      driver: 'builtin',
+      id: 'call_1',
+      content: printed,
+      says: 'The command is running; its output so far:',
+      shown: printed,
+    },
   ]
   for (const c of cases) {
     it(c.name, async () => {
       serve(run(c.driver, 'running'))
       render(<RunView run={run(c.driver, 'running')} level="viewer" me={null} />)
       await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
-      act(() => FakeEventSource.last!.emit('output', { tool_call_id: c.id, content: '{"type":"item.started"}' }))
+      act(() => FakeEventSource.last!.emit('output', { tool_call_id: c.id, content: c.content }))
+      if (!c.says) {
+        expect(screen.queryByRole('region', { name: 'Tool output so far' })).toBeNull()
+        return
+      }
       const live = screen.getByRole('region', { name: 'Tool output so far' })
       expect(live.querySelector('.muted')?.textContent).toBe(c.says)
-      expect(within(live).getByText('{"type":"item.started"}')).toBeTruthy()
+      expect(live.querySelector('pre')?.textContent).toBe(c.shown)
     })
   }
+})
+
+/** The Status, Tokens and Duration facts of the run page's summary. */
+function fact(name: string): string {
+  const dt = screen.getAllByRole('term').find((t) => t.textContent === name)
+  return dt?.nextElementSibling?.textContent ?? ''
+}
+
+describe('the run page’s summary follows the event stream', () => {
+  it('moves a terminal run from admitted to running, then to ended when its person stops it', async () => {
+    const admitted = run('terminal', 'admitted')
+    serve(admitted)
+    render(<RunPage id="run_abcdef12" />)
+    await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
+    expect(fact('Status')).toBe('admitted')
+    act(() => FakeEventSource.last!.emit('trace', ev(1, 'admitted', {})))
+    act(() => FakeEventSource.last!.emit('trace', { ...ev(2, 'started', { driver: 'terminal' }), at: '2025-01-01T00:00:00Z' }))
+    await waitFor(() => expect(fact('Status')).toBe('running'))
+    expect(fact('Duration')).toMatch(/ so far$/)
+    act(() =>
+      FakeEventSource.last!.emit('trace', { ...ev(3, 'ended', { status: 'cancelled', reason: 'stopped on request' }), at: '2025-01-01T00:01:05Z' }),
+    )
+    await waitFor(() => expect(fact('Status')).toBe('ended'))
+    expect(fact('Duration')).toBe('1 min 5 s')
+    expect(screen.getByRole('status').textContent).toMatch(/^Terminal run status: ended/)
+    expect(screen.getByRole('list', { name: 'Run timeline' }).textContent).toContain('Ended')
+    expect(screen.getByRole('list', { name: 'Run timeline' }).textContent).not.toContain('cancelled')
+  })
+
+  it('keeps a real cancellation of a terminal run cancelled', async () => {
+    serve({ ...run('terminal', 'cancelled'), reason: 'the person who started the run may no longer run this agent' }, [
+      ev(1, 'ended', { status: 'cancelled', reason: 'the person who started the run may no longer run this agent' }),
+    ])
+    render(<RunPage id="run_abcdef12" />)
+    await waitFor(() => expect(fact('Status')).toBe('cancelled'))
+    await waitFor(() => expect(screen.getByRole('list', { name: 'Run timeline' }).textContent).toContain('Ended: cancelled'))
+  })
+
+  it('counts tokens as usage events come, then the end’s total', async () => {
+    serve(run('builtin', 'running'))
+    render(<RunPage id="run_abcdef12" />)
+    await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
+    act(() => FakeEventSource.last!.emit('trace', ev(1, 'started', {})))
+    act(() => FakeEventSource.last!.emit('trace', ev(2, 'usage', { input: 100, output: 20 })))
+    act(() => FakeEventSource.last!.emit('trace', ev(3, 'usage', { input: 150, output: 30 })))
+    await waitFor(() => expect(fact('Tokens')).toBe('250 in, 50 out'))
+    act(() => FakeEventSource.last!.emit('trace', ev(4, 'ended', { status: 'completed', tokens: { input: 260, output: 55 } })))
+    await waitFor(() => expect(fact('Tokens')).toBe('260 in, 55 out'))
+    expect(fact('Status')).toBe('completed')
+  })
 })

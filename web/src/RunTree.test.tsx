@@ -103,8 +103,8 @@ describe('the Delegation panel', () => {
     const g = entry(nested, 'run grand111')
     expect(within(g).getByRole('link', { name: 'run grand111' }).getAttribute('href')).toBe('/runs/run_grand111')
     expect(g.querySelector('.badge-status')?.textContent).toBe('errored')
-    // An agent the list does not name is shown by its id.
-    expect(within(g).getByRole('link', { name: 'agt_3' })).toBeTruthy()
+    // An agent the list does not name is shown by a short id.
+    expect(within(g).getByRole('link', { name: '3' }).getAttribute('href')).toBe('/agents/agt_3')
     expect(within(g).getByText('0 in, 0 out tokens · depth 2')).toBeTruthy()
 
     const second = entry(top, 'run child222')
@@ -150,9 +150,13 @@ describe('the run that delegated this one', () => {
       render(<RunPage id={me.id} />)
       const fact = (await screen.findByText('Delegated by')).closest('.fact') as HTMLElement
       await waitFor(() => expect(within(fact).getByText(c.text)).toBeTruthy())
-      const link = within(fact).queryByRole('link')
-      if (c.link) expect(link?.getAttribute('href')).toBe('/runs/run_parent12')
-      else expect(link).toBeNull()
+      const links = within(fact).queryAllByRole('link')
+      if (c.link) {
+        expect(links[0].getAttribute('href')).toBe('/runs/run_parent12')
+        // And its agent, by name once the agent list answers.
+        await waitFor(() => expect(fact.querySelector('dd')?.textContent).toBe('run parent12 of helper'))
+        expect(within(fact).getByRole('link', { name: 'helper' }).getAttribute('href')).toBe('/agents/agt_1')
+      } else expect(links).toEqual([])
       // Never the whole page's not-found view: the run itself is ours to see.
       expect(screen.getByRole('heading', { level: 1 }).textContent).toBe('Run mine1234')
       const depth = screen.getByText('Delegation depth').closest('.fact') as HTMLElement
@@ -183,12 +187,13 @@ describe('the timeline of a run that delegates', () => {
     const timeline = await screen.findByRole('list', { name: 'Run timeline' })
     const item = (seq: number) => timeline.children[seq - 1] as HTMLElement
 
-    expect(item(3).querySelector('.tl-title')?.textContent).toBe('Delegated to agent agt_2:')
+    // Named from the agent list once it answers.
+    await waitFor(() => expect(item(3).querySelector('.tl-title')?.textContent).toBe('Delegated to reviewer:'))
     expect(within(item(3)).getByRole('link', { name: 'run child111' }).getAttribute('href')).toBe('/runs/run_child111')
     expect(item(3).querySelector('.tl-facts')?.textContent).toBe('depth 1')
 
     expect(item(4).querySelector('.tl-title')?.textContent).toBe('Delegation refused: this run has delegated to 4 runs, the most one run may')
-    expect(item(4).querySelector('.tl-facts')?.textContent).toBe('cap: delegation_fanout · agent agt_2')
+    expect(item(4).querySelector('.tl-facts')?.textContent).toBe('cap: delegation_fanout · agent reviewer')
     expect(item(4).querySelector('.tl-detail')?.textContent).toContain('--delegation-fanout')
     expect(item(4).className).toContain('tl-warn')
 

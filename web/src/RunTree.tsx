@@ -4,7 +4,8 @@
 // may not see together with what it started, so what is shown is the part
 // of the tree this person may look at. Followed while anything in it goes.
 
-import { useEffect, useMemo, useRef, useState } from 'react'
+import { useEffect, useMemo, useState } from 'react'
+import { useAgentNames } from './agentNames'
 import { api } from './api'
 import { StatusBadge } from './badges'
 import { errorMessage, isNotFound } from './errors'
@@ -113,39 +114,6 @@ function useTree(runId: string, refresh: number): { runs?: Run[]; error?: unknow
   return { runs, error }
 }
 
-/**
- * The names of the agents ids name, from the list of agents the viewer can
- * see (one request, asked again only when an id not asked about before
- * appears: a tree may create agents as it goes). An id without a name is
- * shown as the id.
- */
-function useAgentNames(ids: string[]): Map<string, string> {
-  const [names, setNames] = useState<Map<string, string>>(() => new Map())
-  const asked = useRef(new Set<string>())
-  const key = [...new Set(ids)].sort().join(' ')
-  useEffect(() => {
-    const fresh = key.split(' ').filter((id) => id !== '' && !asked.current.has(id))
-    if (fresh.length === 0) return
-    for (const id of fresh) asked.current.add(id)
-    let live = true
-    let answered = false
-    api
-      .agents()
-      .then((list) => {
-        answered = true
-        if (live) setNames((old) => new Map([...old, ...list.map((a): [string, string] => [a.id, a.name])]))
-      })
-      // The ids stay shown instead: a name is a nicety, not worth an error on the page.
-      .catch(() => {})
-    return () => {
-      live = false
-      // An answer dropped before it came is asked for again by the next effect.
-      if (!answered) for (const id of fresh) asked.current.delete(id)
-    }
-  }, [key])
-  return names
-}
-
 /** The Delegation panel of a run's page: nothing when the run started no run this viewer may see. */
 export function RunTree({ run, refresh = 0 }: { run: Run; refresh?: number }) {
   const { runs, error } = useTree(run.id, refresh)
@@ -177,7 +145,7 @@ export function RunTree({ run, refresh = 0 }: { run: Run; refresh?: number }) {
   )
 }
 
-function TreeList({ nodes, names, label }: { nodes: TreeNode[]; names: Map<string, string>; label: string }) {
+function TreeList({ nodes, names, label }: { nodes: TreeNode[]; names: ReadonlyMap<string, string>; label: string }) {
   return (
     <ul className="tree" aria-label={label}>
       {nodes.map((n) => (
@@ -187,7 +155,7 @@ function TreeList({ nodes, names, label }: { nodes: TreeNode[]; names: Map<strin
   )
 }
 
-function TreeItem({ node, names }: { node: TreeNode; names: Map<string, string> }) {
+function TreeItem({ node, names }: { node: TreeNode; names: ReadonlyMap<string, string> }) {
   const r = node.run
   const enc = encodeURIComponent
   return (
@@ -195,7 +163,7 @@ function TreeItem({ node, names }: { node: TreeNode; names: Map<string, string> 
       <div className="tree-run">
         <Link to={`/runs/${enc(r.id)}`}>run {shortId(r.id)}</Link>
         <span>
-          agent <Link to={`/agents/${enc(r.agent_id)}`}>{names.get(r.agent_id) ?? r.agent_id}</Link>
+          agent <Link to={`/agents/${enc(r.agent_id)}`}>{names.get(r.agent_id) ?? shortId(r.agent_id)}</Link>
         </span>
         <StatusBadge status={r.status} />
         <span className="muted">

@@ -4,7 +4,8 @@
 // going is followed over its event stream; one that is over is read from its
 // trace.
 
-import { lazy, Suspense, useEffect, useReducer, useRef, useState } from 'react'
+import { lazy, Suspense, useEffect, useMemo, useReducer, useRef, useState } from 'react'
+import { useAgentNames } from './agentNames'
 import { api } from './api'
 import { StatusBadge } from './badges'
 import { driverInfo, isCLI, runKind } from './drivers'
@@ -12,9 +13,11 @@ import { errorMessage, isNotFound } from './errors'
 import { ErrorText, Loading, noAccessText } from './feedback'
 import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
 import { can, canStop } from './permissions'
-import { canOpenTerminal } from './terminal'
+import { Markdown } from './Markdown'
+import { canOpenTerminal, endWord } from './terminal'
 import { toTimeline } from './timeline'
 import { Timeline } from './Timeline'
+import { printedLines } from './transcript'
 import type { Level, Run, TraceEvent, User } from './types'
 
 // xterm.js is loaded only when someone opens a terminal.
@@ -30,9 +33,21 @@ interface Props {
   compact?: boolean
   /** Called with each trace event as it streams live (the run page follows its delegation tree on `delegated`). */
   onTrace?: (ev: TraceEvent) => void
+  /** Called with the run's state as it changes (the run page's summary follows it). */
+  onState?: (s: LiveState) => void
 }
 
-export function RunView({ run, level, me, onEnded, compact, onTrace }: Props) {
+/** The agents a run's trace names by id: those it delegated to, or was refused. */
+function delegatedAgents(events: TraceEvent[]): string[] {
+  const ids: string[] = []
+  for (const e of events) {
+    const id = e.type === 'delegated' ? e.data?.agent_id : e.type === 'delegation_refused' && e.data?.tool !== 'create_agent' ? e.data?.target : undefined
+    if (typeof id === 'string' && id !== '') ids.push(id)
+  }
+  return ids
+}
+
+export function RunView({ run, level, me, onEnded, compact, onTrace, onState }: Props) {
   const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
   const endedAtStart = useRef(isTerminal(run.status))
   const reported = useRef(false)
@@ -126,6 +141,14 @@ export function RunView({ run, level, me, onEnded, compact, onTrace }: Props) {
     return stop
   }, [run.id])
 
+  const stateHook = useRef(onState)
+  useEffect(() => {
+    stateHook.current = onState
+  }, [onState])
+  useEffect(() => {
+    stateHook.current?.(state)
+  }, [state])
+
   useEffect(() => {
     if (state.ended && !endedAtStart.current && !reported.current) {
       reported.current = true
@@ -133,19 +156,24 @@ export function RunView({ run, level, me, onEnded, compact, onTrace }: Props) {
     }
   }, [state, onEnded])
 
-  let items = toTimeline(state.events)
+  const agentIds = useMemo(() => delegatedAgents(state.events), [state.events])
+  const names = useAgentNames(agentIds)
+  let items = toTimeline(state.events, { names, driver: run.driver })
   if (compact) items = items.filter((i) => i.type !== 'usage')
   const going = !finished(state)
   const status = state.status === 'connecting' ? run.status : state.status
   const terminal = canOpenTerminal(level, status) ? { open: terminalOpen, toggle: () => setTerminalOpen((o) => !o) } : undefined
   const kind = runKind(run.driver)
-  // An agent CLI's run streams what the CLI prints as the output of its one command ("cli-N").
+  // An agent CLI's run streams what the CLI prints as the output of its one
+  // command ("cli-N"): its JSON events become the timeline's steps as they
+  // are recorded; only what else it prints (its warnings) is shown here.
   const cliOutput = isCLI(run.driver)
+  const liveOutput = cliOutput ? printedLines(state.toolOutput).join('\n') : state.toolOutput
 
   return (
     <div className="run-view">
       <p role="status" aria-live="polite" className="run-status">
-        {kind ?? 'Run'} status: <StatusBadge status={status} />
+        {kind ?? 'Run'} status: <StatusBadge status={endWord(run.driver, status, state.reason ?? run.reason)} />
         {state.reason && <span className="muted"> — {state.reason}</span>}
       </p>
       {state.error && (
@@ -161,18 +189,18 @@ export function RunView({ run, level, me, onEnded, compact, onTrace }: Props) {
         </Suspense>
       )}
       <Timeline items={items} label="Run timeline" />
-      {state.toolOutput && (
+      {liveOutput && (
         <section className="streaming" aria-label="Tool output so far">
           <span className="muted">
-            {cliOutput ? `${driverInfo(run.driver).label} is running; what it printed so far:` : 'The command is running; its output so far:'}
+            {cliOutput ? `${driverInfo(run.driver).label} is running; what it printed besides its steps:` : 'The command is running; its output so far:'}
           </span>
-          <pre className="pre">{state.toolOutput}</pre>
+          <pre className="pre">{liveOutput}</pre>
         </section>
       )}
       {state.streaming && (
         <div className="streaming" aria-live="off">
           <span className="muted">The model is writing…</span>
-          <p className="pre">{state.streaming}</p>
+          <Markdown text={state.streaming} />
         </div>
       )}
     </div>

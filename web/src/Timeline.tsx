@@ -1,4 +1,5 @@
 import { formatClock } from './format'
+import { Markdown } from './Markdown'
 import { Link } from './router'
 import type { TimelineItem } from './timeline'
 
@@ -22,6 +23,13 @@ export function Timeline({ items, label }: { items: TimelineItem[]; label: strin
             </time>
           </div>
           {it.detail && <pre className="tl-detail">{it.detail}</pre>}
+          {it.markdown && <Markdown text={it.markdown} className="tl-markdown" />}
+          {it.fold && (
+            <details className="tl-fold">
+              <summary>{it.fold.summary}</summary>
+              <pre className="tl-detail">{it.fold.text}</pre>
+            </details>
+          )}
         </li>
       ))}
     </ol>

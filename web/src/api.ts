@@ -14,17 +14,21 @@ import type {
   GrantLevel,
   ImportResult,
   Items,
+  LimitsInfo,
   Link,
   LinkLevel,
   Message,
+  ModelList,
   PostedMessage,
   PushResult,
   Repository,
   RepositoryRequest,
   Run,
   SearchResult,
+  Setup,
   TraceEvent,
   User,
+  WaitingChangeSet,
   WorkspaceFile,
 } from './types'
 
@@ -136,6 +140,14 @@ export const api = {
   login: (email: string, password: string) =>
     request<{ user: User }>('POST', '/api/auth/login', { email, password }, { quiet401: true }).then((a) => a.user),
   logout: () => request<void>('POST', '/api/auth/logout', undefined, { quiet401: true }),
+  /** Whether the server is brand new (no account yet) and its signup mode; needs no sign-in. */
+  setup: () => request<Setup>('GET', '/api/setup', undefined, { quiet401: true }),
+  /** The models an agent may be set to (the server's default first); configured false when no provider is. */
+  models: () => request<ModelList>('GET', '/api/models'),
+  /** What each of an agent's limits is when left 0, and the most it may be. */
+  limits: () => request<LimitsInfo>('GET', '/api/limits'),
+  /** The inbox: every change set waiting for the caller's decision, newest first. */
+  inbox: () => request<Items<WaitingChangeSet>>('GET', '/api/changes?status=pending').then((a) => a.items),
 
   agents: () => request<Items<Agent>>('GET', '/api/agents').then((a) => a.items),
   agent: (id: string) => request<Agent>('GET', `/api/agents/${enc(id)}`),

@@ -48,3 +48,16 @@ export function formatScore(n: number): string {
   if (a >= 0.1 || a === 0) return n.toFixed(2)
   return n.toPrecision(2)
 }
+
+/** How long something took, from two ISO times (or start and now): "45 s", "3 min 5 s", "2 h 4 min". */
+export function formatDuration(from: string | null | undefined, to: string | null | undefined, now: number = Date.now()): string {
+  if (!from) return '—'
+  const start = new Date(from).getTime()
+  const end = to ? new Date(to).getTime() : now
+  if (Number.isNaN(start) || Number.isNaN(end)) return '—'
+  const s = Math.max(0, Math.round((end - start) / 1000))
+  if (s < 60) return `${s} s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m} min ${s % 60} s`
+  return `${Math.floor(m / 60)} h ${m % 60} min`
+}

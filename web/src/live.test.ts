@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { finished, initialLive, liveReducer, maxLiveOutput, parseData, type LiveAction, type LiveState } from './live'
+import { finished, initialLive, liveReducer, maxLiveOutput, parseData, summarize, type LiveAction, type LiveState } from './live'
+import { formatDuration } from './format'
 import type { Run, TraceEvent } from './types'
 
 function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
@@ -188,4 +189,65 @@ describe('parseData', () => {
     expect(parseData('not json')).toBeUndefined()
     expect(parseData(undefined)).toBeUndefined()
   })
+})
+
+describe('summarize', () => {
+  const follow = (r: Run, events: TraceEvent[]): LiveState => events.reduce((s, event) => liveReducer(s, { type: 'trace', event }), initialLive(r.id, r.status))
+  const cases: { name: string; run: Partial<Run>; events: TraceEvent[]; status: string; tokens: [number, number]; started: string | null; ended: string | null }[] = [
+    { name: 'nothing streamed yet: the run as read', run: { status: 'admitted' }, events: [], status: 'admitted', tokens: [0, 0], started: null, ended: null },
+    {
+      name: 'a terminal run read as admitted, started since',
+      run: { status: 'admitted', driver: 'terminal' },
+      events: [ev(1, 'admitted'), ev(2, 'started', { driver: 'terminal' })],
+      status: 'running',
+      tokens: [0, 0],
+      started: '2025-01-01T00:00:02Z',
+      ended: null,
+    },
+    {
+      name: 'usage added up while it runs, never below what was read',
+      run: { status: 'running', tokens: { input: 500, output: 0 }, started_at: '2025-01-01T00:00:00Z' },
+      events: [ev(1, 'started'), ev(2, 'usage', { input: 100, output: 20 }), ev(3, 'usage', { input: 50, output: 5 })],
+      status: 'running',
+      tokens: [500, 25],
+      started: '2025-01-01T00:00:00Z',
+      ended: null,
+    },
+    {
+      name: 'ended: its status and total win over a run read just before its final status was written',
+      run: { status: 'running' },
+      events: [ev(1, 'started'), ev(2, 'usage', { input: 100, output: 20 }), ev(3, 'ended', { status: 'completed', tokens: { input: 110, output: 21 } })],
+      status: 'completed',
+      tokens: [110, 21],
+      started: '2025-01-01T00:00:01Z',
+      ended: '2025-01-01T00:00:03Z',
+    },
+  ]
+  for (const c of cases) {
+    it(c.name, () => {
+      const r = run(c.run)
+      const s = summarize(r, follow(r, c.events))
+      expect(s.status).toBe(c.status)
+      expect([s.tokens.input, s.tokens.output]).toEqual(c.tokens)
+      expect(s.startedAt).toBe(c.started)
+      expect(s.endedAt).toBe(c.ended)
+    })
+  }
+  it('ignores the state of another run', () => {
+    const r = run({ status: 'admitted' })
+    expect(summarize(r, follow(run({ id: 'run_2' }), [ev(1, 'started')])).status).toBe('admitted')
+  })
+})
+
+describe('formatDuration', () => {
+  const at = (s: number) => new Date(Date.UTC(2025, 0, 1, 0, 0, s)).toISOString()
+  const cases: [string | null, string | null, string][] = [
+    [null, null, '—'],
+    [at(0), at(45), '45 s'],
+    [at(0), at(185), '3 min 5 s'],
+    [at(0), at(7440), '2 h 4 min'],
+    [at(10), at(0), '0 s'],
+  ]
+  for (const [from, to, want] of cases) it(`${from} → ${to}: ${want}`, () => expect(formatDuration(from, to)).toBe(want))
+  it('counts to now while it goes', () => expect(formatDuration(at(0), null, Date.UTC(2025, 0, 1, 0, 0, 30))).toBe('30 s'))
 })

@@ -140,3 +140,54 @@ export function parseData<T>(data: unknown): T | undefined {
     return undefined
   }
 }
+
+/** A run's summary on its page: the run as last read, brought up to date by its event stream. */
+export interface RunSummary {
+  status: string
+  reason: string
+  tokens: { input: number; output: number }
+  startedAt: string | null
+  endedAt: string | null
+  changeSetId: string | null
+}
+
+/**
+ * The summary of run from what was read of it and what its stream said
+ * since: the stream's status once it has one (the server writes a run's
+ * last event before its final status, so a run read just after `ended` may
+ * still say running), the tokens the trace counted when more than those
+ * read (the `ended` event's total, else the `usage` events added up), and
+ * the start and end the events give when the run read had none.
+ */
+export function summarize(run: Run, live?: LiveState): RunSummary {
+  const s: RunSummary = {
+    status: run.status,
+    reason: run.reason,
+    tokens: { ...run.tokens },
+    startedAt: run.started_at,
+    endedAt: run.ended_at,
+    changeSetId: run.change_set_id,
+  }
+  if (!live || live.runId !== run.id) return s
+  if (live.status !== 'connecting' && !(isTerminal(run.status) && !live.ended)) s.status = live.status
+  if (live.reason && !run.reason) s.reason = live.reason
+  if (live.changeSetId && !run.change_set_id) s.changeSetId = live.changeSetId
+  let input = 0
+  let output = 0
+  for (const ev of live.events) {
+    const d = ev.data ?? {}
+    if (ev.type === 'usage') {
+      input += typeof d.input === 'number' ? d.input : 0
+      output += typeof d.output === 'number' ? d.output : 0
+    }
+    if (ev.type === 'started' && !s.startedAt) s.startedAt = ev.at
+    if ((ev.type === 'ended' || ev.type === 'reconciled') && !s.endedAt) s.endedAt = ev.at
+    const t = ev.type === 'ended' ? (d.tokens as { input?: unknown; output?: unknown } | undefined) : undefined
+    if (t && typeof t === 'object') {
+      input = typeof t.input === 'number' ? t.input : input
+      output = typeof t.output === 'number' ? t.output : output
+    }
+  }
+  s.tokens = { input: Math.max(s.tokens.input, input), output: Math.max(s.tokens.output, output) }
+  return s
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { canOpenTerminal, closeReason, encodeBinary, encodeInput, resizeMessage, terminalURL } from './terminal'
+import { canOpenTerminal, closeReason, encodeBinary, encodeInput, endWord, resizeMessage, terminalURL } from './terminal'
 import { levels } from './permissions'
 import type { Level } from './types'
 
@@ -93,5 +93,22 @@ describe('closeReason', () => {
   ]
   for (const c of cases) {
     it(c.name, () => expect(closeReason(c.code)).toEqual({ code: c.code, text: c.text, problem: c.problem, reconnect: c.reconnect }))
+  }
+})
+
+describe('endWord', () => {
+  const cases: [string, string | undefined, string, string | undefined, string][] = [
+    ['a terminal run its person stopped', 'terminal', 'cancelled', 'stopped on request', 'ended'],
+    ['a terminal run whose time ran out', 'terminal', 'cancelled', "the terminal run's time ran out", 'ended'],
+    ['a terminal run cancelled because its starter lost access', 'terminal', 'cancelled', 'the person who started the run may no longer run this agent', 'cancelled'],
+    ['a terminal run cancelled without a reason', 'terminal', 'cancelled', undefined, 'cancelled'],
+    ['a killed terminal run', 'terminal', 'killed', 'killed on request', 'killed'],
+    ['a terminal run still running', 'terminal', 'running', '', 'running'],
+    ['an agent’s run stopped on request', 'builtin', 'cancelled', 'stopped on request', 'cancelled'],
+    ['a CLI run stopped on request', 'codex', 'cancelled', 'stopped on request', 'cancelled'],
+    ['a run of an older server (no driver)', undefined, 'cancelled', 'stopped on request', 'cancelled'],
+  ]
+  for (const [name, driver, status, reason, want] of cases) {
+    it(`${name}: ${want}`, () => expect(endWord(driver, status, reason)).toBe(want))
   }
 })

@@ -82,3 +82,22 @@ export function closeReason(code: number): Closed {
       return { code, text: 'The connection to the terminal was lost.', problem: true, reconnect: true }
   }
 }
+
+/**
+ * Why a terminal run ended, as the server words it (internal/runner): a
+ * Stop by the person at it (while it ran or paused), or its time running
+ * out. Such a run is over as meant, not cancelled.
+ */
+export const terminalEndReasons: readonly string[] = ['stopped on request', 'stopped on request while paused', "the terminal run's time ran out"]
+
+/**
+ * The word a run's end reads as: "ended" for a terminal run that its person
+ * stopped or whose time ran out (the server records it as cancelled: it
+ * was stopped, and its changes wait for review); otherwise its status, so a
+ * terminal run cancelled for another reason (its starter's access
+ * revoked), and every other run, still reads as it is.
+ */
+export function endWord(driver: string | undefined, status: string, reason: string | undefined): string {
+  if (driver === 'terminal' && status === 'cancelled' && reason !== undefined && terminalEndReasons.includes(reason)) return 'ended'
+  return status
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { describeArguments, maxStepText, mergeEvents, toTimeline, toTimelineItem } from './timeline'
+import { describeArguments, mergeEvents, toTimeline, toTimelineItem } from './timeline'
 import type { TraceEvent } from './types'
 
 function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
@@ -206,10 +206,10 @@ describe('toTimelineItem', () => {
       tone: 'tool',
     },
     {
-      name: 'the CLI’s command ending with its last lines',
+      name: 'the CLI’s command ending: its JSON lines are the steps, nothing else printed',
       event: ev(20, 'tool_result', { id: 'cli-1', name: 'codex', exit_code: 0, violation: '', output: '{"type":"turn.completed"}' }),
-      title: 'Codex CLI ended',
-      detail: '{"type":"turn.completed"}',
+      title: 'Codex CLI finished',
+      detail: undefined,
       facts: ['exit 0'],
       tone: 'output',
     },
@@ -220,69 +220,10 @@ describe('toTimelineItem', () => {
       tone: 'tool',
     },
     {
-      name: 'a transcript model turn with the CLI’s token count',
-      event: ev(22, 'transcript', { kind: 'model', input_tokens: 1200, output_tokens: 80 }),
-      title: 'CLI model turn',
-      facts: ['1200 in, 80 out tokens, as the CLI counted'],
-      tone: 'model',
-    },
-    {
-      name: 'a transcript message',
-      event: ev(23, 'transcript', { kind: 'message', id: 'item_1', text: 'I added the test.' }),
-      title: 'CLI message',
-      detail: 'I added the test.',
-      facts: [],
-      tone: 'model',
-    },
-    {
-      name: 'transcript reasoning',
-      event: ev(24, 'transcript', { kind: 'reasoning', text: 'Look at the tests first.' }),
-      title: 'CLI reasoning',
-      detail: 'Look at the tests first.',
-      tone: 'info',
-    },
-    {
-      name: 'a transcript tool call shows any tool’s command',
-      event: ev(25, 'transcript', { kind: 'tool_call', id: 'toolu_1', name: 'Bash', args: '{"command":"go test ./...","description":"run"}' }),
-      title: 'CLI tool call: Bash',
-      detail: '$ go test ./...',
-      tone: 'tool',
-    },
-    {
-      name: 'a transcript tool call with other arguments, cut by the server',
-      event: ev(26, 'transcript', { kind: 'tool_call', name: 'file_change', args: '[{"path":"a.go"', truncated: true }),
-      title: 'CLI tool call: file_change',
-      detail: '[{"path":"a.go"',
-      facts: ['cut'],
-      tone: 'tool',
-    },
-    {
-      name: 'a failed transcript tool result',
-      event: ev(27, 'transcript', { kind: 'tool_result', id: 'toolu_1', name: 'Bash', text: 'FAIL corral/x', is_error: true }),
-      title: 'CLI tool output: Bash',
-      detail: 'FAIL corral/x',
-      facts: ['failed'],
+      name: 'a transcript error alone reads as a warning',
+      event: ev(28, 'transcript', { kind: 'error', id: 'item_0', text: 'Model metadata for `test-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.' }),
+      title: 'CLI warning',
       tone: 'warn',
-    },
-    {
-      name: 'a transcript error',
-      event: ev(28, 'transcript', { kind: 'error', text: 'model call retried: overloaded' }),
-      title: 'CLI error',
-      detail: 'model call retried: overloaded',
-      tone: 'warn',
-    },
-    {
-      name: 'the transcript cut after its bound',
-      event: ev(29, 'transcript', { kind: 'truncated', left_out: 12 }),
-      title: 'CLI transcript cut: 12 more steps left out',
-      tone: 'warn',
-    },
-    {
-      name: 'a transcript kind this page does not know',
-      event: ev(30, 'transcript', { kind: 'plan', name: 'todo', text: 'step one' }),
-      title: 'CLI plan: todo',
-      detail: 'step one',
-      tone: 'info',
     },
     {
       name: 'a gateway note',
@@ -325,7 +266,7 @@ describe('toTimelineItem', () => {
     {
       name: 'a delegated run, linked',
       event: ev(15, 'delegated', { tool_call_id: 'c1', run_id: 'run_child111', agent_id: 'agt_2', depth: 2 }),
-      title: 'Delegated to agent agt_2:',
+      title: 'Delegated to agent 2:',
       facts: ['depth 2'],
       tone: 'tool',
       link: { to: '/runs/run_child111', text: 'run child111' },
@@ -384,17 +325,6 @@ describe('toTimelineItem', () => {
   }
 })
 
-describe('a transcript step’s text', () => {
-  it('is bounded on the page, saying how much is left out', () => {
-    const item = toTimelineItem(ev(1, 'transcript', { kind: 'tool_result', name: 'command', text: 'x'.repeat(maxStepText + 10) }))
-    expect(item.detail).toBe(`${'x'.repeat(maxStepText)}\n… (10 more characters)`)
-  })
-  it('is shown whole within the bound', () => {
-    const item = toTimelineItem(ev(1, 'transcript', { kind: 'message', text: 'y'.repeat(maxStepText) }))
-    expect(item.detail).toBe('y'.repeat(maxStepText))
-  })
-})
-
 describe('describeArguments', () => {
   const cases: [string, unknown, string | undefined][] = [
     ['shell', '{"command":"echo hi"}', '$ echo hi'],
@@ -418,5 +348,66 @@ describe('toTimeline and mergeEvents', () => {
   })
   it('appends in order', () => {
     expect(mergeEvents([ev(1, 'admitted')], [ev(2, 'started'), ev(3, 'usage')]).map((e) => e.seq)).toEqual([1, 2, 3])
+  })
+})
+
+describe('the timeline with what the page knows', () => {
+  const names = new Map([['agt_2', 'linter']])
+  it('names a delegated-to agent', () => {
+    const item = toTimelineItem(ev(15, 'delegated', { run_id: 'run_child111', agent_id: 'agt_2', depth: 1 }), { names })
+    expect(item.title).toBe('Delegated to linter:')
+  })
+  it('shows a short id for an agent without a known name', () => {
+    const item = toTimelineItem(ev(15, 'delegated', { run_id: 'run_child111', agent_id: 'agt_0123456789abcdef', depth: 1 }), { names })
+    expect(item.title).toBe('Delegated to agent 01234567:')
+  })
+  it('names the target of a refused delegation, and keeps what the model wrote otherwise', () => {
+    expect(toTimelineItem(ev(16, 'delegation_refused', { tool: 'delegate', target: 'agt_2', error: 'too deep' }), { names }).facts).toEqual(['agent linter'])
+    expect(toTimelineItem(ev(16, 'delegation_refused', { tool: 'delegate', target: 'helper-bot', error: 'agent not found' }), { names }).facts).toEqual([
+      'agent helper-bot',
+    ])
+  })
+  const ends: { name: string; driver?: string; data: Record<string, unknown>; title: string; tone: string }[] = [
+    { name: 'a terminal run its person stopped ended', driver: 'terminal', data: { status: 'cancelled', reason: 'stopped on request' }, title: 'Ended', tone: 'good' },
+    { name: 'a terminal run whose time ran out ended', driver: 'terminal', data: { status: 'cancelled', reason: "the terminal run's time ran out" }, title: 'Ended', tone: 'good' },
+    {
+      name: 'a terminal run cancelled otherwise is cancelled',
+      driver: 'terminal',
+      data: { status: 'cancelled', reason: 'the person who started the run may no longer run this agent' },
+      title: 'Ended: cancelled',
+      tone: 'warn',
+    },
+    { name: 'a killed terminal run is killed', driver: 'terminal', data: { status: 'killed', reason: 'killed on request' }, title: 'Ended: killed', tone: 'bad' },
+    { name: 'an agent’s run stopped on request is cancelled', data: { status: 'cancelled', reason: 'stopped on request' }, title: 'Ended: cancelled', tone: 'warn' },
+  ]
+  for (const c of ends) {
+    it(c.name, () => {
+      const item = toTimeline([ev(1, 'ended', c.data)], { driver: c.driver })[0]
+      expect(item.title).toBe(c.title)
+      expect(item.tone).toBe(c.tone)
+    })
+  }
+})
+
+describe('the model’s words', () => {
+  it('are Markdown, shown rendered, not monospaced detail', () => {
+    const item = toTimelineItem(ev(3, 'message', { role: 'assistant', content: '# Plan\n\n- one' }))
+    expect(item.markdown).toBe('# Plan\n\n- one')
+    expect(item.detail).toBeUndefined()
+  })
+})
+
+describe('a delegate call', () => {
+  it('names the agent it hands the task to', () => {
+    const item = toTimelineItem(ev(2, 'tool_call', { id: 'c1', name: 'delegate', arguments: '{"agent_id":"agt_2","task":"say hello"}' }), {
+      names: new Map([['agt_2', 'hello-agent']]),
+    })
+    expect(item.detail).toBe('to hello-agent:\nsay hello')
+  })
+  it('shows arguments cut off in the trace as they are', () => {
+    expect(toTimelineItem(ev(2, 'tool_call', { name: 'delegate', arguments: '{"agent_id":"agt_2","ta' })).detail).toBe('{"agent_id":"agt_2","ta')
+  })
+  it('leaves a terminal run’s start without a model', () => {
+    expect(toTimelineItem(ev(1, 'started', { driver: 'terminal', fs: 'read-write', changes: 'review' })).facts).toEqual(['workspace read-write', 'changes: review'])
   })
 })

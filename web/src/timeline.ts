@@ -4,7 +4,11 @@
 
 import { driverInfo, isCLI, protocolName } from './drivers'
 import { formatConfidence, formatScore, shortId } from './format'
+import { endWord } from './terminal'
+import { bounded, num, plural, printedLines, str, toolStep, transcriptStep, type Data, type Fold, type Step } from './transcript'
 import type { TraceEvent } from './types'
+
+export { maxStepText } from './transcript'
 
 export type Tone = 'info' | 'tool' | 'output' | 'model' | 'good' | 'warn' | 'bad'
 
@@ -20,29 +24,20 @@ export interface TimelineItem {
   tone: Tone
   /** A page of the app the entry points to (a delegated run, a created agent), shown after the title. */
   link?: { to: string; text: string }
+  /** The model's words, shown as Markdown (a CLI's message). */
+  markdown?: string
+  /** Longer text shown folded: a command's output, a file's new content. */
+  fold?: Fold
 }
 
-type Data = Record<string, unknown>
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' && v !== '' ? v : undefined
+/** What the page knows beside the events. */
+export interface TimelineOptions {
+  /** Agents' names by id, for delegation; an id without one is shown short. */
+  names?: ReadonlyMap<string, string>
+  /** The run's driver: a terminal run's end reads in its own words. */
+  driver?: string
 }
 
-function num(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isFinite(v) ? v : undefined
-}
-
-function plural(n: number, one: string, many = one + 's'): string {
-  return `${n} ${n === 1 ? one : many}`
-}
-
-/** How much of one transcript step's text an entry shows: the server bounds it too, but a page stays readable whatever it is sent. */
-export const maxStepText = 4096
-
-function bounded(s: string | undefined): string | undefined {
-  if (s === undefined || s.length <= maxStepText) return s
-  return `${s.slice(0, maxStepText)}\n… (${plural(s.length - maxStepText, 'more character')})`
-}
 
 function budgetFact(d: Data, usedKey = 'budget_used', tokensKey = 'budget_tokens'): string | undefined {
   const used = num(d[usedKey])
@@ -75,61 +70,30 @@ export function describeArguments(name: string, raw: unknown): string | undefine
   return JSON.stringify(args, null, 2)
 }
 
-/**
- * A CLI tool call's arguments: any tool's `command` as the command (Codex's
- * command, Claude Code's Bash, OpenCode's bash), anything else as JSON.
- */
-function describeStepArguments(raw: unknown): string | undefined {
-  if (typeof raw !== 'string' || raw === '') return undefined
-  try {
-    const args: unknown = JSON.parse(raw)
-    if (args && typeof args === 'object' && !Array.isArray(args) && typeof (args as Data).command === 'string') return `$ ${(args as Data).command}`
-    return JSON.stringify(args, null, 2)
-  } catch {
-    return raw // cut at the server's bound, or not JSON
-  }
-}
-
-/** One step an agent CLI reported of its work (a `transcript` event). */
-function transcriptItem(base: Pick<TimelineItem, 'seq' | 'at' | 'type'>, d: Data): TimelineItem {
-  const facts: string[] = []
-  const name = str(d.name)
-  const text = str(d.text)
-  if (d.truncated === true) facts.push('cut')
-  switch (d.kind) {
-    case 'model': {
-      const input = num(d.input_tokens)
-      const output = num(d.output_tokens)
-      // What the CLI believed it used; the budget is metered by the gateway.
-      if (input !== undefined || output !== undefined) facts.push(`${input ?? 0} in, ${output ?? 0} out tokens, as the CLI counted`)
-      return { ...base, title: 'CLI model turn', detail: bounded(text), facts, tone: 'model' }
-    }
-    case 'message':
-      return { ...base, title: 'CLI message', detail: bounded(text), facts, tone: 'model' }
-    case 'reasoning':
-      return { ...base, title: 'CLI reasoning', detail: bounded(text), facts, tone: 'info' }
-    case 'tool_call':
-      return { ...base, title: `CLI tool call: ${name ?? 'tool'}`, detail: bounded(describeStepArguments(d.args)), facts, tone: 'tool' }
-    case 'tool_result': {
-      if (d.is_error === true) facts.push('failed')
-      return { ...base, title: `CLI tool output: ${name ?? 'tool'}`, detail: bounded(text), facts, tone: d.is_error === true ? 'warn' : 'output' }
-    }
-    case 'error':
-      return { ...base, title: 'CLI error', detail: bounded(text), facts, tone: 'warn' }
-    case 'truncated': {
-      const n = num(d.left_out)
-      return { ...base, title: n !== undefined ? `CLI transcript cut: ${plural(n, 'more step')} left out` : 'CLI transcript cut', facts, tone: 'warn' }
-    }
-    default: {
-      // A kind this page does not know: named, with what it said.
-      const kind = str(d.kind) ?? 'step'
-      return { ...base, title: `CLI ${kind}${name ? `: ${name}` : ''}`, detail: bounded(text), facts, tone: 'info' }
-    }
-  }
-}
-
 function runLink(id: string): { to: string; text: string } {
   return { to: `/runs/${encodeURIComponent(id)}`, text: `run ${shortId(id)}` }
+}
+
+/** An agent as a person knows it: by its name, or by a short id when the page has none. */
+export function agentName(id: string, names?: ReadonlyMap<string, string>): string {
+  return names?.get(id) ?? `agent ${shortId(id)}`
+}
+
+/** A delegate call's arguments in words: the agent by name, then the task. */
+function delegateCall(raw: unknown, names?: ReadonlyMap<string, string>): string | undefined {
+  if (typeof raw !== 'string') return undefined
+  try {
+    const a = JSON.parse(raw) as Data
+    const id = str(a?.agent_id)
+    const task = typeof a?.task === 'string' ? a.task : ''
+    return id ? `to ${agentName(id, names)}:\n${task}` : undefined
+  } catch {
+    return undefined // cut off in the trace: shown as it is
+  }
+}
+
+function stepItem(base: Pick<TimelineItem, 'seq' | 'at' | 'type'>, s: Step): TimelineItem {
+  return { ...base, ...s }
 }
 
 /**
@@ -150,7 +114,7 @@ function isCLICommand(d: Data): boolean {
 }
 
 /** One trace event as a timeline entry. Unknown types are shown with their data, never dropped. */
-export function toTimelineItem(ev: TraceEvent): TimelineItem {
+export function toTimelineItem(ev: TraceEvent, opts: TimelineOptions = {}): TimelineItem {
   const d: Data = ev.data && typeof ev.data === 'object' ? ev.data : {}
   const base = { seq: ev.seq, at: ev.at, type: ev.type }
   const facts: string[] = []
@@ -168,7 +132,8 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       const model = str(d.model)
       const driver = str(d.driver)
       if (isCLI(driver)) facts.push(driverInfo(driver).label)
-      facts.push(model ? `model ${model}` : 'default model')
+      // A terminal run has a person at its shell, and no model.
+      if (driver !== 'terminal') facts.push(model ? `model ${model}` : 'default model')
       if (str(d.fs)) facts.push(`workspace ${d.fs}`)
       if (str(d.changes)) facts.push(`changes: ${d.changes}`)
       return { ...base, title: 'Started', facts, tone: 'info' }
@@ -178,12 +143,14 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       const names = calls.map((c) => str(c?.name)).filter((n): n is string => !!n)
       if (names.length > 0) facts.push(`asks for ${names.join(', ')}`)
       if (str(d.model)) facts.push(`${d.model}`)
-      return { ...base, title: 'Assistant', detail: str(d.content), facts, tone: 'model' }
+      // The model's words, as the answer shows them: Markdown, rendered safely.
+      return { ...base, title: 'Assistant', markdown: str(d.content), facts, tone: 'model' }
     }
     case 'tool_call': {
       if (isCLICommand(d)) return { ...base, title: `${driverInfo(str(d.name)).label} started`, facts, tone: 'tool' }
       const name = str(d.name) ?? 'tool'
-      return { ...base, title: `Tool call: ${name}`, detail: describeArguments(name, d.arguments), facts, tone: 'tool' }
+      const to = name === 'delegate' ? delegateCall(d.arguments, opts.names) : undefined
+      return { ...base, title: `Tool call: ${name}`, detail: to ?? describeArguments(name, d.arguments), facts, tone: 'tool' }
     }
     case 'tool_result': {
       const name = str(d.name) ?? 'tool'
@@ -196,9 +163,22 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       const output = str(d.output)
       const detail = [error ? `error: ${error}` : undefined, output].filter(Boolean).join('\n') || undefined
       const failed = !!violation || !!error || (code !== undefined && code !== 0)
-      // The CLI's result carries the last lines it printed.
-      const title = isCLICommand(d) ? `${driverInfo(name).label} ended` : `Tool output: ${name}`
-      return { ...base, title, detail, facts, tone: failed ? 'warn' : 'output' }
+      if (isCLICommand(d)) {
+        // Its output's last lines: the JSON events are the steps above;
+        // what else it printed (its stderr) is shown folded, as warnings
+        // unless the CLI failed.
+        const printed = printedLines(output ?? '')
+        const label = driverInfo(name).label
+        return {
+          ...base,
+          title: failed ? `${label} failed` : `${label} finished`,
+          detail: error ? `error: ${error}` : undefined,
+          fold: printed.length > 0 ? { summary: `${failed ? 'What it printed' : 'Warnings it printed'} (${plural(printed.length, 'line')})`, text: bounded(printed.join('\n')) ?? '' } : undefined,
+          facts,
+          tone: failed ? 'bad' : 'output',
+        }
+      }
+      return { ...base, title: `Tool output: ${name}`, detail, facts, tone: failed ? 'warn' : 'output' }
     }
     case 'usage': {
       // An agent CLI's model call through the gateway also says which
@@ -229,7 +209,7 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       }
     }
     case 'transcript':
-      return transcriptItem(base, d)
+      return stepItem(base, transcriptStep(d))
     case 'gateway_note': {
       const dropped = Array.isArray(d.dropped) ? d.dropped.filter((x): x is string => typeof x === 'string' && x !== '') : []
       const protocol = str(d.protocol)
@@ -289,6 +269,9 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       if (str(d.violation)) facts.push(`limit: ${d.violation}`)
       const t = d.tokens as Data | undefined
       if (t && typeof t === 'object') facts.push(`${num(t.input) ?? 0} in, ${num(t.output) ?? 0} out tokens`)
+      // A terminal run its person stopped simply ended.
+      const word = endWord(opts.driver, status, str(d.reason))
+      if (word === 'ended') return { ...base, title: 'Ended', detail: str(d.reason), facts, tone: 'good' }
       const tone: Tone = status === 'completed' ? 'good' : status === 'cancelled' ? 'warn' : 'bad'
       return { ...base, title: `Ended: ${status}`, detail: str(d.reason), facts, tone }
     }
@@ -311,11 +294,17 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
         tone: 'warn',
       }
     case 'delegated': {
-      const agent = str(d.agent_id) ?? 'unknown'
+      const agent = str(d.agent_id)
       const child = str(d.run_id)
       const depth = num(d.depth)
       if (depth !== undefined) facts.push(`depth ${depth}`)
-      return { ...base, title: `Delegated to agent ${agent}${child ? ':' : ''}`, facts, tone: 'tool', link: child ? runLink(child) : undefined }
+      return {
+        ...base,
+        title: `Delegated to ${agent ? agentName(agent, opts.names) : 'an agent'}${child ? ':' : ''}`,
+        facts,
+        tone: 'tool',
+        link: child ? runLink(child) : undefined,
+      }
     }
     case 'delegation_refused': {
       // A refused hop is the tool's error, never the run's end: a warning.
@@ -324,7 +313,8 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
       const target = str(d.target)
       const creating = d.tool === 'create_agent'
       if (cap) facts.push(`cap: ${cap}`)
-      if (target) facts.push(creating ? `name ${target}` : `agent ${target}`)
+      // The model may have named an agent that does not exist: its words are shown as they were.
+      if (target) facts.push(creating ? `name ${target}` : opts.names?.has(target) ? `agent ${opts.names.get(target)}` : `agent ${target}`)
       return {
         ...base,
         title: `${creating ? 'Agent creation refused' : 'Delegation refused'}: ${error}`,
@@ -387,9 +377,72 @@ export function toTimelineItem(ev: TraceEvent): TimelineItem {
   }
 }
 
-/** The events in order, each once (a reconnected stream repeats what it sent). */
-export function toTimeline(events: TraceEvent[]): TimelineItem[] {
-  return mergeEvents([], events).map(toTimelineItem)
+/**
+ * The events in order, each once (a reconnected stream repeats what it
+ * sent), as entries. A CLI's tool result is folded into its call's entry
+ * (one step: the command, how it ended, its output); a CLI's error reads as
+ * a warning, except the last one before the CLI failed, which is why.
+ */
+export function toTimeline(events: TraceEvent[], opts: TimelineOptions = {}): TimelineItem[] {
+  const evs = mergeEvents([], events)
+  const why = failureCauses(evs)
+  const out: TimelineItem[] = []
+  // The calls of the CLI command now going, by id, waiting for results.
+  let calls = new Map<string, { at: number; data: Data }>()
+  for (const ev of evs) {
+    const d: Data = ev.data && typeof ev.data === 'object' ? ev.data : {}
+    const base = { seq: ev.seq, at: ev.at, type: ev.type }
+    if (ev.type === 'tool_call' && isCLICommand(d)) calls = new Map() // a new start of the CLI: ids begin again
+    if (ev.type === 'transcript' && d.kind === 'tool_call') {
+      const id = str(d.id)
+      if (id) calls.set(id, { at: out.length, data: d })
+      out.push(stepItem(base, toolStep(d)))
+      continue
+    }
+    if (ev.type === 'transcript' && d.kind === 'tool_result') {
+      const call = str(d.id) ? calls.get(str(d.id)!) : undefined
+      if (call) {
+        calls.delete(str(d.id)!)
+        const prev = out[call.at]
+        out[call.at] = { ...stepItem({ seq: prev.seq, at: prev.at, type: prev.type }, toolStep(call.data, d)) }
+        continue
+      }
+    }
+    if (ev.type === 'transcript' && d.kind === 'error' && why.has(ev.seq)) {
+      out.push(stepItem(base, transcriptStep(d, true)))
+      continue
+    }
+    out.push(toTimelineItem(ev, opts))
+  }
+  return out
+}
+
+/**
+ * The CLI errors that say why a CLI failed: in each start of a CLI that
+ * ended with a non-zero exit or a crossed limit (or in a run that ended
+ * errored with no such end recorded), its last error.
+ */
+function failureCauses(evs: TraceEvent[]): Set<number> {
+  const causes = new Set<number>()
+  let lastError: number | undefined
+  let open = false // a CLI started and not yet ended
+  for (const ev of evs) {
+    const d: Data = ev.data && typeof ev.data === 'object' ? ev.data : {}
+    if (ev.type === 'tool_call' && isCLICommand(d)) {
+      open = true
+      lastError = undefined
+    } else if (ev.type === 'transcript' && d.kind === 'error') {
+      lastError = ev.seq
+    } else if (ev.type === 'tool_result' && isCLICommand(d)) {
+      const code = num(d.exit_code)
+      if ((str(d.violation) || (code !== undefined && code !== 0)) && lastError !== undefined) causes.add(lastError)
+      open = false
+      lastError = undefined
+    } else if (ev.type === 'ended' && open && d.status === 'errored' && lastError !== undefined) {
+      causes.add(lastError)
+    }
+  }
+  return causes
 }
 
 /** Adds events to a seq-ordered list, dropping repeats. */

@@ -75,6 +75,8 @@ export interface Agent {
   state: AgentState
   created_at: string
   updated_at: string
+  /** How many of the agent's change sets wait for a person (status pending). */
+  pending_changes?: number
 }
 
 /** The body of POST /api/agents and PATCH /api/agents/{id}: every field optional. */
@@ -366,4 +368,41 @@ export interface MessageSource {
   source: DocumentSource
   score: number
   confidence: number
+}
+
+/** A change set waiting for the caller's decision, as the inbox (GET /api/changes?status=pending) lists it. */
+export interface WaitingChangeSet {
+  id: string
+  agent_id: string
+  agent_name: string
+  run_id: string | null
+  status: 'pending'
+  /** Entries (files) still waiting for a decision, and in all. */
+  pending_entries: number
+  total_entries: number
+  created_at: string
+  expires_at: string
+}
+
+/** GET /api/setup: whether the server is brand new (the first account administers it), and how people sign up. */
+export interface Setup {
+  first_run: boolean
+  signup: 'open' | 'invite' | 'closed'
+}
+
+/** GET /api/models: what an agent's model may be set to: the server's default first, then the others the provider lists. */
+export interface ModelList {
+  models: { id: string }[]
+  /** The model of an agent whose model is ""; "" when the server names none. */
+  default: string
+  configured: boolean
+  /** The provider answered its list of models; false: models holds only the default. */
+  listed: boolean
+}
+
+/** GET /api/limits: an agent's limits when left 0 (null: no limit), and the most each may be. */
+export interface LimitsInfo {
+  defaults: Record<keyof Limits, number | null>
+  max: Limits
+  notes: Partial<Record<keyof Limits, string>>
 }

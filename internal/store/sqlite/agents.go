@@ -13,13 +13,16 @@ import (
 	"corral"
 )
 
-// agentColumns selects an agent and its owner's name from agents a joined
-// with users o. scanAgent reads them in this order, then the access rank.
+// agentColumns selects an agent, its owner's name and the number of its
+// change sets waiting for a person from agents a joined with users o.
+// scanAgent reads them in this order, then the access rank. The count is
+// a lookup in the partial index change_sets_agent_pending.
 const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
 	a.disk_bytes, a.disk_inodes, a.pending_disk_bytes,
-	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run`
+	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run,
+	(SELECT count(*) FROM change_sets p WHERE p.agent_id = a.id AND p.status = 'pending')`
 
 // rank returns SQL that turns the level name in col into its corral.Level
 // number, so that SQL's max picks the highest level; 0 (LevelNone) for
@@ -101,7 +104,8 @@ func scanAgent(s scanner) (corral.Agent, error) {
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
 		&a.Limits.DiskBytes, &a.Limits.DiskInodes, &a.Limits.PendingDiskBytes,
-		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun, &access)
+		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun,
+		&a.PendingChanges, &access)
 	if err != nil {
 		return corral.Agent{}, err
 	}

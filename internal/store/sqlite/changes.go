@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -98,6 +99,42 @@ func (db *DB) PendingChangeSets(ctx context.Context) ([]corral.ChangeSet, error)
 	return db.changeSets(ctx, "sqlite.PendingChangeSets", `SELECT `+changeSetColumns+`
 		FROM change_sets c LEFT JOIN users u ON u.id = c.decided_by
 		WHERE c.status = 'pending' ORDER BY c.created_at, c.id`)
+}
+
+// WaitingChangeSets lists the pending change sets of the agents named,
+// newest first, each with its agent's name and its entries counted: an
+// inbox, in one query whatever the number of agents. Which agents to ask
+// about is the caller's decision (the access policy), not the store's.
+func (db *DB) WaitingChangeSets(ctx context.Context, agentIDs []string) ([]corral.WaitingChangeSet, error) {
+	const op = "sqlite.WaitingChangeSets"
+	if len(agentIDs) == 0 {
+		return []corral.WaitingChangeSet{}, nil
+	}
+	ids, err := json.Marshal(agentIDs)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	rows, err := db.query(ctx, `
+		SELECT c.id, c.agent_id, a.name, c.run_id, c.created_at, c.expires_at,
+			(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id AND e.state = 'pending'),
+			(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id)
+		FROM change_sets c JOIN agents a ON a.id = c.agent_id
+		WHERE c.status = 'pending' AND c.agent_id IN (SELECT value FROM json_each(?))
+		ORDER BY c.created_at DESC, c.id DESC`, string(ids))
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	sets, err := collect(rows, func(s scanner) (corral.WaitingChangeSet, error) {
+		var w corral.WaitingChangeSet
+		var created, expires int64
+		err := s.Scan(&w.ID, &w.AgentID, &w.AgentName, &w.RunID, &created, &expires, &w.Pending, &w.Entries)
+		w.CreatedAt, w.ExpiresAt = fromMillis(created), fromMillis(expires)
+		return w, err
+	})
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return sets, nil
 }
 
 func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]corral.ChangeSet, error) {

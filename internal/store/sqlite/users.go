@@ -57,6 +57,16 @@ func (db *DB) CreateUser(ctx context.Context, u corral.NewUser) (corral.User, er
 	return insertUser(ctx, db.w, "sqlite.CreateUser", u, db.now())
 }
 
+// HasUsers reports whether any account exists: until one does, the next
+// signup makes the server's first administrator.
+func (db *DB) HasUsers(ctx context.Context) (bool, error) {
+	var exists bool
+	if err := db.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users)`).Scan(&exists); err != nil {
+		return false, corral.Internal("sqlite.HasUsers", err)
+	}
+	return exists, nil
+}
+
 // UserByID returns an account by id.
 func (db *DB) UserByID(ctx context.Context, id string) (corral.User, error) {
 	u, err := scanUser(db.queryRow(ctx,

@@ -13,15 +13,20 @@ import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
 import { formatTime, shortId } from '../format'
+import { Markdown } from '../Markdown'
 import { shownName } from '../names'
 import { can, isActive } from '../permissions'
 import { Link, navigate, useLocation } from '../router'
+import type { LiveState } from '../live'
 import { RunView } from '../RunView'
 import { useSession } from '../session'
 import { SharingPanel } from '../Sharing'
+import { endWord } from '../terminal'
 import { FileBrowser } from '../Files'
 import { DocumentsTab, MessageSources } from '../Documents'
 import { RepositoryPanel } from '../Repository'
+import { ReviewCallout } from '../ReviewCallout'
+import { inboxStale } from '../review'
 import type { Agent, ChangeSet, Message, Run } from '../types'
 
 const pollMs = 4000
@@ -70,6 +75,16 @@ export function AgentPage({ id }: { id: string }) {
     return () => clearInterval(t)
   }, [reloadAgent, reloadRuns])
 
+  // The agent's count of waiting change sets moved (a run left one, one
+  // was decided): the header's Inbox count follows.
+  const pending = agent.data?.pending_changes
+  const lastPending = useRef<number | undefined>(undefined)
+  useEffect(() => {
+    if (pending === undefined) return
+    if (lastPending.current !== undefined && lastPending.current !== pending) inboxStale()
+    lastPending.current = pending
+  }, [pending])
+
   const onRunEnded = useCallback(() => {
     void messages.reload()
     void runs.reload()
@@ -90,6 +105,7 @@ export function AgentPage({ id }: { id: string }) {
     <section>
       <AgentHeader agent={a} section={tab} onChange={agent.setData} />
       {agent.error !== undefined && <ErrorText error={agent.error} />}
+      {tab === 'conversation' && <ReviewCallout agent={a} changes={changes.data} />}
       {tab === 'conversation' && (
         <Conversation
           agent={a}
@@ -135,6 +151,12 @@ function Conversation({
   onRunEnded: () => void
   me: ReturnType<typeof useSession>['user']
 }) {
+  // The watched run's status as its event stream says, ahead of the runs list's next poll.
+  const [live, setLive] = useState<{ runId: string; status: string }>()
+  const onState = useCallback((s: LiveState) => {
+    if (s.status !== 'connecting') setLive((old) => (old?.runId === s.runId && old.status === s.status ? old : { runId: s.runId, status: s.status }))
+  }, [])
+  const shownStatus = (watched && live?.runId === watched.id ? live.status : undefined) ?? watchedStatus ?? watched?.status
   return (
     <div className="conversation">
       <section aria-labelledby="thread-heading">
@@ -160,7 +182,7 @@ function Conversation({
                     </>
                   )}
                 </div>
-                <div className="msg-body">{m.content}</div>
+                {m.role === 'assistant' ? <Markdown text={m.content} className="msg-body" /> : <div className="msg-body msg-text">{m.content}</div>}
                 {m.role === 'assistant' && <MessageSources sources={m.sources} />}
               </li>
             ))}
@@ -170,12 +192,12 @@ function Conversation({
       {watched && (
         <section aria-labelledby="live-heading" className="live">
           <h2 id="live-heading">
-            {isActive(watchedStatus ?? watched.status) ? 'Run in progress' : 'Latest run'}{' '}
+            {isActive(shownStatus ?? watched.status) ? 'Run in progress' : 'Latest run'}{' '}
             <Link to={`/runs/${encodeURIComponent(watched.id)}`} className="small">
               open run {shortId(watched.id)}
             </Link>
           </h2>
-          <RunView key={watched.id} run={watched} level={agent.access} me={me} onEnded={onRunEnded} compact />
+          <RunView key={watched.id} run={watched} level={agent.access} me={me} onEnded={onRunEnded} onState={onState} compact />
         </section>
       )}
       {can(agent.access, 'send') ? (
@@ -296,7 +318,7 @@ function RunsList({ runs, error }: { runs?: Run[]; error?: unknown }) {
                   {runDriverLabel(r.driver) && <span className="muted small"> · {runDriverLabel(r.driver)}</span>}
                 </th>
                 <td>
-                  <StatusBadge status={r.status} />
+                  <StatusBadge status={endWord(r.driver, r.status, r.reason)} />
                 </td>
                 <td>{r.triggered_by?.name ?? '—'}</td>
                 <td>

@@ -6,6 +6,7 @@ import { AccessBadge, StateBadge } from '../badges'
 import { ErrorText, Loading, useLoad } from '../feedback'
 import { formatTime } from '../format'
 import { Link, navigate } from '../router'
+import { WaitingBadge } from '../WaitingBadge'
 
 export function AgentsPage() {
   const agents = useLoad(() => api.agents(), [])
@@ -41,7 +42,12 @@ export function AgentsPage() {
             {agents.data.map((a) => (
               <tr key={a.id}>
                 <th scope="row">
-                  <Link to={`/agents/${encodeURIComponent(a.id)}`}>{a.name}</Link>
+                  <Link to={`/agents/${encodeURIComponent(a.id)}`}>{a.name}</Link>{' '}
+                  {a.pending_changes ? (
+                    <Link to={`/agents/${encodeURIComponent(a.id)}?tab=changes`} className="waiting-link">
+                      <WaitingBadge n={a.pending_changes} />
+                    </Link>
+                  ) : null}
                 </th>
                 <td>
                   <AccessBadge access={a.access} />

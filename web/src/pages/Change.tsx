@@ -12,6 +12,7 @@ import { DiffView } from '../DiffView'
 import { formatBytes, formatTime, shortId } from '../format'
 import { shownName } from '../names'
 import { can } from '../permissions'
+import { inboxStale } from '../review'
 import { Link } from '../router'
 import type { ChangeEntry, ChangeSet } from '../types'
 
@@ -54,6 +55,7 @@ export function ChangePage({ id }: { id: string }) {
       const next = approve ? await api.approve(id, paths) : await api.reject(id, paths)
       cs.setData(keepDiffs(next, before))
       setTicked(new Set())
+      inboxStale()
     } catch (err) {
       setError(err)
       await cs.reload() // a conflict marks the entries that moved `conflicted`

@@ -1,17 +1,24 @@
 // One run: its kind, its fields, the run that delegated it and the runs it
 // delegated to, and its trace as a timeline, followed live while it goes.
 
-import { useCallback, useEffect, useReducer, useRef } from 'react'
+import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { useAgentNames } from '../agentNames'
 import { api } from '../api'
+import { StatusBadge } from '../badges'
 import { runKind } from '../drivers'
 import { isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
-import { formatTime, shortId } from '../format'
+import { formatDuration, formatTime, shortId } from '../format'
+import { isTerminal, summarize, type LiveState } from '../live'
 import { Link } from '../router'
 import { RunTree } from '../RunTree'
 import { RunView } from '../RunView'
 import { useSession } from '../session'
+import { endWord } from '../terminal'
 import type { TraceEvent } from '../types'
+
+/** How often a going run's duration is redrawn. */
+const tickMs = 1000
 
 export function RunPage({ id }: { id: string }) {
   const { user } = useSession()
@@ -33,6 +40,18 @@ export function RunPage({ id }: { id: string }) {
     delegatedSeen.current.add(child)
     askTree()
   }, [])
+  // The summary follows the run's event stream (its status, tokens, start and end).
+  const [live, setLive] = useState<LiveState>()
+  const parentAgent = parent.data?.agent_id
+  const names = useAgentNames(parentAgent ? [parentAgent] : [])
+  const summary = run.data ? summarize(run.data, live) : undefined
+  const going = !!summary && !!summary.startedAt && !summary.endedAt && !isTerminal(summary.status)
+  const [now, tick] = useState(() => Date.now())
+  useEffect(() => {
+    if (!going) return
+    const t = setInterval(() => tick(Date.now()), tickMs)
+    return () => clearInterval(t)
+  }, [going])
   const kind = runKind(run.data?.driver) ?? 'Run'
   useEffect(() => {
     document.title = `${kind} ${shortId(id)} · Corral`
@@ -44,6 +63,7 @@ export function RunPage({ id }: { id: string }) {
   if (!run.data) return run.error ? <ErrorText error={run.error} /> : <Loading what="the run" />
   const r = run.data
   const a = agent.data
+  const sum = summary!
 
   return (
     <section>
@@ -56,7 +76,9 @@ export function RunPage({ id }: { id: string }) {
       <dl className="facts">
         <div className="fact">
           <dt>Status</dt>
-          <dd>{r.status}</dd>
+          <dd>
+            <StatusBadge status={endWord(r.driver, sum.status, sum.reason)} />
+          </dd>
         </div>
         <div className="fact">
           <dt>Started by</dt>
@@ -65,17 +87,17 @@ export function RunPage({ id }: { id: string }) {
         <div className="fact">
           <dt>Tokens</dt>
           <dd>
-            {r.tokens.input} in, {r.tokens.output} out
+            {sum.tokens.input} in, {sum.tokens.output} out
           </dd>
         </div>
         <div className="fact">
           <dt>Violation</dt>
           <dd>{r.violation ?? 'none'}</dd>
         </div>
-        {r.reason && (
+        {sum.reason && (
           <div className="fact">
             <dt>Reason</dt>
-            <dd>{r.reason}</dd>
+            <dd>{sum.reason}</dd>
           </div>
         )}
         <div className="fact">
@@ -84,11 +106,15 @@ export function RunPage({ id }: { id: string }) {
         </div>
         <div className="fact">
           <dt>Started</dt>
-          <dd>{formatTime(r.started_at)}</dd>
+          <dd>{formatTime(sum.startedAt)}</dd>
         </div>
         <div className="fact">
           <dt>Ended</dt>
-          <dd>{formatTime(r.ended_at)}</dd>
+          <dd>{formatTime(sum.endedAt)}</dd>
+        </div>
+        <div className="fact">
+          <dt>Duration</dt>
+          <dd>{sum.startedAt ? formatDuration(sum.startedAt, sum.endedAt, now) + (going ? ' so far' : '') : '—'}</dd>
         </div>
         {r.parent_run_id && (
           <div className="fact">
@@ -97,7 +123,15 @@ export function RunPage({ id }: { id: string }) {
               {isNotFound(parent.error) ? (
                 <span className="muted">a run you cannot see</span>
               ) : (
-                <Link to={`/runs/${encodeURIComponent(r.parent_run_id)}`}>run {shortId(r.parent_run_id)}</Link>
+                <>
+                  <Link to={`/runs/${encodeURIComponent(r.parent_run_id)}`}>run {shortId(r.parent_run_id)}</Link>
+                  {parentAgent && (
+                    <>
+                      {' of '}
+                      <Link to={`/agents/${encodeURIComponent(parentAgent)}`}>{names.get(parentAgent) ?? `agent ${shortId(parentAgent)}`}</Link>
+                    </>
+                  )}
+                </>
               )}
             </dd>
           </div>
@@ -111,8 +145,8 @@ export function RunPage({ id }: { id: string }) {
         <div className="fact">
           <dt>Change set</dt>
           <dd>
-            {r.change_set_id ? (
-              <Link to={`/changes/${encodeURIComponent(r.change_set_id)}`}>change set {shortId(r.change_set_id)}</Link>
+            {sum.changeSetId ? (
+              <Link to={`/changes/${encodeURIComponent(sum.changeSetId)}`}>change set {shortId(sum.changeSetId)}</Link>
             ) : (
               'none'
             )}
@@ -129,7 +163,7 @@ export function RunPage({ id }: { id: string }) {
       <RunTree run={r} refresh={treeAsked} />
       <h2>Trace</h2>
       {a ? (
-        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} onTrace={onTrace} />
+        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} onTrace={onTrace} onState={setLive} />
       ) : (
         <Loading what="the trace" />
       )}

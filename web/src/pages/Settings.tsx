@@ -9,23 +9,11 @@ import { driverFieldHint, driverInfo, drivers } from '../drivers'
 import { ApiError, errorMessage, isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
-import { formatBytes } from '../format'
+import { ModelPicker } from '../ModelPicker'
 import { can } from '../permissions'
 import { navigate } from '../router'
 import type { Agent, AgentRequest, Driver, Limits, Policy } from '../types'
-
-const limitFields: { key: keyof Limits; label: string; unit?: 'bytes' }[] = [
-  { key: 'max_prompt_bytes', label: 'Largest prompt (bytes)', unit: 'bytes' },
-  { key: 'max_runs', label: 'Most runs' },
-  { key: 'run_timeout_s', label: 'Run time limit (seconds)' },
-  { key: 'cpu_millis', label: 'CPU (thousandths of a core)' },
-  { key: 'memory_bytes', label: 'Memory (bytes)', unit: 'bytes' },
-  { key: 'pids', label: 'Processes at once' },
-  { key: 'output_bytes', label: 'Output (bytes)', unit: 'bytes' },
-  { key: 'disk_bytes', label: 'Disk per run (bytes)', unit: 'bytes' },
-  { key: 'disk_inodes', label: 'Files per run' },
-  { key: 'pending_disk_bytes', label: 'Disk held by changes waiting for review (bytes)', unit: 'bytes' },
-]
+import { defaultWords, formatLimit, fromHuman, limitFields, toHuman, units, type HumanValue } from '../units'
 
 interface FormValues {
   name: string
@@ -34,13 +22,13 @@ interface FormValues {
   driver: Driver
   fs: Policy['fs']
   changes: Policy['changes']
-  limits: Record<keyof Limits, string>
+  limits: Record<keyof Limits, HumanValue>
   budget: string
 }
 
 function valuesOf(a?: Agent): FormValues {
-  const limits = {} as Record<keyof Limits, string>
-  for (const f of limitFields) limits[f.key] = String(a?.limits?.[f.key] ?? 0)
+  const limits = {} as Record<keyof Limits, HumanValue>
+  for (const f of limitFields) limits[f.key] = toHuman(f.kind, a?.limits?.[f.key] ?? 0)
   return {
     name: a?.name ?? '',
     instructions: a?.instructions ?? '',
@@ -62,7 +50,13 @@ function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
     return Number(t)
   }
   const limits = {} as Limits
-  for (const f of limitFields) limits[f.key] = whole(f.label, v.limits[f.key])
+  for (const f of limitFields) {
+    try {
+      limits[f.key] = fromHuman(f.kind, v.limits[f.key].value, v.limits[f.key].unit)
+    } catch (err) {
+      throw new ApiError(400, 'invalid_input', `${f.label} ${(err as Error).message}`)
+    }
+  }
   const body: AgentRequest = {
     name: v.name.trim(),
     instructions: v.instructions,
@@ -73,6 +67,44 @@ function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
   }
   if (withBudget) body.budget = { tokens: whole('Token budget', v.budget) }
   return body
+}
+
+function LimitField({
+  field,
+  value,
+  hint,
+  onChange,
+}: {
+  field: (typeof limitFields)[number]
+  value: HumanValue
+  hint: ReactNode
+  onChange: (v: HumanValue) => void
+}) {
+  const choices = units[field.kind]
+  return (
+    <Field label={field.label} hint={hint}>
+      {(p) => (
+        <div className="limit-input">
+          <input
+            {...p}
+            inputMode="decimal"
+            placeholder="default"
+            value={value.value}
+            onChange={(e) => onChange({ ...value, value: e.target.value })}
+          />
+          {choices.length > 1 && (
+            <select aria-label={`${field.label} unit`} value={value.unit} onChange={(e) => onChange({ ...value, unit: e.target.value })}>
+              {choices.map((u) => (
+                <option key={u.id} value={u.id}>
+                  {u.id}
+                </option>
+              ))}
+            </select>
+          )}
+        </div>
+      )}
+    </Field>
+  )
 }
 
 export function AgentForm({
@@ -90,6 +122,8 @@ export function AgentForm({
   children?: ReactNode
 }) {
   const [v, setV] = useState<FormValues>(() => valuesOf(agent))
+  const models = useLoad(() => api.models(), [])
+  const limitsInfo = useLoad(() => api.limits(), [])
   const [error, setError] = useState<unknown>()
   const [saved, setSaved] = useState(false)
   const [busy, setBusy] = useState(false)
@@ -120,11 +154,11 @@ export function AgentForm({
       <Field label="Instructions">
         {(p) => <textarea {...p} rows={6} value={v.instructions} onChange={(e) => set('instructions', e.target.value)} />}
       </Field>
-      <Field label="Model" hint="Leave empty for the server’s default model.">
-        {(p) => (
-          <input {...p} value={v.model} placeholder="the server’s default model" onChange={(e) => set('model', e.target.value)} />
-        )}
-      </Field>
+      {models.loading && !models.data && !models.error ? (
+        <Loading what="the models" />
+      ) : (
+        <ModelPicker value={v.model} onChange={(m) => set('model', m)} models={models.data} />
+      )}
       <Field label="Driver" hint={driverFieldHint}>
         {(p) => (
           <select {...p} value={v.driver} onChange={(e) => set('driver', e.target.value as Driver)}>
@@ -161,19 +195,17 @@ export function AgentForm({
       </fieldset>
       <fieldset>
         <legend>Limits</legend>
-        <p className="hint">0 means the server’s default.</p>
+        <p className="hint">Leave a field empty for the server’s default, shown under it.</p>
         <div className="grid">
-          {limitFields.map((f) => {
-            const raw = v.limits[f.key]
-            const size = f.unit === 'bytes' && /^\d+$/.test(raw) && Number(raw) > 0 ? formatBytes(Number(raw)) : undefined
-            return (
-              <Field key={f.key} label={f.label} hint={size}>
-                {(p) => (
-                  <input {...p} inputMode="numeric" value={raw} onChange={(e) => set('limits', { ...v.limits, [f.key]: e.target.value })} />
-                )}
-              </Field>
-            )
-          })}
+          {limitFields.map((f) => (
+            <LimitField
+              key={f.key}
+              field={f}
+              value={v.limits[f.key]}
+              hint={defaultWords(f.key, f.kind, limitsInfo.data, v)}
+              onChange={(h) => set('limits', { ...v.limits, [f.key]: h })}
+            />
+          ))}
         </div>
       </fieldset>
       {withBudget && (
@@ -237,6 +269,7 @@ export function SettingsPage({ id }: { id: string }) {
 }
 
 function ReadOnlySettings({ agent }: { agent: Agent }) {
+  const limits = useLoad(() => api.limits(), [])
   return (
     <>
       <p className="muted">Your access lets you read these settings; an editor or the owner changes them.</p>
@@ -264,7 +297,11 @@ function ReadOnlySettings({ agent }: { agent: Agent }) {
         {limitFields.map((f) => (
           <div key={f.key} className="fact">
             <dt>{f.label}</dt>
-            <dd>{agent.limits[f.key] || 'server default'}</dd>
+            <dd>
+              {agent.limits[f.key]
+                ? formatLimit(f.kind, agent.limits[f.key])
+                : `server default${limits.data ? ` (${formatLimit(f.kind, limits.data.defaults[f.key])})` : ''}`}
+            </dd>
           </div>
         ))}
       </dl>
