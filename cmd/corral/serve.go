@@ -380,16 +380,18 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 			defer fl.Close()
 			router := fleet.NewRouter(fl, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
 			nodes.SetMover(db, router.Move)
-			nodes.SetLive(func(ctx context.Context, rec corral.NodeRecord) (string, corral.NodeLoad) {
-				st := fl.Status(rec)
-				if st == corral.NodeLost {
-					return st, corral.NodeLoad{}
+			nodes.SetLive(func(ctx context.Context, rec corral.NodeRecord) service.NodeLive {
+				r := fl.Refused(rec.ID)
+				live := service.NodeLive{Status: fl.Status(rec), Refused: r.Count, LastRefused: r.Last}
+				if live.Status == corral.NodeLost {
+					return live
 				}
 				load, err := router.Load(ctx, rec.ID)
 				if err != nil { // the node's own count is not to be had: this control's
 					load = corral.NodeLoad{Sessions: router.Sessions(rec.ID)}
 				}
-				return st, load
+				live.Load = load
+				return live
 			})
 			sessions = router
 			mux.Handle(fleet.RelayPath, fl.Handler())

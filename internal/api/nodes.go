@@ -26,13 +26,22 @@ type nodeView struct {
 	// MaxSessions is the most runs the node takes at once (0: no bound).
 	MaxSessions int     `json:"max_sessions"`
 	LastSeen    *string `json:"last_seen"`
+	// RefusedConnections counts connections with the node's credential
+	// refused while it was connected (since control started).
+	RefusedConnections int     `json:"refused_connections"`
+	LastRefusedAt      *string `json:"last_refused_at"`
 }
 
 func viewNode(n service.NodeState) nodeView {
-	v := nodeView{ID: n.ID, Name: n.Name, Status: n.Status, Runs: n.Load.Sessions, MaxSessions: n.Load.MaxSessions}
+	v := nodeView{ID: n.ID, Name: n.Name, Status: n.Status, Runs: n.Load.Sessions, MaxSessions: n.Load.MaxSessions,
+		RefusedConnections: n.Refused}
 	if !n.LastSeen.IsZero() {
 		t := rfc3339(n.LastSeen)
 		v.LastSeen = &t
+	}
+	if !n.LastRefused.IsZero() {
+		t := rfc3339(n.LastRefused)
+		v.LastRefusedAt = &t
 	}
 	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"corral"
 	"corral/internal/service"
@@ -16,11 +17,12 @@ func TestNodesAPI(t *testing.T) {
 	admin := e.signup("admin@example.com", "Admin")
 	user := e.signup("user@example.com", "User")
 	nodes := service.NewNodes(e.db, service.NodesConfig{})
-	nodes.SetLive(func(_ context.Context, rec corral.NodeRecord) (string, corral.NodeLoad) {
+	refusedAt := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	nodes.SetLive(func(_ context.Context, rec corral.NodeRecord) service.NodeLive {
 		if rec.Draining {
-			return corral.NodeDraining, corral.NodeLoad{Sessions: 1, MaxSessions: 4}
+			return service.NodeLive{Status: corral.NodeDraining, Load: corral.NodeLoad{Sessions: 1, MaxSessions: 4}}
 		}
-		return corral.NodeReady, corral.NodeLoad{Sessions: 2, MaxSessions: 4}
+		return service.NodeLive{Status: corral.NodeReady, Load: corral.NodeLoad{Sessions: 2, MaxSessions: 4}, Refused: 3, LastRefused: refusedAt}
 	})
 	e.api.SetNodes(nodes)
 	ctx := context.Background()
@@ -36,6 +38,9 @@ func TestNodesAPI(t *testing.T) {
 	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
 	if len(l.Items) != 1 || l.Items[0].ID != n.ID || l.Items[0].Name != "sandbox-a" || l.Items[0].Status != "ready" || l.Items[0].Runs != 2 || l.Items[0].MaxSessions != 4 {
 		t.Fatalf("nodes = %+v", l.Items)
+	}
+	if got := l.Items[0]; got.RefusedConnections != 3 || got.LastRefusedAt == nil || *got.LastRefusedAt != "2026-12-02T14:00:00Z" {
+		t.Fatalf("the node's refused connections = %d at %v, want 3 at 14:00", got.RefusedConnections, got.LastRefusedAt)
 	}
 	user.do("GET", "/api/nodes", nil).want(http.StatusForbidden)
 	user.do("POST", "/api/nodes/"+n.ID+"/drain", nil).want(http.StatusForbidden)

@@ -37,7 +37,12 @@ type Config struct {
 	Relay relay.Config
 	// Seen is how often a connected node's last_seen is written. Default 30 s.
 	Seen time.Duration
-	Log  *slog.Logger
+	// MaxStreams bounds the streams one node has open to control at once
+	// (its asks and its sessions' gateway connections); one past it is
+	// closed at once. Each may hold a relay window of data (256 KiB), so
+	// this bounds what a node can make control hold. Default 512.
+	MaxStreams int
+	Log        *slog.Logger
 }
 
 // Fleet is the set of connected nodes.
@@ -54,6 +59,16 @@ type Fleet struct {
 	live    map[string]*member
 	changed chan struct{}        // closed (and replaced) whenever a node connects
 	away    map[string]time.Time // since when a node not connected now has been away
+	refused map[string]Refusals  // connections refused while the node's relay was alive
+}
+
+// Refusals counts the connections made with a node's credential that were
+// refused because the node's relay was alive: a copy of the credential in
+// other hands, or a node started twice. Kept since control started (each
+// is also logged).
+type Refusals struct {
+	Count int
+	Last  time.Time
 }
 
 // member is one connected node.
@@ -69,11 +84,14 @@ func New(enroll Enroller, cfg Config) *Fleet {
 	if cfg.Seen <= 0 {
 		cfg.Seen = 30 * time.Second
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 512
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), changed: make(chan struct{}),
-		away: map[string]time.Time{}}
+		away: map[string]time.Time{}, refused: map[string]Refusals{}}
 }
 
 // Gateway is the connections sessions on the nodes make to the
@@ -144,22 +162,77 @@ func (f *Fleet) authenticate(r *http.Request) (string, error) {
 		f.cfg.Log.Warn("a node of another version refused", "node", n.ID, "protocol", sanitize(v))
 		return "", corral.Errorf(corral.EFORBIDDEN, "control speaks node protocol %s and this node %q: run the same corral release on control and its nodes", noderpc.Version, sanitize(v))
 	}
+	if err := f.vacant(n.ID); err != nil {
+		return "", err
+	}
 	return n.ID, nil
 }
 
-// accept registers a node's connection, in place of an earlier one, and
-// serves what the node asks of control on it until it ends.
-func (f *Fleet) accept(nodeID string, s *relay.Session) {
-	m := &member{rec: corral.NodeRecord{ID: nodeID}, session: s, node: noderpc.NewClient(s.Open), since: time.Now()}
+// vacant refuses a connection with a node's credential while that node's
+// relay is alive (it answers a ping): never a takeover, which would hand
+// the node's calls, and its runs' gateway tokens, to whoever copied its
+// credential. A relay whose node is gone (restarted, or its network cut)
+// fails the ping, and the new connection is taken in its place. Each
+// refusal is logged and counted for the admin (Refused).
+func (f *Fleet) vacant(nodeID string) error {
+	_, err := f.vacantFrom(nodeID)
+	return err
+}
+
+// vacantFrom is vacant, also answering the member it found gone (nil for
+// none), so that accept replaces only that one.
+func (f *Fleet) vacantFrom(nodeID string) (*member, error) {
 	f.mu.Lock()
 	old := f.live[nodeID]
+	f.mu.Unlock()
+	if old == nil || !old.session.Alive() {
+		return old, nil
+	}
+	f.mu.Lock()
+	r := f.refused[nodeID]
+	r.Count++
+	r.Last = time.Now()
+	f.refused[nodeID] = r
+	f.mu.Unlock()
+	f.cfg.Log.Warn("a second connection with a node's credential refused: the node's relay is alive", "node", nodeID, "refused", r.Count)
+	return nil, corral.Errorf(corral.ECONFLICT, "this node is connected already: a second connection with its credential is refused")
+}
+
+// Refused says how many connections with the node's credential were
+// refused while its relay was alive, and when the last was.
+func (f *Fleet) Refused(nodeID string) Refusals {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused[nodeID]
+}
+
+// accept registers a node's connection and serves what the node asks of
+// control on it until it ends. It takes the place of an earlier one only
+// when that one's node is gone (vacant, asked again: two connections may
+// have passed authenticate together).
+func (f *Fleet) accept(nodeID string, s *relay.Session) {
+	m := &member{rec: corral.NodeRecord{ID: nodeID}, session: s, node: noderpc.NewClient(s.Open), since: time.Now()}
+	var old *member
+	for {
+		gone, err := f.vacantFrom(nodeID)
+		if err != nil {
+			s.Close()
+			return
+		}
+		f.mu.Lock()
+		if f.live[nodeID] == gone {
+			old = gone
+			break // still locked
+		}
+		f.mu.Unlock() // another connection came meanwhile: ask again
+	}
 	f.live[nodeID] = m
 	delete(f.away, nodeID)
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
 	if old != nil {
-		old.session.Close() // a reconnect: the new connection wins
+		old.session.Close() // its node is gone
 	}
 	f.cfg.Log.Info("sandbox node connected", "node", nodeID)
 	go f.serve(m)
@@ -199,23 +272,53 @@ const (
 )
 
 func (f *Fleet) serve(m *member) {
+	open := make(chan struct{}, f.cfg.MaxStreams)
 	for {
 		c, err := m.session.Accept()
 		if err != nil {
 			return
 		}
-		go f.answer(m, c)
+		select {
+		case open <- struct{}{}:
+		default:
+			f.cfg.Log.Warn("a node's stream refused: it has the most open", "node", m.rec.ID, "streams", f.cfg.MaxStreams)
+			c.Close()
+			continue
+		}
+		go func() {
+			f.answer(m, &countedConn{Conn: c, done: func() { <-open }})
+		}()
 	}
 }
 
+// countedConn gives back its place among a node's open streams once, when
+// it is closed.
+type countedConn struct {
+	net.Conn
+	once sync.Once
+	done func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.done)
+	return err
+}
+
+// askTimeout bounds how long a node's stream may take to say what it asks.
+const askTimeout = 10 * time.Second
+
 func (f *Fleet) answer(m *member, c net.Conn) {
+	// A node is untrusted input: what it asks is one short line, read
+	// from a 256-byte buffer (a longer one is refused unread), in time.
 	br := bufio.NewReaderSize(c, 256)
-	line, err := br.ReadString('\n')
+	c.SetReadDeadline(time.Now().Add(askTimeout))
+	line, err := br.ReadSlice('\n')
 	if err != nil {
 		c.Close()
 		return
 	}
-	switch strings.TrimSpace(line) {
+	switch strings.TrimSpace(string(line)) {
 	case askRenew:
 		defer c.Close()
 		cred, expires, err := f.enroll.Rotate(context.Background(), m.rec.ID)
@@ -226,6 +329,7 @@ func (f *Fleet) answer(m *member, c net.Conn) {
 		json.NewEncoder(c).Encode(JoinAnswer{NodeID: m.rec.ID, Credential: cred, Expires: expires})
 	case askGateway:
 		c, ok := f.gatewayConn(m, c, br)
+		c.SetReadDeadline(time.Time{}) // the preamble is read; the call has no deadline here
 		if !ok || !f.gw.push(c) {
 			c.Close()
 		}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"corral"
+	"corral/internal/relay"
+	"corral/internal/relay/noderpc"
 )
 
 // twoNodes is a store in which run_a's session is on nod_a and run_b's
@@ -88,5 +92,176 @@ func TestGatewayConnsOfOwnSessionsOnly(t *testing.T) {
 				t.Fatalf("the gateway read %q, %v; want %q", b, err, want)
 			}
 		})
+	}
+}
+
+// TestAskLineBounded: what a node's stream asks is one short line; a node
+// that sends megabytes with no newline has its stream closed after at
+// most the reader's 256 bytes, never buffered whole by control.
+func TestAskLineBounded(t *testing.T) {
+	f := New(nil, Config{})
+	defer f.gw.Close()
+	node, ctl := net.Pipe()
+	defer node.Close()
+	go f.answer(&member{rec: corral.NodeRecord{ID: "nod_a"}}, ctl)
+	node.SetWriteDeadline(time.Now().Add(time.Minute))
+	n, err := node.Write(make([]byte, 1<<20))
+	if err == nil || n > 256 {
+		t.Fatalf("control read %d bytes of a 1 MiB line (%v): want the stream closed within 256", n, err)
+	}
+}
+
+// oneNode authenticates every credential as nod_a.
+type oneNode struct{}
+
+func (oneNode) Join(context.Context, string, string) (corral.NodeRecord, string, time.Time, error) {
+	return corral.NodeRecord{}, "", time.Time{}, corral.Errorf(corral.EUNAUTH, "no")
+}
+func (oneNode) Authenticate(context.Context, string) (corral.NodeRecord, error) {
+	return corral.NodeRecord{ID: "nod_a"}, nil
+}
+func (oneNode) Rotate(context.Context, string) (string, time.Time, error) {
+	return "", time.Time{}, nil
+}
+func (oneNode) Seen(context.Context, string) error { return nil }
+
+// TestNoTakeover: a second connection with a node's credential, while the
+// node's relay is alive, is refused (409, counted for the admin) and the
+// node keeps its relay; once the node is gone, a connection with its
+// credential is taken in its place (a restarted node).
+func TestNoTakeover(t *testing.T) {
+	f := New(oneNode{}, Config{})
+	defer f.gw.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + RelayPath
+	header := http.Header{"Authorization": {"Bearer cnc_copied"}, noderpc.VersionHeader: {noderpc.Version}}
+	dial := func() (*relay.Session, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return relay.Dial(ctx, url, header, relay.Config{})
+	}
+	live := func() *relay.Session {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if m := f.live["nod_a"]; m != nil {
+			return m.session
+		}
+		return nil
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("gave up waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	first, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	waitFor("the node to connect", func() bool { return live() != nil })
+	held := live()
+
+	second, err := dial()
+	if err == nil {
+		second.Close()
+		t.Fatal("a second connection with the node's credential was taken")
+	}
+	if corral.ErrorCode(err) != corral.ECONFLICT {
+		t.Fatalf("the second connection: %v, want a conflict", err)
+	}
+	if live() != held || !first.Alive() {
+		t.Fatal("the node lost its relay to the second connection")
+	}
+	if r := f.Refused("nod_a"); r.Count != 1 || r.Last.IsZero() {
+		t.Fatalf("refusals = %+v, want 1", r)
+	}
+
+	// The node goes away: its credential connects again.
+	first.Close()
+	waitFor("control to see the node gone", func() bool {
+		select {
+		case <-held.Done():
+			return true
+		default:
+			return false
+		}
+	})
+	third, err := dial()
+	if err != nil {
+		t.Fatalf("the node's reconnect once it was gone: %v", err)
+	}
+	defer third.Close()
+	waitFor("the reconnect to be taken", func() bool { s := live(); return s != nil && s != held })
+}
+
+// TestNodeStreamsBounded: a node has at most MaxStreams streams open to
+// control; one past it is closed at once, and a place comes back when a
+// stream ends.
+func TestNodeStreamsBounded(t *testing.T) {
+	f := New(oneNode{}, Config{MaxStreams: 2})
+	defer f.gw.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := relay.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+RelayPath,
+		http.Header{"Authorization": {"Bearer cnc_x"}, noderpc.VersionHeader: {noderpc.Version}}, relay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	closedByControl := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	var held []net.Conn
+	for range 2 { // two streams that say nothing yet: each holds a place
+		c, err := node.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	extra, err := node.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a third stream read %v, want it closed by control", err)
+	}
+	for i, c := range held {
+		if closedByControl(c) {
+			t.Fatalf("held stream %d was closed", i)
+		}
+	}
+	// One ends (an unknown ask): its place comes back.
+	io.WriteString(held[0], "nothing\n")
+	held[0].SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := held[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("an unknown ask read %v, want closed", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := node.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closedByControl(c) {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no place came back after a stream ended")
+		}
 	}
 }

@@ -130,6 +130,18 @@ func (s *Session) Close() error { return s.y.Close() }
 // dead (a heartbeat or a write that did not go through in time).
 func (s *Session) Done() <-chan struct{} { return s.y.CloseChan() }
 
+// Alive reports whether the other end answers a ping, within the relay's
+// write timeout: a session whose peer is gone but not yet noticed is not.
+func (s *Session) Alive() bool {
+	select {
+	case <-s.Done():
+		return false
+	default:
+	}
+	_, err := s.y.Ping()
+	return err == nil
+}
+
 // Streams is how many streams are open now.
 func (s *Session) Streams() int { return s.y.NumStreams() }
 
@@ -148,11 +160,15 @@ func Dial(ctx context.Context, url string, header http.Header, cfg Config) (*Ses
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, &corral.Error{Code: corral.EUNAUTH, Message: "control refused the node's credential", Err: err}
 		}
-		if resp != nil && resp.StatusCode == http.StatusForbidden {
+		if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusConflict) {
 			// Control says why (Handler answers auth's message).
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			msg := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
-			return nil, &corral.Error{Code: corral.EFORBIDDEN, Message: "control refused the node: " + msg, Err: err}
+			code := corral.EFORBIDDEN
+			if resp.StatusCode == http.StatusConflict {
+				code = corral.ECONFLICT
+			}
+			return nil, &corral.Error{Code: code, Message: "control refused the node: " + msg, Err: err}
 		}
 		return nil, unreachable(err)
 	}
@@ -179,9 +195,12 @@ func Handler(auth func(*http.Request) (string, error), accept func(nodeID string
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := auth(r)
 		if err != nil {
-			status := http.StatusUnauthorized
-			if corral.ErrorCode(err) != corral.EUNAUTH {
-				status = http.StatusForbidden
+			status := http.StatusForbidden
+			switch corral.ErrorCode(err) {
+			case corral.EUNAUTH:
+				status = http.StatusUnauthorized
+			case corral.ECONFLICT:
+				status = http.StatusConflict
 			}
 			http.Error(w, corral.ErrorMessage(err), status)
 			return

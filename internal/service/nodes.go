@@ -32,7 +32,7 @@ type Nodes struct {
 	cfg   NodesConfig
 	// live says how a node is now (fleet.Fleet's, in role control): its
 	// status and how many sessions it holds. nil: every node is lost.
-	live func(context.Context, corral.NodeRecord) (status string, load corral.NodeLoad)
+	live func(context.Context, corral.NodeRecord) NodeLive
 	// checks and move are a move's (SetMover); nil in role all.
 	checks MoveChecks
 	move   func(ctx context.Context, agentID, nodeID string) error
@@ -87,17 +87,28 @@ func (s *Nodes) MoveAgent(ctx context.Context, actor corral.User, agentID, nodeI
 	return s.move(ctx, agentID, nodeID)
 }
 
-// SetLive tells the node use cases how a node is now: its status, and
-// its load (as the node counts it, when it is connected).
-func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) (string, corral.NodeLoad)) {
+// SetLive tells the node use cases how a node is now: its status, its
+// load (as the node counts it, when it is connected) and the connections
+// refused with its credential.
+func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) NodeLive) {
 	s.live = f
+}
+
+// NodeLive is how an enrolled node is now, as control sees it.
+type NodeLive struct {
+	Status string          // corral.NodeReady, NodeDraining or NodeLost
+	Load   corral.NodeLoad // sessions (runs) it holds now, and its bound
+	// Refused counts the connections made with the node's credential
+	// while its relay was alive, refused (a copied credential, or the node
+	// started twice), since control started; LastRefused is the last.
+	Refused     int
+	LastRefused time.Time
 }
 
 // NodeState is an enrolled node as an admin sees it.
 type NodeState struct {
 	corral.NodeRecord
-	Status string          // corral.NodeReady, NodeDraining or NodeLost
-	Load   corral.NodeLoad // sessions (runs) it holds now, and its bound
+	NodeLive
 }
 
 // NewNodes returns the node use cases.
@@ -188,9 +199,9 @@ func (s *Nodes) All(ctx context.Context, actor corral.User) ([]NodeState, error)
 	}
 	out := make([]NodeState, len(recs))
 	for i, rec := range recs {
-		out[i] = NodeState{NodeRecord: rec, Status: corral.NodeLost}
+		out[i] = NodeState{NodeRecord: rec, NodeLive: NodeLive{Status: corral.NodeLost}}
 		if s.live != nil {
-			out[i].Status, out[i].Load = s.live(ctx, rec)
+			out[i].NodeLive = s.live(ctx, rec)
 		}
 	}
 	return out, nil
