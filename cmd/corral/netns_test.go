@@ -536,6 +536,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 	logs := func() string {
 		return fmt.Sprintf("control:\n%s\nnode 1:\n%s\nnode 2:\n%s", ctl.Log(), nodes["n1"].Log(), nodes["n2"].Log())
 	}
+	admin.nodesReady(2)
 	if got := nodesByName(admin); len(got) != 2 || got["n1"].Status != "ready" || got["n2"].Status != "ready" {
 		t.Fatalf("nodes = %+v, want n1 and n2 ready", got)
 	}

@@ -71,6 +71,9 @@ func TestRelativeData(t *testing.T) {
 			}
 
 			c, agentID := signedIn(t, ctl)
+			if split {
+				c.nodesReady(1)
+			}
 			r := c.send(agentID, "make a file")
 			// What the run left on the filesystem first: a run that failed
 			// because of where it wrote fails here too.

@@ -103,6 +103,24 @@ func (c *httpClient) send(agentID, content string) runAnswer {
 	return r
 }
 
+// nodesReady waits until control (as c, an admin) lists n nodes, all
+// ready: a node logs "connected to control" once its side of the relay is
+// up, a moment before control has taken the connection.
+func (c *httpClient) nodesReady(n int) {
+	c.t.Helper()
+	waitFor(c.t, "control to see its nodes ready", func() bool {
+		var nodes struct{ Items []struct{ Status string } }
+		c.do("GET", "/nodes", nil, http.StatusOK, &nodes)
+		ready := 0
+		for _, it := range nodes.Items {
+			if it.Status == "ready" {
+				ready++
+			}
+		}
+		return ready == n
+	})
+}
+
 // signedIn signs a new person up on srv and creates an agent.
 func signedIn(t *testing.T, srv *server) (*httpClient, string) {
 	jar, _ := cookiejar.New(nil)

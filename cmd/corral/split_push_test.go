@@ -41,6 +41,7 @@ func TestSplitPushLeavesNoCredential(t *testing.T) {
 		"CORRAL_GIT_CA_FILE="+git.CAFile, "CORRAL_TEST_HEAPDUMP="+dump)
 
 	c, agentID := signedIn(t, ctl)
+	c.nodesReady(1)
 	u, _ := url.Parse(git.URL())
 	c.do("POST", "/credentials", map[string]string{"name": "git", "host": u.Host, "username": user, "secret": secret}, http.StatusCreated, nil)
 	c.do("PUT", "/agents/"+agentID+"/repository", map[string]string{"url": git.URL()}, http.StatusAccepted, nil)

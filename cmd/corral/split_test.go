@@ -77,6 +77,7 @@ func TestSplitRoles(t *testing.T) {
 	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()), "CORRAL_MAX_SESSIONS=1")
 
 	c, agentID := signedIn(t, ctl) // the first account: an admin
+	c.nodesReady(1)
 	r := c.send(agentID, "make a file")
 	if r.Status != "completed" || r.ChangeSetID == nil {
 		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
@@ -167,6 +168,7 @@ func TestSplitRoles(t *testing.T) {
 	crash(ctl)
 	ctl = startServerAt(t, addr, controlData, ctlEnv...)
 	waitFor(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
+	c.nodesReady(1)
 	r = c.send(agentID, "make it again")
 	if r.Status != "completed" {
 		t.Fatalf("after control's restart the run = %+v\nnode:\n%s", r, node.Log())
