@@ -85,6 +85,39 @@ func TestEmailsOneFormAndASCIIForAdmins(t *testing.T) {
 	}
 }
 
+// TestOneMailboxOneAccount: the spellings of one mailbox (a domain in
+// punycode or in Unicode, full-width letters) are one account, and an
+// address mixing scripts is marked for the admins.
+func TestOneMailboxOneAccount(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	admin := e.signup("admin@example.com", "Admin")
+	e.signup("victim1@xn--exmple-4nf.com", "Victim")
+	for _, dup := range []string{"victim1@ex\u0430mple.com", "VICTIM1@EX\u0410MPLE.COM"} {
+		e.anon().do("POST", "/api/auth/signup", map[string]string{"email": dup, "name": "Dup", "password": password}).want(http.StatusConflict)
+	}
+	e.signup("victim2@example.com", "Victim 2")
+	e.anon().do("POST", "/api/auth/signup", map[string]string{"email": "\uff56\uff49\uff43\uff54\uff49\uff4d2@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com", "name": "Dup", "password": password}).want(http.StatusConflict)
+	e.signup("v\u0456ctim2@example.com", "Look-alike") // a Cyrillic і: another mailbox, marked
+
+	var listed struct {
+		Items []map[string]any `json:"items"`
+	}
+	admin.do("GET", "/api/users", nil).want(http.StatusOK).decode(&listed)
+	mixed := map[string]any{}
+	for _, u := range listed.Items {
+		mixed[u["email"].(string)] = u["email_mixed_script"]
+	}
+	want := map[string]any{"admin@example.com": false, "victim1@ex\u0430mple.com": true, "victim2@example.com": false, "v\u0456ctim2@example.com": true}
+	if len(mixed) != len(want) {
+		t.Fatalf("users = %v, want %v", mixed, want)
+	}
+	for email, w := range want {
+		if mixed[email] != w {
+			t.Errorf("%+q: email_mixed_script = %v, want %v", email, mixed[email], w)
+		}
+	}
+}
+
 func TestSessionsExpire(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	u := e.signup("u@example.com", "U")

@@ -25,14 +25,16 @@ func viewUser(u corral.User) userView {
 }
 
 // listedUserView is an account in the administrators' list: email_ascii
-// shows a non-ASCII domain in punycode, so a look-alike stands out.
+// shows a non-ASCII domain in punycode, and email_mixed_script marks an
+// address that mixes scripts, so a look-alike stands out.
 type listedUserView struct {
 	userView
-	EmailASCII string `json:"email_ascii,omitempty"`
+	EmailASCII       string `json:"email_ascii,omitempty"`
+	EmailMixedScript bool   `json:"email_mixed_script"`
 }
 
 func viewListedUser(u service.ListedUser) listedUserView {
-	return listedUserView{userView: viewUser(u.User), EmailASCII: u.EmailASCII}
+	return listedUserView{userView: viewUser(u.User), EmailASCII: u.EmailASCII, EmailMixedScript: u.EmailMixedScript}
 }
 
 type userRefView struct {

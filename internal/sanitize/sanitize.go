@@ -73,12 +73,16 @@ func Text(field, s string, limit int) (string, error) {
 }
 
 // Email checks an email address and returns it in the one form accounts
-// are stored and looked up by: trimmed, in Unicode NFC, lower-cased, and in
-// NFC again (lower-casing can leave a letter and its mark apart where a
-// precomposed lower-case letter exists, as "H̱" → "ẖ"). So "Ada@Example.com "
-// and "ada@example.com" are one account, and so are "ÅSA@x.se" typed with a
-// combining ring and with the precomposed letter. Case is folded with
-// strings.ToLower, not full case folding: "ß" and "ss" stay two addresses.
+// are stored and looked up by: trimmed, in Unicode NFKC, lower-cased, and in
+// NFKC again (lower-casing can leave a letter and its mark apart where a
+// precomposed lower-case letter exists, as "H̱" → "ẖ"), its domain in the
+// one form IDNA gives it (oneDomain). So "Ada@Example.com " and
+// "ada@example.com" are one account, and so are "ÅSA@x.se" typed with a
+// combining ring and with the precomposed letter, a full-width
+// "ｖｉｃｔｉｍ@ｅｘａｍｐｌｅ.com" and "victim@example.com", and
+// "victim@xn--exmple-4nf.com" and "victim@exаmple.com". Case is folded
+// with strings.ToLower, not full case folding: "ß" and "ss" stay two
+// addresses.
 //
 // It is not a full RFC 5322 parser: it asks for exactly one "@" with
 // something before it, a domain of at least two non-empty labels, no
@@ -91,7 +95,9 @@ func Email(s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", invalidEmail()
 	}
-	s = norm.NFC.String(strings.ToLower(norm.NFC.String(strings.TrimSpace(s))))
+	// NFKC, not only NFC: compatibility forms fold, so a full-width
+	// "ｖｉｃｔｉｍ" is "victim" and one mailbox stays one account.
+	s = norm.NFKC.String(strings.ToLower(norm.NFKC.String(strings.TrimSpace(s))))
 	local, domain, ok := strings.Cut(s, "@")
 	if !ok || local == "" || len(s) > maxEmail || strings.ContainsAny(s, `<>()[]\,;:"`) {
 		return "", invalidEmail()
@@ -105,12 +111,81 @@ func Email(s string) (string, error) {
 			return "", invalidEmail()
 		}
 	}
+	domain, ok = oneDomain(domain)
+	if !ok {
+		return "", invalidEmail()
+	}
+	s = local + "@" + domain
+	if len(s) > maxEmail {
+		return "", invalidEmail()
+	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || invisible(r) {
 			return "", invalidEmail()
 		}
 	}
 	return s, nil
+}
+
+// oneDomain is a domain in the one form whatever its spelling: IDNA's
+// lookup (UTS 46 mapping, then punycode), back to Unicode. So
+// "xn--exmple-4nf.com" and "exаmple.com" (a Cyrillic а) are one domain,
+// which is what a mail server delivers to; false for a name IDNA refuses.
+func oneDomain(d string) (string, bool) {
+	ascii, err := idna.Lookup.ToASCII(d)
+	if err != nil {
+		return "", false
+	}
+	u, err := idna.Lookup.ToUnicode(ascii)
+	if err != nil {
+		return "", false
+	}
+	return u, true
+}
+
+// EmailMixedScript reports whether an address from Email mixes the
+// letters of more than one script in its local part or in one label of
+// its domain ("victim1" with a Cyrillic "і"): a look-alike of another
+// address, for an administrator's eyes. Han, Hiragana, Katakana and
+// Hangul count as one (Japanese and Korean mix them).
+func EmailMixedScript(email string) bool {
+	local, domain, _ := strings.Cut(email, "@")
+	for _, part := range append([]string{local}, strings.Split(domain, ".")...) {
+		first := ""
+		for _, r := range part {
+			sc := scriptOf(r)
+			if sc == "" {
+				continue
+			}
+			if first == "" {
+				first = sc
+			} else if sc != first {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scriptOf names the script of a letter, "" for anything else.
+func scriptOf(r rune) string {
+	if !unicode.IsLetter(r) {
+		return ""
+	}
+	if r < utf8.RuneSelf {
+		return "Latin"
+	}
+	for _, cjk := range []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul} {
+		if unicode.Is(cjk, r) {
+			return "CJK"
+		}
+	}
+	for name, table := range unicode.Scripts {
+		if name != "Common" && name != "Inherited" && unicode.Is(table, r) {
+			return name
+		}
+	}
+	return ""
 }
 
 // EmailASCII returns an address from Email with its domain in ASCII

@@ -165,10 +165,14 @@ func TestEmail(t *testing.T) {
 func TestEmailOneAccount(t *testing.T) {
 	groups := [][]string{
 		{"ÅSA@x.se", "\u00c5sa@x.se", "A\u030asa@x.se", "a\u030aSA@X.SE", "\u212bSA@x.se", " åsa@x.se\t"},
-		{"ada@bücher.de", "ADA@BÜCHER.DE", "ada@bu\u0308cher.de", "Ada@BU\u0308CHER.de"},
+		{"ada@bücher.de", "ADA@BÜCHER.DE", "ada@bu\u0308cher.de", "Ada@BU\u0308CHER.de", "ada@xn--bcher-kva.de", "ADA@XN--BCHER-KVA.DE"},
 		{"asa@x.se"},
 		{"strasse@x.de", "STRASSE@x.de"},
 		{"straße@x.de"},
+		// One mailbox: the punycode and Unicode spellings of one domain, and
+		// full-width letters, are one account.
+		{"victim1@xn--exmple-4nf.com", "victim1@exаmple.com", "VICTIM1@EXАMPLE.COM", "victim1@XN--EXMPLE-4NF.COM"},
+		{"victim1@example.com", "ｖｉｃｔｉｍ1@ｅｘａｍｐｌｅ.com", "victim1@ｅｘａｍｐｌｅ．ｃｏｍ"},
 	}
 	seen := map[string]int{}
 	for g, group := range groups {
@@ -191,6 +195,27 @@ func TestEmailOneAccount(t *testing.T) {
 	}
 	if len(seen) != len(groups) {
 		t.Errorf("%d accounts from %d groups: %v", len(seen), len(groups), seen)
+	}
+}
+
+func TestEmailMixedScript(t *testing.T) {
+	tests := []struct {
+		in    string
+		mixed bool
+	}{
+		{"victim1@example.com", false},
+		{"виктор@пример.рф", false},   // Cyrillic throughout
+		{"ada@пример.com", false},     // a Cyrillic label, a Latin one: each is one script
+		{"vіctim1@example.com", true}, // a Cyrillic і in a Latin local part
+		{"victim1@exаmple.com", true}, // a Cyrillic а in a Latin label
+		{"αlpha@example.com", true},   // a Greek α
+		{"山田たろう@example.jp", false},   // Han and Hiragana: Japanese
+		{"1234@example.com", false},
+	}
+	for _, tt := range tests {
+		if got := sanitize.EmailMixedScript(tt.in); got != tt.mixed {
+			t.Errorf("EmailMixedScript(%q) = %v, want %v", tt.in, got, tt.mixed)
+		}
 	}
 }
 

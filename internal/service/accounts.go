@@ -410,6 +410,10 @@ type ListedUser struct {
 	// domain is not ASCII, else "": a domain that only looks like a
 	// familiar one ("exаmple.com" with a Cyrillic а) stands out in it.
 	EmailASCII string
+	// EmailMixedScript: the local part or a label of the domain mixes
+	// scripts ("victim" with a Cyrillic "і"), a look-alike of another
+	// address.
+	EmailMixedScript bool
 }
 
 // Users lists every account (admins only).
@@ -423,7 +427,7 @@ func (s *Accounts) Users(ctx context.Context, actor corral.User) ([]ListedUser, 
 	}
 	out := make([]ListedUser, len(us))
 	for i, u := range us {
-		out[i] = ListedUser{User: u, EmailASCII: sanitize.EmailASCII(u.Email)}
+		out[i] = ListedUser{User: u, EmailASCII: sanitize.EmailASCII(u.Email), EmailMixedScript: sanitize.EmailMixedScript(u.Email)}
 	}
 	return out, nil
 }

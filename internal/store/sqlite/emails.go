@@ -17,12 +17,16 @@ var goMigrations = []*goose.Migration{
 	// normalises to NFC. Down leaves them: the new form is also a valid
 	// old one.
 	goose.NewGoMigration(8, &goose.GoFunc{RunTx: normaliseEmails}, nil),
+	// 17: the same, since sanitize.Email folds compatibility forms (NFKC)
+	// and gives a domain one IDNA form: "victim@xn--exmple-4nf.com" and
+	// "victim@exаmple.com" were two accounts for one mailbox.
+	goose.NewGoMigration(17, &goose.GoFunc{RunTx: normaliseEmails}, nil),
 }
 
 // normaliseEmails rewrites every stored email into the form sanitize.Email
-// returns today. Emails were already stored lower-cased, but not in NFC,
-// so an account made with a decomposed "å" could no longer be found by a
-// lookup of the normalised form. Two accounts whose emails become one are
+// returns today. Emails were first stored lower-cased, but not in NFC, so
+// an account made with a decomposed "å" could no longer be found by a
+// lookup of the normalised form; then in NFC, with a domain as typed. Two accounts whose emails become one are
 // a conflict only a person can settle: the migration then fails, naming
 // both accounts by id, and the server does not start until one of them is
 // changed (nothing is rewritten: the transaction rolls back).
@@ -45,7 +49,7 @@ func normaliseEmails(ctx context.Context, tx *sql.Tx) error {
 			norm = email // accepted by an older rule: left as it is
 		}
 		if other, ok := owner[norm]; ok {
-			return fmt.Errorf("accounts %s and %s have emails that are one address once normalised to Unicode NFC: "+
+			return fmt.Errorf("accounts %s and %s have emails that are one address once normalised (Unicode NFKC, one IDNA form of the domain): "+
 				"change the email of one of them (UPDATE users SET email = ... WHERE id = ...) and start again", other, id)
 		}
 		owner[norm] = id

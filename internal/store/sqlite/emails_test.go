@@ -16,6 +16,11 @@ import (
 // migration 8 could have (lower-cased, not NFC), forgets that migration 8
 // ran, and opens the file again, which runs it.
 func reopenUnmigrated(t *testing.T, emails ...string) (*DB, []string, error) {
+	return reopenBefore(t, 8, emails...)
+}
+
+// reopenBefore is reopenUnmigrated for the migration of version v.
+func reopenBefore(t *testing.T, v int64, emails ...string) (*DB, []string, error) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "corral.db")
@@ -44,7 +49,7 @@ func reopenUnmigrated(t *testing.T, emails ...string) (*DB, []string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DownTo(ctx, 7); err != nil {
+	if _, err := p.DownTo(ctx, v-1); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -96,5 +101,28 @@ func TestMigrationRefusesEmailCollision(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "sa@x.se") {
 		t.Errorf("error %q shows an email: it names accounts by id", err)
+	}
+}
+
+// TestMigrationOneMailbox: migration 17 gives stored emails the form
+// sanitize.Email has since it folds compatibility forms and gives a domain
+// one IDNA form; two accounts of one mailbox refuse the start, named by id.
+func TestMigrationOneMailbox(t *testing.T) {
+	ctx := context.Background()
+	stored := []string{"victim1@xn--exmple-4nf.com", "\uff56ictim2@example.com", "ada@xn--bcher-kva.de"}
+	want := []string{"victim1@ex\u0430mple.com", "victim2@example.com", "ada@b\u00fccher.de"}
+	db, ids, err := reopenBefore(t, 17, stored...)
+	if err != nil {
+		t.Fatalf("Open with migration 17 pending: %v", err)
+	}
+	for i, id := range ids {
+		if u, err := db.UserByID(ctx, id); err != nil || u.Email != want[i] {
+			t.Errorf("email %+q after the migration = %+q (%v), want %+q", stored[i], u.Email, err, want[i])
+		}
+	}
+
+	_, ids, err = reopenBefore(t, 17, "victim1@xn--exmple-4nf.com", "victim1@ex\u0430mple.com")
+	if err == nil || !strings.Contains(err.Error(), ids[0]) || !strings.Contains(err.Error(), ids[1]) {
+		t.Fatalf("Open with two accounts of one mailbox: %v, want it refused naming %s and %s", err, ids[0], ids[1])
 	}
 }
