@@ -262,6 +262,12 @@ func classify(op string, err error) error {
 		strings.Contains(s, "Couldn't connect"), strings.Contains(s, "SSL certificate problem"),
 		strings.Contains(s, "server certificate verification failed"):
 		return wrap(corral.EUNAVAIL, "the host is unreachable (or its TLS certificate is not trusted)")
+	case strings.Contains(s, "error: invalid path '"), strings.Contains(s, "unable to checkout working tree"):
+		// git refused a path of the repository's tree (GIT~1, a .git
+		// look-alike, a name no filesystem should take): the repository's
+		// doing, not the network's. Its name is not repeated: it is the
+		// remote's text.
+		return wrap(corral.EINVALID, "the repository holds a path git refuses to check out (such as GIT~1 or another spelling of .git): nothing was cloned")
 	case strings.Contains(s, "not found in upstream"), strings.Contains(s, "couldn't find remote ref"):
 		return wrap(corral.ENOTFOUND, "ref not found on the remote")
 	case strings.Contains(s, "not found"), strings.Contains(s, "returned error: 404"), strings.Contains(s, "does not appear to be a git repository"):

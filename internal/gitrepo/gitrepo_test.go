@@ -158,6 +158,33 @@ func TestClone(t *testing.T) {
 	}
 }
 
+// TestCloneRefusedPath: a repository whose tree holds a path git refuses
+// to check out (GIT~1, a short name of .git on NTFS) is refused saying so,
+// not as a network failure, and leaves nothing on disk.
+func TestCloneRefusedPath(t *testing.T) {
+	s, cfg := server(t, gittest.Options{Files: map[string]string{"README.md": "hello\n"}})
+	work := filepath.Join(t.TempDir(), "work")
+	gittest.Git(t, filepath.Dir(work), "clone", "-q", s.Bare, work)
+	if err := os.MkdirAll(filepath.Join(work, "GIT~1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "GIT~1", "config"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, work, "-c", "core.protectNTFS=false", "add", ".")
+	gittest.Git(t, work, "-c", "core.protectNTFS=false", "commit", "-q", "--no-gpg-sign", "-m", "a path git refuses")
+	gittest.Git(t, work, "push", "-q", "origin", "HEAD:"+s.Branch())
+
+	dir := filepath.Join(t.TempDir(), "clone")
+	err := cfg.Clone(context.Background(), s.URL(), "", auth(), dir, nil)
+	if corral.ErrorCode(err) != corral.EINVALID || !strings.Contains(corral.ErrorMessage(err), "refuses to check out") {
+		t.Fatalf("Clone = %v (%s), want invalid: a path git refuses", err, corral.ErrorCode(err))
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, fs.ErrNotExist) {
+		t.Fatalf("a refused clone left %s on disk (%v)", dir, serr)
+	}
+}
+
 func TestCloneTooLarge(t *testing.T) {
 	s, cfg := server(t, gittest.Options{GenerateFiles: 20, GenerateBytes: 64 << 10})
 	cfg.MaxBytes = 256 << 10

@@ -166,6 +166,14 @@ func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
 	if errors.Is(err, syscall.ELOOP) {
 		return "", 0, corral.Errorf(corral.ECONFLICT, "%q is a symbolic link in the workspace; Corral never follows or replaces links", sanitize.Escape(p))
 	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		// A directory on the way may be a link (os.Root refuses one that
+		// leads out): said as workspace.Apply says it, not an internal error.
+		if dir, ok := linkOnTheWay(root, p); ok {
+			return "", 0, corral.Errorf(corral.EINVALID, "path %q passes through a symbolic link in the workspace (%q); Corral never follows links", sanitize.Escape(p), sanitize.Escape(dir))
+		}
+		return "", 0, corral.Internal("hash file", err)
+	}
 	if err != nil {
 		return "", 0, err
 	}
@@ -185,6 +193,19 @@ func hashFile(root *os.Root, p string) (string, fs.FileMode, error) {
 		return "", 0, corral.Internal("hash file", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), fi.Mode(), nil
+}
+
+// linkOnTheWay finds the first directory of p (a clean relative path) that
+// is a symbolic link in root.
+func linkOnTheWay(root *os.Root, p string) (string, bool) {
+	parts := strings.Split(p, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := strings.Join(parts[:i], "/")
+		if fi, err := root.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return dir, true
+		}
+	}
+	return "", false
 }
 
 // DeleteFile deletes a file of the agent's persistent workspace, or a
