@@ -274,7 +274,14 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 		t.Fatal("a refused push moved the remote")
 	}
 	asker.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "x"}).want(http.StatusForbidden)
-	owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "bad..name"}).want(http.StatusBadRequest)
+	// Not a branch name, or one that would say something else in the
+	// push's refspec (a tag, a forced push): refused, and no ref is made.
+	for _, b := range []string{"bad..name", "refs/tags/x", "+main", "refs/heads/other", "HEAD"} {
+		owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": b}).want(http.StatusBadRequest)
+	}
+	if refs := gittest.Git(t, s.Bare, "for-each-ref", "--format=%(refname)"); strings.Contains(refs, "refs/tags/") || strings.Contains(refs, "+main") || strings.Contains(refs, "other") {
+		t.Fatalf("a refused push made a ref:\n%s", refs)
+	}
 
 	// The agent's own chain: the clone, the push and the refused push (the
 	// 403 and the 400 were refused before any push was tried).
