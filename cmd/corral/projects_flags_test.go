@@ -30,9 +30,9 @@ func TestServeProjectFlags(t *testing.T) {
 	}{
 		{name: "defaults", imports: defaults, clone: gitrepo.DefaultMaxBytes},
 		{name: "flags", args: []string{"--import-max-files", "10", "--import-max-bytes", "2048", "--clone-max-bytes", "4096", "--git-ca-file", ca},
-			imports: archive.Limits{MaxFiles: 10, MaxBytes: 2048, MaxFileSize: defaults.MaxFileSize, MaxArchive: defaults.MaxArchive, MaxNameBytes: defaults.MaxNameBytes}, clone: 4096, ca: ca},
+			imports: archive.Limits{MaxFiles: 10, MaxDirs: defaults.MaxDirs, MaxBytes: 2048, MaxFileSize: defaults.MaxFileSize, MaxArchive: defaults.MaxArchive, MaxNameBytes: defaults.MaxNameBytes}, clone: 4096, ca: ca},
 		{name: "environment", env: map[string]string{"CORRAL_IMPORT_MAX_FILE_SIZE": "100", "CORRAL_IMPORT_MAX_ARCHIVE": "200", "CORRAL_GIT_CA_FILE": ca},
-			imports: archive.Limits{MaxFiles: defaults.MaxFiles, MaxBytes: defaults.MaxBytes, MaxFileSize: 100, MaxArchive: 200, MaxNameBytes: defaults.MaxNameBytes}, clone: gitrepo.DefaultMaxBytes, ca: ca},
+			imports: archive.Limits{MaxFiles: defaults.MaxFiles, MaxDirs: defaults.MaxDirs, MaxBytes: defaults.MaxBytes, MaxFileSize: 100, MaxArchive: 200, MaxNameBytes: defaults.MaxNameBytes}, clone: gitrepo.DefaultMaxBytes, ca: ca},
 		{name: "not a number", env: map[string]string{"CORRAL_IMPORT_MAX_FILES": "many"}, err: "CORRAL_IMPORT_MAX_FILES"},
 		{name: "zero", args: []string{"--clone-max-bytes", "0"}, err: "--clone-max-bytes must be positive"},
 		{name: "missing CA file", args: []string{"--git-ca-file", filepath.Join(t.TempDir(), "none.pem")}, err: "--git-ca-file"},

@@ -167,6 +167,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		{&c.Imports.MaxArchive, "import-max-archive", "CORRAL_IMPORT_MAX_ARCHIVE", archive.DefaultMaxArchive, "largest archive an import takes, in bytes as uploaded"},
 		{&c.Imports.MaxBytes, "import-max-bytes", "CORRAL_IMPORT_MAX_BYTES", archive.DefaultMaxBytes, "most bytes an import writes, uncompressed"},
 		{&c.Imports.MaxFiles, "import-max-files", "CORRAL_IMPORT_MAX_FILES", archive.DefaultMaxFiles, "most files one import writes"},
+		{&c.Imports.MaxDirs, "import-max-dirs", "CORRAL_IMPORT_MAX_DIRS", archive.DefaultMaxDirs, "most directories one import holds"},
 		{&c.Imports.MaxFileSize, "import-max-file-size", "CORRAL_IMPORT_MAX_FILE_SIZE", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
 		{&c.DocumentMaxBytes, "document-max-bytes", "CORRAL_DOCUMENT_MAX_BYTES", 4 << 20, "largest document retrieval indexes, in bytes"},
 	}

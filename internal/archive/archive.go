@@ -34,6 +34,7 @@ const (
 const (
 	DefaultMaxBytes     = 1 << 30   // uncompressed bytes of all files together
 	DefaultMaxFiles     = 100_000   // regular files
+	DefaultMaxDirs      = 100_000   // directories
 	DefaultMaxFileSize  = 256 << 20 // uncompressed bytes of one file
 	DefaultMaxArchive   = 2 << 30   // bytes of the archive itself (the request body)
 	DefaultMaxNameBytes = 32 << 20  // bytes of all entry names together
@@ -41,8 +42,11 @@ const (
 
 // Limits bound one extraction. A zero field takes its default.
 type Limits struct {
-	MaxBytes    int64 // total uncompressed bytes
-	MaxFiles    int64 // regular files
+	MaxBytes int64 // total uncompressed bytes
+	MaxFiles int64 // regular files
+	// MaxDirs bounds the directories: entries that carry no data still
+	// cost memory and time (a zip's central directory is read whole).
+	MaxDirs     int64
 	MaxFileSize int64 // uncompressed bytes of one file
 	MaxArchive  int64 // bytes of the archive as uploaded
 	// MaxNameBytes bounds the names kept for the collision check, so that
@@ -58,6 +62,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxFiles <= 0 {
 		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxDirs <= 0 {
+		l.MaxDirs = DefaultMaxDirs
 	}
 	if l.MaxFileSize <= 0 {
 		l.MaxFileSize = DefaultMaxFileSize

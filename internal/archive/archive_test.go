@@ -87,6 +87,12 @@ func TestLimits(t *testing.T) {
 		io.WriteString(w, "x")
 	}
 	zw.Close()
+	var dirZip bytes.Buffer // 200 directories and no data
+	dw := zip.NewWriter(&dirZip)
+	for i := range 200 {
+		dw.Create(fmt.Sprintf("d%03d/", i))
+	}
+	dw.Close()
 	noisy := make([]entry, 0, 20)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 20 {
@@ -114,7 +120,11 @@ func TestLimits(t *testing.T) {
 		{"archive size", Tar, tarOf(t, many...), Limits{MaxArchive: 4096}, "larger than the 4096-byte limit"},
 		{"zip archive size", Zip, bigZip.Bytes(), Limits{MaxArchive: 1000}, "larger than the 1000-byte limit"},
 		{"names", Tar, tarOf(t, dirs...), Limits{MaxNameBytes: 4096}, "names are longer than the 4096-byte limit"},
-		{"zip directory", Zip, bigZip.Bytes(), Limits{MaxFiles: 10, MaxNameBytes: 20}, "more than 10 files"},
+		// The central directory is counted before archive/zip reads it:
+		// 50 records where 10 files and 10 directories may be.
+		{"zip directory", Zip, bigZip.Bytes(), Limits{MaxFiles: 10, MaxDirs: 10}, "more than 20 entries"},
+		{"zip of directories", Zip, dirZip.Bytes(), Limits{MaxDirs: 100}, "more than 100 directories"},
+		{"directories", Tar, tarOf(t, dirs...), Limits{MaxDirs: 100}, "more than 100 directories"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,6 +93,7 @@ type extractor struct {
 	lim       Limits
 	names     map[string]seen // by sanitize.Fold of the path
 	nameBytes int64
+	dirs      int64 // directory entries seen
 	res       Result
 	buf       []byte
 }
@@ -261,11 +262,12 @@ func (x *extractor) checkDirectory(f *os.File, size int64) error {
 		records = int64(binary.LittleEndian.Uint64(rec[32:]) & math.MaxInt64)
 		dirSize = int64(binary.LittleEndian.Uint64(rec[40:]) & math.MaxInt64)
 	}
-	// Directories have entries too; the names they carry are bounded by
-	// MaxNameBytes. Extras are allowed 1 KiB an entry.
-	maxRecords := x.lim.MaxFiles + x.lim.MaxNameBytes/2
+	// Every record is a file or a directory, each kind bounded: the
+	// records archive/zip would hold in memory are counted before it reads
+	// one. Extras are allowed 1 KiB an entry.
+	maxRecords := x.lim.MaxFiles + x.lim.MaxDirs
 	if records > maxRecords || dirSize > maxRecords*(46+1024)+x.lim.MaxNameBytes {
-		return tooLarge("the archive holds more than %d files", x.lim.MaxFiles)
+		return tooLarge("the archive holds more than %d entries (at most %d files and %d directories)", maxRecords, x.lim.MaxFiles, x.lim.MaxDirs)
 	}
 	return nil
 }
@@ -333,6 +335,9 @@ func (x *extractor) remember(folded string, s seen) error {
 }
 
 func (x *extractor) dir(name string) error {
+	if x.dirs++; x.dirs > x.lim.MaxDirs {
+		return tooLarge("the archive holds more than %d directories", x.lim.MaxDirs)
+	}
 	p, ok, err := cleanName(name)
 	if err != nil || !ok {
 		return err
