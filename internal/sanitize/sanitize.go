@@ -80,7 +80,9 @@ func Text(field, s string, limit int) (string, error) {
 // "ada@example.com" are one account, and so are "ÅSA@x.se" typed with a
 // combining ring and with the precomposed letter, a full-width
 // "ｖｉｃｔｉｍ@ｅｘａｍｐｌｅ.com" and "victim@example.com", and
-// "victim@xn--exmple-4nf.com" and "victim@exаmple.com". Case is folded
+// "victim@xn--exmple-4nf.com" and "victim@exаmple.com" (an ASCII domain
+// IDNA refuses, as one with "_", has one spelling and stays as it is; a
+// non-ASCII one it refuses is refused). Case is folded
 // with strings.ToLower, not full case folding: "ß" and "ss" stay two
 // addresses.
 //
@@ -111,8 +113,12 @@ func Email(s string) (string, error) {
 			return "", invalidEmail()
 		}
 	}
-	domain, ok = oneDomain(domain)
-	if !ok {
+	if d, ok := oneDomain(domain); ok {
+		domain = d
+	} else if !isASCII(domain) {
+		// An ASCII name IDNA refuses (an underscore, say) has one
+		// spelling already and stays as accepted before; a non-ASCII one
+		// without a form is refused.
 		return "", invalidEmail()
 	}
 	s = local + "@" + domain

@@ -117,6 +117,8 @@ func TestEmail(t *testing.T) {
 		{"composed again after lowercasing", "H\u0331@x.se", "\u1e96@x.se"},
 		{"dotted capital I", "\u0130@x.se", "i@x.se"}, // Go lower-cases it to a plain i
 		{"sharp s is not ss", "Stra\u00dfe@x.de", "stra\u00dfe@x.de"},
+		{"an ASCII domain IDNA refuses stays", "ada@mail_1.example.com", "ada@mail_1.example.com"},
+		{"a non-ASCII domain IDNA refuses (the bidi rule)", "ada@\u0661\u0662a.com", ""},
 		{"254 bytes", strings.Repeat("a", 249) + "@b.co", strings.Repeat("a", 249) + "@b.co"},
 		{"empty", "", ""},
 		{"spaces", "   ", ""},
