@@ -147,8 +147,13 @@ func (l *Local) Session(ctx context.Context, id string) (corral.SessionState, er
 	for try := 1; ; try++ {
 		c, err := supervisor.Dial(dir)
 		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = c.Status(sctx)
+			cancel()
 			c.Close()
-			return corral.SessionState{ID: id, Running: true}, nil
+			if err == nil {
+				return corral.SessionState{ID: id, Running: true}, nil
+			}
 		}
 		st, serr := supervisor.ReadState(dir)
 		if serr != nil {

@@ -228,6 +228,20 @@ func (c *Client) End(ctx context.Context) error {
 	}
 }
 
+// Status asks the supervisor for the session's state: a connection alone
+// does not show that it is there (a supervisor being killed still holds
+// its socket open for a moment, and the kernel queues the connection).
+func (c *Client) Status(ctx context.Context) (State, error) {
+	r, err := c.call(ctx, message{Op: "status"})
+	if err != nil {
+		return State{}, err
+	}
+	if r.State == nil {
+		return State{}, errGone
+	}
+	return *r.State, nil
+}
+
 // Read returns up to max bytes of a command's output from offset, and its
 // exit once it has ended. It reads the log on disk, so it answers the
 // same whether or not the supervisor is still there.

@@ -233,6 +233,9 @@ func TestReattach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, err := c2.Status(context.Background()); err != nil || st.State != supervisor.StateRunning {
+		t.Fatalf("status after re-attach = %+v, %v; want running", st, err)
+	}
 	out, ex := result(t, c2, "long")
 	if out != "line 1\nline 2\nline 3\n" || ex.Code != 7 {
 		t.Fatalf("after re-attach: %q %+v", out, ex)
