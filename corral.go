@@ -206,14 +206,40 @@ const (
 	DefaultPendingDiskBytes = 4 * DefaultDiskBytes // four runs' worth of disk
 )
 
-// Budget is an agent's token allowance. Tokens 0 means unlimited.
+// Budget is an agent's token allowance. Tokens 0 means unlimited. Used
+// counts what calls spent (and what was carved out for agents its runs
+// created); Reserved holds the ceilings of the calls in flight, each
+// taken before its call was sent (RunStore.Reserve), so that Used can
+// never pass Tokens whatever the number of calls at once.
 type Budget struct {
-	Tokens int64
-	Used   int64
+	Tokens   int64
+	Used     int64
+	Reserved int64
 }
 
 // Spent reports whether the budget allows no more model calls.
 func (b Budget) Spent() bool { return b.Tokens > 0 && b.Used >= b.Tokens }
+
+// Left is what a new call may still reserve: -1 for an unlimited budget.
+func (b Budget) Left() int64 {
+	if b.Tokens == 0 {
+		return -1
+	}
+	return max(0, b.Tokens-b.Used-b.Reserved)
+}
+
+// Charge is what a call with reservation ceiling is metered at, from the
+// usage its provider reported (valid: it reported any): that usage when
+// it is a possible one, the ceiling when it is missing, negative or
+// larger than the call could have been (a provider's wrong figure never
+// lets a call go unmetered, nor meters it beyond what it reserved). The
+// bool says the usage was taken as reported.
+func Charge(u Tokens, reported bool, ceiling int64) (Tokens, bool) {
+	if reported && u.Input >= 0 && u.Output >= 0 && u.Input <= ceiling && u.Output <= ceiling-u.Input {
+		return u, true
+	}
+	return Tokens{Input: ceiling}, false
+}
 
 // Grant gives one user a level on one agent.
 type Grant struct {

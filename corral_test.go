@@ -124,3 +124,28 @@ func TestGitCommitTrailer(t *testing.T) {
 		}
 	}
 }
+
+func TestCharge(t *testing.T) {
+	const ceiling = 1000
+	for _, tt := range []struct {
+		name     string
+		u        Tokens
+		reported bool
+		want     Tokens
+		as       bool
+	}{
+		{"as reported", Tokens{Input: 600, Output: 300}, true, Tokens{Input: 600, Output: 300}, true},
+		{"nothing: a call that got no answer", Tokens{}, true, Tokens{}, true},
+		{"exactly the ceiling", Tokens{Input: 999, Output: 1}, true, Tokens{Input: 999, Output: 1}, true},
+		{"one past it", Tokens{Input: 999, Output: 2}, true, Tokens{Input: ceiling}, false},
+		{"negative input", Tokens{Input: -1, Output: 5}, true, Tokens{Input: ceiling}, false},
+		{"negative output", Tokens{Input: 5, Output: -1}, true, Tokens{Input: ceiling}, false},
+		{"huge: no overflow", Tokens{Input: 9_200_000_000_000_000_000, Output: 9_200_000_000_000_000_000}, true, Tokens{Input: ceiling}, false},
+		{"not reported", Tokens{Input: 5}, false, Tokens{Input: ceiling}, false},
+	} {
+		got, as := Charge(tt.u, tt.reported, ceiling)
+		if got != tt.want || as != tt.as {
+			t.Errorf("%s: Charge = %+v, %v; want %+v, %v", tt.name, got, as, tt.want, tt.as)
+		}
+	}
+}

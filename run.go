@@ -73,6 +73,14 @@ type Tokens struct {
 	Output int64
 }
 
+// Reservation is a model call's hold on its agent's budget (see
+// RunStore.Reserve).
+type Reservation struct {
+	ID     string
+	Tokens int64
+	Budget Budget // the agent's budget with this reservation in it
+}
+
 // Run is one piece of work an agent does for one message.
 type Run struct {
 	ID          string
@@ -165,7 +173,7 @@ type RunStore interface {
 	RunsIn(ctx context.Context, statuses ...string) ([]Run, error)
 	// UpdateRun writes r's status, violation, reason, change set id and
 	// start and end times, but only while the stored status is one of
-	// from: ECONFLICT otherwise. Tokens are not written: only AddUsage
+	// from: ECONFLICT otherwise. Tokens are not written: only Settle
 	// changes them. A run that leaves running loses its gateway token.
 	UpdateRun(ctx context.Context, r Run, from ...string) error
 	// SetRunToken keeps the SHA-256 of a running run's gateway token (an
@@ -175,9 +183,22 @@ type RunStore interface {
 	// RunByToken returns the running run whose token has hash; ENOTFOUND
 	// when none has (never was, or its run left running).
 	RunByToken(ctx context.Context, hash []byte) (Run, error)
-	// AddUsage adds one model call's tokens to the run and to its agent's
-	// budget.used in one transaction, and returns the agent's budget after.
-	AddUsage(ctx context.Context, runID string, t Tokens) (Budget, error)
+	// Reserve holds tokens of an agent's budget for one model call of a
+	// run (runID; "" for a call outside any run) before it is sent: in one
+	// statement, only when the budget is unlimited or what is left
+	// (Budget.Left) holds them. EADMISSION when it does not; ENOTFOUND for
+	// no agent.
+	Reserve(ctx context.Context, agentID, runID string, tokens int64) (Reservation, error)
+	// Settle ends a reservation: t (at most what was reserved, see
+	// Charge) is added to the run's tokens and the agent's budget.used and
+	// the reservation's tokens leave budget.reserved, in one transaction.
+	// A call that failed before its provider answered settles with no
+	// tokens. ENOTFOUND when it was settled before.
+	Settle(ctx context.Context, id string, t Tokens) (Budget, error)
+	// SettleLeftover settles, at their whole ceiling, the reservations a
+	// server that stopped left behind (their calls' usage never came), and
+	// returns how many.
+	SettleLeftover(ctx context.Context) (int, error)
 
 	// SaveCheckpoint replaces a run's checkpoint (the conversation so far,
 	// opaque to the store).

@@ -64,6 +64,12 @@ type InviteStore interface {
 // cached between requests.
 type AgentStore interface {
 	CreateAgent(ctx context.Context, a Agent) error
+	// CreateAgentFrom stores a new agent whose budget (a.Budget.Tokens,
+	// more than 0) is carved out of parentID's: in one transaction, the
+	// parent's budget.used grows by it, only when what the parent has
+	// left holds it (EADMISSION otherwise). A parent with an unlimited
+	// budget gives without carving.
+	CreateAgentFrom(ctx context.Context, a Agent, parentID string) error
 	// Agent returns an agent with userID's access. An agent userID has no
 	// access to is returned with Access LevelNone: the caller decides.
 	Agent(ctx context.Context, id, userID string) (Agent, error)

@@ -224,6 +224,24 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 			c.Model.Native = append(c.Model.Native, strings.TrimSpace(p))
 		}
 	}
+	maxOutput := int64(gateway.DefaultMaxOutput)
+	if v := getenv("CORRAL_MODEL_MAX_OUTPUT"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("%w: CORRAL_MODEL_MAX_OUTPUT=%q: want a positive number", errUsage, v)
+		}
+		maxOutput = n
+	}
+	fs.Int64Var(&c.Model.MaxOutput, "model-max-output", maxOutput,
+		"the output cap every model call is sent with: with its request's size, what it reserves of its agent's budget before it goes")
+	// OpenAI's reasoning models refuse max_tokens; other OpenAI-compatible
+	// servers know only it.
+	field := "max_tokens"
+	if u, err := url.Parse(c.Model.BaseURL); err == nil && u.Hostname() == "api.openai.com" {
+		field = "max_completion_tokens"
+	}
+	fs.StringVar(&c.Model.OutputField, "model-output-field", envOr(getenv, "CORRAL_MODEL_OUTPUT_FIELD", field),
+		"the Chat Completions field that carries the output cap: max_tokens, or max_completion_tokens (the default for api.openai.com)")
 	c.SecretKey = getenv("CORRAL_SECRET_KEY")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -251,11 +251,13 @@ func gatewayCall(t *testing.T, e *env, session, token string) int {
 // starts the CLI again on the same staged tree, which ends the run.
 func TestAgentCLIPausesAtItsBudget(t *testing.T) {
 	needTools(t, corral.DriverCodex)
-	e := newEnv(t, envOptions{})
+	// A call reserves its request's bytes (Codex's are about 40 KB) and
+	// the output cap; the first spends 500,000 of 1,200,000, and what is
+	// left cannot hold the second's ceiling.
+	e := newEnv(t, envOptions{maxOutput: 1_000_000})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("thrifty-cli")
-	// 15 tokens a call: the first call spends the budget of 10.
-	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex, "budget": map[string]int{"tokens": 10}}).want(http.StatusOK)
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex, "budget": map[string]int{"tokens": 1_200_000}}).want(http.StatusOK)
 	e.answer(func(r modeltest.Request) modeltest.Reply {
 		if len(r.LastToolResults()) > 0 {
 			return modeltest.Text(cliFinal)
@@ -266,7 +268,9 @@ func TestAgentCLIPausesAtItsBudget(t *testing.T) {
 			return modeltest.Calls(modeltest.ToolCall{ID: "call_2", Name: "exec_command", Arguments: string(args)})
 		}
 		args, _ := json.Marshal(map[string]string{"cmd": "printf 'one\\n' > one.txt"})
-		return modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+		r1 := modeltest.Calls(modeltest.ToolCall{ID: "call_1", Name: "exec_command", Arguments: string(args)})
+		r1.Usage = &modeltest.Usage{Input: modeltest.DefaultInputTokens, Output: 500_000}
+		return r1
 	})
 	run := owner.send(id, "Write two files.")
 	paused := owner.waitRun(run.ID, "paused", "completed", "errored")
@@ -274,7 +278,7 @@ func TestAgentCLIPausesAtItsBudget(t *testing.T) {
 		t.Fatalf("run = %s (%s) after %d provider calls, want paused after 1\ntrace: %s", paused.Status, paused.Reason,
 			len(e.model.Requests()), brief(owner.trace(run.ID)))
 	}
-	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 1000}}).want(http.StatusOK)
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 100_000_000}}).want(http.StatusOK)
 	done := owner.waitRun(run.ID, "completed", "errored", "paused")
 	events := owner.trace(run.ID)
 	if done.Status != "completed" {

@@ -414,15 +414,16 @@ func TestDelegationPausedChild(t *testing.T) {
 	alice := e.signup("alice@example.com", "Alice")
 	boss := alice.roleAgent("boss", "boss")
 	worker := alice.roleAgent("worker", "worker")
-	// 15 tokens a call: the worker's budget of 10 is spent by its first.
-	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 10}}).want(http.StatusOK)
+	// The worker's first call spends 30,000: what is left of its 50,000
+	// cannot hold the next one's ceiling (see costly).
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 50_000}}).want(http.StatusOK)
 	e.answer(roles(map[string]modeltest.Script{
 		"boss": delegator,
 		"worker": func(req modeltest.Request) modeltest.Reply {
 			if len(req.LastToolResults()) > 0 {
 				return modeltest.Text("worked after the raise")
 			}
-			return modeltest.Calls(modeltest.ShellCall("s", "echo step"))
+			return costly(modeltest.Calls(modeltest.ShellCall("s", "echo step")))
 		},
 	}))
 	root := alice.send(boss, "delegate to "+worker)
@@ -441,7 +442,7 @@ func TestDelegationPausedChild(t *testing.T) {
 		t.Errorf("the boss agent is %s, want active: its budget is not spent", boss0.State)
 	}
 	// The raise resumes both.
-	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 1000}}).want(http.StatusOK)
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 1_000_000}}).want(http.StatusOK)
 	alice.waitRun(child.ID, "completed")
 	alice.waitRun(root.ID, "completed")
 	if got := e.lastToolResult("boss"); !strings.Contains(got, "worked after the raise") {
@@ -543,6 +544,14 @@ func TestCreatedAgentNeverWider(t *testing.T) {
 		if narrowerErr := checkNarrower(p, a); narrowerErr != "" {
 			t.Fatalf("case %d: parent %+v, asked %+v: created %+v: %s", i, p, spec, a, narrowerErr)
 		}
+		// Its budget was carved out of the parent's remainder.
+		after, err := e.db.Agent(ctx, parentID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if carved := after.Budget.Used - p.Budget.Used; p.Budget.Tokens > 0 && carved != a.Budget.Tokens || p.Budget.Tokens == 0 && carved != 0 {
+			t.Fatalf("case %d: parent %+v gave %d tokens and its used grew by %d", i, p.Budget, a.Budget.Tokens, carved)
+		}
 	}
 	if created < 40 {
 		t.Errorf("only %d of 400 random requests made an agent: the test checks too little", created)
@@ -564,7 +573,7 @@ func checkNarrower(p, c corral.Agent) string {
 		return "globs differ"
 	case c.Driver != "":
 		return "not the built-in loop"
-	case p.Budget.Tokens > 0 && (c.Budget.Tokens <= 0 || c.Budget.Tokens > p.Budget.Tokens-p.Budget.Used):
+	case p.Budget.Tokens > 0 && (c.Budget.Tokens <= 0 || c.Budget.Tokens > p.Budget.Left()):
 		return "budget wider"
 	}
 	for _, l := range []struct {
@@ -637,7 +646,7 @@ func TestDelegationPausedChainResumesWhole(t *testing.T) {
 	boss := alice.roleAgent("boss", "boss")
 	mid := alice.roleAgent("mid", "mid")
 	worker := alice.roleAgent("worker", "worker")
-	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 10}}).want(http.StatusOK)
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 50_000}}).want(http.StatusOK)
 	const wait = "while [ ! -e go ]; do sleep 0.05; done"
 	e.answer(roles(map[string]modeltest.Script{
 		"boss": delegator,
@@ -654,7 +663,7 @@ func TestDelegationPausedChainResumesWhole(t *testing.T) {
 			if len(req.LastToolResults()) > 0 {
 				return modeltest.Calls(modeltest.ShellCall("w", wait+"; echo released"))
 			}
-			return modeltest.Calls(modeltest.ShellCall("s", "echo step"))
+			return costly(modeltest.Calls(modeltest.ShellCall("s", "echo step")))
 		},
 	}))
 	root := alice.send(boss, "delegate to "+mid)
@@ -668,7 +677,7 @@ func TestDelegationPausedChainResumesWhole(t *testing.T) {
 	}
 	// The raise resumes the worker, and with it every run above it, while
 	// the worker is still at work.
-	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 1000}}).want(http.StatusOK)
+	alice.do("PATCH", "/api/agents/"+worker, map[string]any{"budget": map[string]int{"tokens": 1_000_000}}).want(http.StatusOK)
 	waitFor(t, "the worker's second command", func() bool { return len(processesWith("while [ ! -e go ]")) > 0 })
 	alice.waitRun(tree[1].ID, "running")
 	alice.waitRun(root.ID, "running")

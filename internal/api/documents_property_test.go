@@ -157,5 +157,6 @@ func TestDocumentIsolationProperty(t *testing.T) {
 // noMeter meters nothing: these searches make no model call.
 type noMeter struct{}
 
-func (noMeter) Check(context.Context) error                 { return nil }
-func (noMeter) Record(context.Context, gateway.Usage) error { return nil }
+func (noMeter) Reserve(context.Context, int64) (gateway.Settle, error) {
+	return func(context.Context, gateway.Usage, bool) error { return nil }, nil
+}

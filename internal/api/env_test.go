@@ -87,6 +87,9 @@ type envOptions struct {
 	// wrapNode, when set, stands between the runs service and the node
 	// (a recorder of what crosses to it).
 	wrapNode func(corral.Node) corral.Node
+	// maxOutput is the gateway's output cap (0: its default), what each
+	// call reserves beyond its request's bytes.
+	maxOutput int64
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -164,7 +167,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		return script(r)
 	})
 	t.Cleanup(e.model.Close)
-	gw := &gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model"}
+	gw := &gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model", MaxOutput: opt.maxOutput}
 	if opt.native {
 		e.native = nativeProvider(t, e.model.URL())
 		gw.BaseURL, gw.Native = e.native.srv.URL+"/v1", []string{gateway.NativeResponses, gateway.NativeMessages}
@@ -384,6 +387,16 @@ func sandboxUID() int {
 		return 65534
 	}
 	return 0
+}
+
+// costly makes a reply spend 30,010 tokens. A call reserves its ceiling
+// before it goes (its request's bytes plus the gateway's 32,000-token
+// output cap: 35,000 to 45,000 for these tests' requests), so a budget
+// holds as many calls as it has room for their ceilings, and pauses a
+// run before the call that does not fit.
+func costly(r modeltest.Reply) modeltest.Reply {
+	r.Usage = &modeltest.Usage{Input: 10, Output: 30_000}
+	return r
 }
 
 // answer sets what the fake model answers from now on.

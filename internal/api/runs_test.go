@@ -450,11 +450,12 @@ func TestBudgetPausesAndRaisingItResumes(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("thrifty")
-	// 15 tokens a call: after two calls (30) the budget of 20 is spent.
-	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 20}}).want(http.StatusOK)
+	// 30,010 tokens a call (see costly): after two (60,020), what is left
+	// of 80,000 cannot hold the third's ceiling.
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 80_000}}).want(http.StatusOK)
 	e.answer(modeltest.Sequence(
-		modeltest.Calls(modeltest.ShellCall("c1", "echo one > one.txt")),
-		modeltest.Calls(modeltest.ShellCall("c2", "echo two > two.txt")),
+		costly(modeltest.Calls(modeltest.ShellCall("c1", "echo one > one.txt"))),
+		costly(modeltest.Calls(modeltest.ShellCall("c2", "echo two > two.txt"))),
 		modeltest.Text("both written"),
 	))
 	run := owner.send(id, "write two files")
@@ -464,8 +465,8 @@ func TestBudgetPausesAndRaisingItResumes(t *testing.T) {
 	}
 	var agent agentView
 	owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
-	if agent.State != "paused" || agent.Budget.Used != 30 {
-		t.Fatalf("agent = %s used %d, want paused at 30", agent.State, agent.Budget.Used)
+	if agent.State != "paused" || agent.Budget.Used != 60_020 || agent.Budget.Reserved != 0 || agent.Budget.Left == nil || *agent.Budget.Left != 80_000-60_020 {
+		t.Fatalf("agent = %s, budget %+v; want paused at 60,020 used, nothing reserved", agent.State, agent.Budget)
 	}
 	// Both tool calls ran before the pause; the pause came at the model
 	// call boundary.
@@ -475,7 +476,7 @@ func TestBudgetPausesAndRaisingItResumes(t *testing.T) {
 	}
 
 	// Raising the budget resumes the run with no new message.
-	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 1000}}).decode(&agent)
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int{"tokens": 1_000_000}}).decode(&agent)
 	if agent.State != "active" {
 		t.Fatalf("agent after raise = %s", agent.State)
 	}

@@ -78,8 +78,19 @@ type limitsView struct {
 }
 
 type budgetView struct {
-	Tokens int64 `json:"tokens"`
-	Used   int64 `json:"used"`
+	Tokens   int64 `json:"tokens"`
+	Used     int64 `json:"used"`
+	Reserved int64 `json:"reserved"`
+	// Left is what a call may still reserve; null for an unlimited budget.
+	Left *int64 `json:"left"`
+}
+
+func budgetOf(b corral.Budget) budgetView {
+	v := budgetView{Tokens: b.Tokens, Used: b.Used, Reserved: b.Reserved}
+	if left := b.Left(); left >= 0 {
+		v.Left = &left
+	}
+	return v
 }
 
 type agentView struct {
@@ -119,7 +130,7 @@ func viewAgent(a corral.Agent) agentView {
 			Secrets: nonNil(a.Policy.Secrets), Protected: nonNil(a.Policy.Protected), Risky: nonNil(a.Policy.Risky),
 		},
 		Limits:    viewLimits(a.Limits),
-		Budget:    budgetView{Tokens: a.Budget.Tokens, Used: a.Budget.Used},
+		Budget:    budgetOf(a.Budget),
 		State:     a.State,
 		CreatedAt: rfc3339(a.CreatedAt),
 		UpdatedAt: rfc3339(a.UpdatedAt),

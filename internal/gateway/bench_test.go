@@ -22,19 +22,20 @@ type memMeter struct {
 	checkErr error
 }
 
-func (m *memMeter) Check(context.Context) error {
+func (m *memMeter) Reserve(context.Context, int64) (Settle, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.checkErr
-}
-
-func (m *memMeter) Record(_ context.Context, u Usage) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.in += u.Input
-	m.out += u.Output
-	m.calls++
-	return nil
+	if m.checkErr != nil {
+		return nil, m.checkErr
+	}
+	return func(_ context.Context, u Usage, _ bool) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.in += u.Input
+		m.out += u.Output
+		m.calls++
+		return nil
+	}, nil
 }
 
 // The benchmark's provider answers fixed bytes, so that the provider's own

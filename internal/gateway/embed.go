@@ -20,12 +20,12 @@ const (
 )
 
 // Embed returns one vector per input text, in order, from the provider's
-// /v1/embeddings, with the provider's usage. It asks m.Check first and
+// /v1/embeddings, with the provider's usage. It asks m.Reserve first and
 // returns its error unchanged without calling the provider. After the call
-// it hands m.Record the usage (Input = prompt_tokens, Output 0), before the
+// it settles with the usage (Input = prompt_tokens, Output 0), before the
 // answer is judged: the tokens are spent whatever the answer looks like. A
-// Record error is returned unchanged along with the vectors. A provider that
-// reports no usage makes the call fail: an unmetered call cannot be allowed.
+// Settle error is returned unchanged along with the vectors. A provider that
+// reports no usage makes the call fail, metered at its ceiling.
 //
 // model is the embedding model; "" is an error, never the chat model,
 // whose vectors (when it has any) would not match the index's. No texts
@@ -34,7 +34,7 @@ const (
 //
 // Failures are Complete's: EUNAVAIL without the key or the SDK's error, and
 // a try the provider answered 429 or 5xx, or whose connection failed before
-// any answer, is made again the way Complete makes it, m.Check before each.
+// any answer, is made again the way Complete makes it, under the same reservation.
 // An answer that is not exactly one finite vector per text, all of one
 // dimension, is EUNAVAIL "the provider returned malformed embeddings".
 func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Meter) ([][]float32, Usage, error) {
@@ -56,7 +56,13 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Met
 		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
 		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
 	}
-	if err := m.Check(ctx); err != nil {
+	// An embedding has no output: its ceiling is its input's.
+	size := 0
+	for _, t := range texts {
+		size += len(t) + 8 // and what separates it from the next
+	}
+	settle, err := m.Reserve(ctx, Ceiling(size, 0))
+	if err != nil {
 		return nil, Usage{}, err
 	}
 	// Complete's loop without its callbacks: an embedding call has no
@@ -66,7 +72,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Met
 		r, res := g.embedOnce(ctx, params)
 		r.tries = try
 		if _, ok := g.transient(ctx, r); !ok || try == maxTries {
-			return g.settleEmbed(ctx, r, res, len(texts), m)
+			return g.settleEmbed(ctx, r, res, len(texts), settle)
 		}
 		wait := backoff[try-1]
 		if d, ok := retryAfter(r.exchange.header, time.Now()); ok {
@@ -74,16 +80,14 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Met
 		}
 		if waited+wait > maxWaiting {
 			r.refused = wait
-			return g.settleEmbed(ctx, r, res, len(texts), m)
+			return g.settleEmbed(ctx, r, res, len(texts), settle)
 		}
 		if err := g.wait(ctx, nil, wait); err != nil {
+			settle(context.WithoutCancel(ctx), Usage{}, true)
 			return nil, Usage{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the embedding call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
 		waited += wait
-		if err := m.Check(ctx); err != nil {
-			return nil, Usage{}, err
-		}
 	}
 }
 
@@ -122,11 +126,9 @@ func (g *Gateway) embedOnce(ctx context.Context, params openai.EmbeddingNewParam
 
 // settleEmbed is settle for an embedding call: record what the provider
 // says was spent, then judge the answer.
-func (g *Gateway) settleEmbed(ctx context.Context, r result, res *openai.CreateEmbeddingResponse, n int, m Meter) ([][]float32, Usage, error) {
-	var recErr error
-	if r.metered {
-		recErr = m.Record(context.WithoutCancel(ctx), r.usage)
-	}
+func (g *Gateway) settleEmbed(ctx context.Context, r result, res *openai.CreateEmbeddingResponse, n int, settle Settle) ([][]float32, Usage, error) {
+	u, reported := r.spent()
+	recErr := settle(context.WithoutCancel(ctx), u, reported)
 	fail := func(err error) ([][]float32, Usage, error) {
 		if recErr != nil {
 			return nil, Usage{}, recErr

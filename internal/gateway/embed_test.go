@@ -358,9 +358,9 @@ func TestEmbedRetries(t *testing.T) {
 					t.Errorf("got vectors %v with an error", vectors)
 				}
 			}
-			if p.requests() != tt.requests || m.checks != tt.requests {
-				t.Errorf("%d requests after %d checks, want %d of each: the budget is checked before each try",
-					p.requests(), m.checks, tt.requests)
+			if p.requests() != tt.requests || m.checks != 1 || m.settles != 1 {
+				t.Errorf("%d requests, %d reservations, %d settled; want %d, and one reservation settled once for all the tries",
+					p.requests(), m.checks, m.settles, tt.requests)
 			}
 			if got := w.all(); !reflect.DeepEqual(got, tt.waits) {
 				t.Errorf("waited %v, want %v", got, tt.waits)
@@ -368,15 +368,14 @@ func TestEmbedRetries(t *testing.T) {
 		})
 	}
 
-	t.Run("budget refused before the retry", func(t *testing.T) {
+	t.Run("one reservation covers the retries", func(t *testing.T) {
 		p, g, _ := newRaw(t, fail, ok)
-		refusal := errors.New("spent")
-		m := &meter{checkErr: refusal, refuseAt: 2}
-		if _, _, err := g.Embed(context.Background(), embedModel, []string{"a"}, m); err != refusal {
-			t.Errorf("Embed error = %v, want the second Check's", err)
+		m := &meter{}
+		if _, _, err := g.Embed(context.Background(), embedModel, []string{"a"}, m); err != nil {
+			t.Fatal(err)
 		}
-		if p.requests() != 1 {
-			t.Errorf("provider got %d requests, want 1", p.requests())
+		if p.requests() != 2 || m.checks != 1 || m.settles != 1 {
+			t.Errorf("provider got %d requests, %d reservations, %d settled; want 2, 1, 1", p.requests(), m.checks, m.settles)
 		}
 	})
 

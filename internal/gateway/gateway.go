@@ -1,22 +1,24 @@
 // Package gateway is the one place every model call goes through. It speaks
 // Chat Completions (with tool calls) to any OpenAI-compatible endpoint,
 // meters tokens from the provider's own usage figures, enforces the budget
-// through a Meter before each call, and keeps the provider key: the key is
+// through a Meter (each call reserves its ceiling, its request's size and
+// an output cap it is sent with, before it goes, and settles on the
+// provider's usage), and keeps the provider key: the key is
 // sent only in the Authorization header and never appears in an error, a log
 // or a Response.
 //
 // Embed (embed.go) asks the provider's /v1/embeddings for vectors under the
-// same rules: budget checked first, usage metered, key kept, retries alike.
+// same rules: budget reserved first, usage metered, key kept, retries alike.
 //
 // A call is made whole or streamed: a Request with OnDelta streams (Server-Sent
 // Events, with the usage asked for in a final chunk) and hands over the
-// assistant's text as it arrives; both kinds go through the same budget check,
+// assistant's text as it arrives; both kinds go through the same reservation,
 // the same metering and the same error rules.
 //
 // A call the provider answered 429 or 5xx, or whose connection failed
 // before any answer came, is tried again (see retry.go): a bounded number
-// of times, waiting what the provider asks, checking the budget before each
-// try, and never once a streamed call handed text to its caller.
+// of times, waiting what the provider asks, under the call's one
+// reservation, and never once a streamed call handed text to its caller.
 package gateway
 
 import (
@@ -49,6 +51,13 @@ type Config struct {
 	// (NativeResponses, NativeMessages): agent CLIs' calls in them are
 	// passed through instead of translated to Chat Completions.
 	Native []string
+	// MaxOutput caps every call's output (0: DefaultMaxOutput), so that
+	// what a call reserves bounds what it can spend; OutputField names the
+	// Chat Completions field that carries it: "max_tokens" (the default,
+	// what OpenAI-compatible servers take) or "max_completion_tokens"
+	// (what OpenAI's reasoning models require).
+	MaxOutput   int64
+	OutputField string
 
 	// Sleep waits between tries; it must return ctx's error as soon as ctx
 	// ends. nil is a real timer. Tests set one that does not wait.
@@ -122,13 +131,29 @@ type Response struct {
 // Meter is the budget side: Check before a call, Record after, with the
 // provider's figures.
 type Meter interface {
-	// Check refuses a call, for instance when the budget is exhausted. Its
-	// error reaches the caller unchanged.
-	Check(ctx context.Context) error
-	// Record adds the usage of a call that was made. Its error reaches the
-	// caller unchanged, together with the Response.
-	Record(ctx context.Context, u Usage) error
+	// Reserve holds a call's ceiling (the most it can spend: see Ceiling)
+	// against the budget before the call is sent, and returns what settles
+	// the call. Its error (EADMISSION when the budget cannot hold it)
+	// reaches the caller unchanged.
+	Reserve(ctx context.Context, ceiling int64) (Settle, error)
 }
+
+// Settle ends a call's reservation, once, whatever way the call ended:
+// with the usage the provider reported (reported), or with none (an answer
+// came without usage: the call is metered at its ceiling). A call that got
+// no answer settles with no usage, reported. Its error reaches the caller
+// unchanged, together with the Response.
+type Settle func(ctx context.Context, u Usage, reported bool) error
+
+// DefaultMaxOutput is the output cap a call is sent with when its request
+// sets none or a higher one (Config.MaxOutput).
+const DefaultMaxOutput = 32_000
+
+// Ceiling is the most a call can spend: requestBytes of request (a
+// tokenizer makes at most one token of each byte, and the body holds at
+// least a byte of syntax for each of the few tokens a message adds) and
+// its output cap.
+func Ceiling(requestBytes int, maxOutput int64) int64 { return int64(requestBytes) + maxOutput }
 
 // Gateway makes model calls. It is safe for concurrent use.
 type Gateway struct {
@@ -147,7 +172,13 @@ type Gateway struct {
 	authorize          func(*http.Request)
 	authorizeAnthropic func(*http.Request)
 	native             map[string]bool
+	maxOutput          int64
+	outputField        string
 }
+
+// MaxOutput is the output cap calls are sent with, and the Chat
+// Completions field that carries it (Config.MaxOutput, OutputField).
+func (g *Gateway) MaxOutput() (field string, n int64) { return g.outputField, g.maxOutput }
 
 // New returns a Gateway for cfg. A Config without BaseURL gives a Gateway
 // whose calls all answer Configured's error.
@@ -165,6 +196,19 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.sleep == nil {
 		g.sleep = sleep
+	}
+	g.maxOutput, g.outputField = cfg.MaxOutput, cfg.OutputField
+	if g.maxOutput == 0 {
+		g.maxOutput = DefaultMaxOutput
+	}
+	if g.outputField == "" {
+		g.outputField = "max_tokens"
+	}
+	if g.maxOutput < 1 {
+		return nil, corral.Errorf(corral.EINVALID, "the output cap must be a positive number of tokens, not %d", g.maxOutput)
+	}
+	if g.outputField != "max_tokens" && g.outputField != "max_completion_tokens" {
+		return nil, corral.Errorf(corral.EINVALID, "the output field is %q or %q, not %q", "max_tokens", "max_completion_tokens", g.outputField)
 	}
 	if cfg.BaseURL == "" {
 		return g, nil
@@ -240,19 +284,22 @@ func (g *Gateway) Configured() error {
 	}
 }
 
-// Complete makes one model call, streamed when req.OnDelta is set. It asks
-// m.Check first, and returns its error unchanged without calling the
-// provider. After the call it hands m.Record the provider's usage; a Record
-// error is returned unchanged along with the Response. A provider that
-// reports no usage makes the call fail: an unmetered call cannot be allowed.
+// Complete makes one model call, streamed when req.OnDelta is set, its
+// output capped at the gateway's MaxOutput. It asks m.Reserve first for
+// the call's ceiling, and returns its error unchanged without calling the
+// provider. However the call ends, it settles the reservation once: with
+// the provider's usage, with none (the ceiling) when an answer came
+// without it, or empty when no answer came; a Settle error is returned
+// unchanged along with the Response. A provider that reports no usage
+// makes the call fail.
 //
 // A try that the provider answered 429 or 5xx, or whose connection was
 // refused or broken before it answered, is made again, up to maxTries in
 // all, after the wait the provider asks for (Retry-After, retry-after-ms)
-// or else a short backoff, each retry told to req.OnRetry and preceded by
-// m.Check. A wait that would take the call past maxWaiting in all is not
-// waited: the call fails at once. A streamed try that handed over a delta
-// is never made again.
+// or else a short backoff, each retry told to req.OnRetry, under the same
+// reservation. A wait that would take the call past maxWaiting in all is
+// not waited: the call fails at once. A streamed try that handed over a
+// delta is never made again.
 func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response, error) {
 	if err := g.Configured(); err != nil {
 		return Response{}, err
@@ -269,7 +316,17 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 	if err != nil {
 		return Response{}, err
 	}
-	if err := m.Check(ctx); err != nil {
+	if g.outputField == "max_completion_tokens" {
+		params.MaxCompletionTokens = openai.Int(g.maxOutput)
+	} else {
+		params.MaxTokens = openai.Int(g.maxOutput)
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return Response{}, corral.Internal("gateway", err)
+	}
+	settle, err := m.Reserve(ctx, Ceiling(len(body), g.maxOutput))
+	if err != nil {
 		return Response{}, err
 	}
 	var waited time.Duration
@@ -283,7 +340,7 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 		r.tries = try
 		retry, ok := g.transient(ctx, r)
 		if !ok || try == maxTries {
-			return g.settle(ctx, model, r, m)
+			return g.settle(ctx, model, r, settle)
 		}
 		retry.Attempt = try + 1
 		retry.Wait = backoff[try-1]
@@ -292,20 +349,29 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 		}
 		if waited+retry.Wait > maxWaiting {
 			r.refused = retry.Wait
-			return g.settle(ctx, model, r, m)
+			return g.settle(ctx, model, r, settle)
 		}
 		if req.OnRetry != nil {
 			req.OnRetry(retry)
 		}
 		if err := g.wait(ctx, req.Interrupt, retry.Wait); err != nil {
+			settle(context.WithoutCancel(ctx), Usage{}, true)
 			return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
 		waited += retry.Wait
-		if err := m.Check(ctx); err != nil {
-			return Response{}, err
-		}
 	}
+}
+
+// spent is what a try is metered at: the provider's usage; none when no
+// answer came (a refused connection, an error status: nothing is billed);
+// the ceiling (reported false) when an answer came without usage.
+func (r result) spent() (Usage, bool) {
+	if r.metered {
+		return r.usage, true
+	}
+	answered := r.exchange != nil && r.exchange.responded && r.exchange.status/100 == 2
+	return Usage{}, !answered
 }
 
 // errInterrupted is why a wait ended when Request.Interrupt closed.
@@ -421,14 +487,12 @@ func usageOf(present bool, u openai.CompletionUsage) (Usage, bool) {
 
 // settle applies the same rules to every call, whole or streamed: record
 // what the provider says was spent, then judge the reply.
-func (g *Gateway) settle(ctx context.Context, model string, r result, m Meter) (Response, error) {
-	var recErr error
-	if r.metered {
-		// The tokens are spent whatever the reply looks like, so they are
-		// recorded before the reply is judged, and even when the caller has
-		// given up on the call meanwhile.
-		recErr = m.Record(context.WithoutCancel(ctx), r.usage)
-	}
+func (g *Gateway) settle(ctx context.Context, model string, r result, settle Settle) (Response, error) {
+	// The tokens are spent whatever the reply looks like, so they are
+	// recorded before the reply is judged, and even when the caller has
+	// given up on the call meanwhile.
+	u, reported := r.spent()
+	recErr := settle(context.WithoutCancel(ctx), u, reported)
 	fail := func(err error) (Response, error) {
 		if recErr != nil {
 			return Response{}, recErr

@@ -131,22 +131,35 @@ func completion(message, usage string) modeltest.Reply {
 // meter is an in-memory Meter that records what it was told.
 type meter struct {
 	checkErr  error
-	refuseAt  int // when > 0, checkErr answers only this check (from 1) and those after it
 	recordErr error
-	checks    int
-	recorded  []Usage
+	checks    int     // reservations asked for
+	ceilings  []int64 // what each asked for
+	recorded  []Usage // usage settled as the provider reported it (none: not listed)
+	unmetered int     // calls settled without usage: an answer came with none
+	settles   int     // settlements, of any kind
 }
 
-func (m *meter) Check(context.Context) error {
+func (m *meter) Reserve(_ context.Context, ceiling int64) (Settle, error) {
 	m.checks++
-	if m.checks < m.refuseAt {
-		return nil
+	if m.checkErr != nil {
+		return nil, m.checkErr
 	}
-	return m.checkErr
-}
-func (m *meter) Record(_ context.Context, u Usage) error {
-	m.recorded = append(m.recorded, u)
-	return m.recordErr
+	m.ceilings = append(m.ceilings, ceiling)
+	done := false
+	return func(_ context.Context, u Usage, reported bool) error {
+		if done {
+			panic("settled twice")
+		}
+		done = true
+		m.settles++
+		switch {
+		case !reported:
+			m.unmetered++
+		case u != Usage{}:
+			m.recorded = append(m.recorded, u)
+		}
+		return m.recordErr
+	}, nil
 }
 
 func errorCode(t *testing.T, err error) string {
@@ -652,8 +665,8 @@ func TestStreamErrorEventHidesTheKey(t *testing.T) {
 	if strings.Join(deltas, "") != "I will start by" {
 		t.Errorf("deltas %q, want the text sent before the error", deltas)
 	}
-	if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
-		t.Errorf("got %+v and recorded %v, want neither: no usage came", resp, m.recorded)
+	if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 || m.unmetered != 1 {
+		t.Errorf("got %+v, recorded %v, %d metered at the ceiling; want none, none, 1: an answer came with no usage", resp, m.recorded, m.unmetered)
 	}
 	if n := len(p.Requests()); n != 1 {
 		t.Errorf("fake provider got %d requests, want 1", n)
@@ -795,5 +808,39 @@ func TestInvalidRequestsSendNothing(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCallsReserveTheirCeiling: every call is sent with an output cap, in
+// the field the provider takes, and reserves its request's bytes and that
+// cap before it goes; usage that is beyond it is left to the meter (see
+// corral.Charge).
+func TestCallsReserveTheirCeiling(t *testing.T) {
+	for _, field := range []string{"", "max_completion_tokens"} {
+		p := modeltest.New(modeltest.Sequence(modeltest.Text("ok")))
+		t.Cleanup(p.Close)
+		g, err := New(Config{BaseURL: p.URL(), Model: "m", MaxOutput: 1234, OutputField: field})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &meter{}
+		if _, err := g.Complete(context.Background(), Request{Messages: hi}, m); err != nil {
+			t.Fatal(err)
+		}
+		want := field
+		if want == "" {
+			want = "max_tokens"
+		}
+		body := p.Requests()[0].Body
+		var sent map[string]any
+		if err := json.Unmarshal(body, &sent); err != nil || sent[want] != float64(1234) {
+			t.Fatalf("%s: sent %s, want %s 1234", want, body, want)
+		}
+		if len(m.ceilings) != 1 || m.ceilings[0] < int64(len(body))+1234-16 {
+			t.Fatalf("%s: reserved %v for a body of %d bytes and an output cap of 1234", want, m.ceilings, len(body))
+		}
+	}
+	if _, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", OutputField: "max_output"}); corral.ErrorCode(err) != corral.EINVALID {
+		t.Errorf("an unknown output field: %v", err)
 	}
 }

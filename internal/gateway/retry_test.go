@@ -176,29 +176,27 @@ func TestRetries(t *testing.T) {
 				if n := len(p.Requests()); n != tt.requests {
 					t.Errorf("fake provider got %d requests, want %d", n, tt.requests)
 				}
-				// The budget is checked before every try.
-				if m.checks != tt.requests {
-					t.Errorf("Check called %d times, want %d", m.checks, tt.requests)
+				// One reservation, settled once, covers every try.
+				if m.checks != 1 || m.settles != 1 {
+					t.Errorf("%d reservations, %d settled; want one of each", m.checks, m.settles)
 				}
 			})
 		}
 	}
 }
 
-// TestRetryChecksTheBudget: a budget spent while the gateway waited stops
-// the retry, with the meter's own error.
-func TestRetryChecksTheBudget(t *testing.T) {
+// TestRetryKeepsItsReservation: the retries of a call are made under the
+// reservation made before its first try, settled once at the end.
+func TestRetryKeepsItsReservation(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			p, g, _ := newWaiting(t, modeltest.Sequence(modeltest.RateLimited("1"), modeltest.Text("too late")))
-			refusal := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "token budget reached"}
-			m := &meter{checkErr: refusal, refuseAt: 2}
-			_, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream)
-			if err != refusal {
-				t.Errorf("Complete error = %v, want the meter's own error unchanged", err)
+			p, g, _ := newWaiting(t, modeltest.Sequence(modeltest.RateLimited("1"), modeltest.Text("in time")))
+			m := &meter{}
+			if _, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream); err != nil {
+				t.Fatal(err)
 			}
-			if n := len(p.Requests()); n != 1 || m.checks != 2 {
-				t.Errorf("fake provider got %d requests after %d checks, want 1 after 2", n, m.checks)
+			if n := len(p.Requests()); n != 2 || m.checks != 1 || m.settles != 1 || len(m.recorded) != 1 {
+				t.Errorf("provider got %d requests, %d reservations, %d settled, recorded %v; want 2, 1, 1 and the usage", n, m.checks, m.settles, m.recorded)
 			}
 		})
 	}

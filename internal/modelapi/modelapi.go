@@ -41,12 +41,14 @@ type Runs interface {
 type Grant interface {
 	Run() string   // the run it belongs to
 	Model() string // the model it is made with
-	// Check refuses a call past the agent's budget or its tree's token
-	// cap (EADMISSION); requestBytes is the call's size, for the tree's
-	// reservation, which Record ends.
-	Check(ctx context.Context, requestBytes int) error
-	// Record meters and traces the call.
-	Record(ctx context.Context, u gateway.Usage, c runner.Call) error
+	// Reserve holds the call's ceiling (gateway.Ceiling) on the agent's
+	// budget and under its tree's token cap, and refuses (EADMISSION) a
+	// call they cannot hold. Record settles it.
+	Reserve(ctx context.Context, ceiling int64) error
+	// Record settles, meters and traces the call: the usage as the
+	// provider reported it (or as the protocol estimated it), which the
+	// runner takes only when it is a possible one (corral.Charge).
+	Record(ctx context.Context, u gateway.Usage, reported bool, c runner.Call) error
 	// Tools are the tools the run's MCP server offers (the delegation
 	// tools; none when the server offers no delegation).
 	Tools() []gateway.Tool
@@ -71,6 +73,9 @@ func (rr runnerRuns) Authorize(ctx context.Context, token string) (Grant, error)
 
 // Upstream sends a Chat Completions call to the provider (gateway.Gateway).
 type Upstream interface {
+	// MaxOutput is the output cap every call is sent with, and the Chat
+	// Completions field that carries it.
+	MaxOutput() (field string, n int64)
 	Forward(ctx context.Context, model string, body []byte) (*http.Response, error)
 	// ModelName is the model an agent set to model calls.
 	ModelName(model string) string
@@ -94,6 +99,13 @@ func Handler(runs Runs, up Upstream, log *slog.Logger) http.Handler {
 		protocol.WriteError(w, protocolOf(r), http.StatusNotFound, "Corral's gateway serves /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /mcp")
 	})
 	return mux
+}
+
+// nativeOutputField is the field of a passed-through call's request that
+// caps its output.
+var nativeOutputField = map[protocol.Protocol]string{
+	protocol.Responses: "max_output_tokens",
+	protocol.Messages:  "max_tokens",
 }
 
 type server struct {
@@ -161,8 +173,22 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 				return
 			}
 		}
+		// The call goes with an output cap, so that its ceiling bounds
+		// what it can spend.
+		field, limit := s.up.MaxOutput()
+		fields := []string{field, "max_tokens", "max_completion_tokens"}
+		sent := &call.Chat
+		if native {
+			fields, sent = []string{nativeOutputField[p]}, &body
+		}
+		out, err := protocol.CapOutput(*sent, limit, fields...)
+		if err != nil {
+			protocol.WriteError(w, p, http.StatusBadRequest, corral.ErrorMessage(err))
+			return
+		}
+		*sent = out
 		rec := runner.Call{Protocol: p.String(), Dropped: call.Dropped}
-		if err := g.Check(r.Context(), len(body)); err != nil {
+		if err := g.Reserve(r.Context(), gateway.Ceiling(len(*sent), limit)); err != nil {
 			if corral.ErrorCode(err) == corral.EADMISSION {
 				protocol.WriteBudget(w, p, corral.ErrorMessage(err))
 				return
@@ -183,7 +209,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		}
 		if err != nil {
 			rec.Error = corral.ErrorMessage(err)
-			g.Record(r.Context(), gateway.Usage{}, rec)
+			g.Record(r.Context(), gateway.Usage{}, true, rec)
 			protocol.WriteError(w, p, http.StatusBadGateway, corral.ErrorMessage(err))
 			return
 		}
@@ -198,7 +224,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		if res.Err != nil {
 			rec.Error = res.Err.Error()
 		}
-		if err := g.Record(r.Context(), gateway.Usage{Input: res.Usage.Input, Output: res.Usage.Output}, rec); err != nil {
+		if err := g.Record(r.Context(), gateway.Usage{Input: res.Usage.Input, Output: res.Usage.Output}, true, rec); err != nil {
 			s.log.Error("metering a model call", "run", g.Run(), "err", err)
 		}
 	}

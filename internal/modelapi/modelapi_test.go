@@ -34,11 +34,11 @@ func (runs) Authorize(ctx context.Context, token string) (Grant, error) {
 // grant is run_a's: any call is within its budget.
 type grant struct{}
 
-func (grant) Run() string                                              { return "run_a" }
-func (grant) Model() string                                            { return "test-model" }
-func (grant) Check(context.Context, int) error                         { return nil }
-func (grant) Record(context.Context, gateway.Usage, runner.Call) error { return nil }
-func (grant) Tools() []gateway.Tool                                    { return nil }
+func (grant) Run() string                                                    { return "run_a" }
+func (grant) Model() string                                                  { return "test-model" }
+func (grant) Reserve(context.Context, int64) error                           { return nil }
+func (grant) Record(context.Context, gateway.Usage, bool, runner.Call) error { return nil }
+func (grant) Tools() []gateway.Tool                                          { return nil }
 func (grant) CallTool(context.Context, string, string) (string, bool) {
 	return "error: no tools", true
 }
@@ -48,8 +48,9 @@ type upstream struct{}
 func (upstream) Forward(ctx context.Context, model string, body []byte) (*http.Response, error) {
 	return nil, fmt.Errorf("not called in these tests")
 }
-func (upstream) ModelName(m string) string { return m }
-func (upstream) Native(string) bool        { return false }
+func (upstream) ModelName(m string) string  { return m }
+func (upstream) MaxOutput() (string, int64) { return "max_tokens", gateway.DefaultMaxOutput }
+func (upstream) Native(string) bool         { return false }
 func (upstream) ForwardNative(context.Context, string, string, http.Header, []byte) (*http.Response, error) {
 	return nil, fmt.Errorf("not called in these tests")
 }
@@ -153,7 +154,7 @@ type recorded struct {
 	calls []runner.Call
 }
 
-func (g *recorded) Record(_ context.Context, u gateway.Usage, c runner.Call) error {
+func (g *recorded) Record(_ context.Context, u gateway.Usage, _ bool, c runner.Call) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.usage, g.calls = append(g.usage, u), append(g.calls, c)

@@ -180,8 +180,8 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		}
 	}
 	a.mu.Lock()
-	budget, treeSpent := a.budgetHit, a.treeSpent
-	a.budgetHit, a.treeSpent = false, ""
+	need, treeSpent := a.budgetNeed, a.treeSpent
+	a.budgetNeed, a.treeSpent = 0, ""
 	a.mu.Unlock()
 	switch out, done := r.interrupted(a, runCtx); {
 	case done:
@@ -193,8 +193,8 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 	case exit.Violation != "":
 		return outcome{status: corral.RunErrored, violation: exit.Violation,
 			reason: fmt.Sprintf("the %s CLI crossed the sandbox's %s limit", run.Driver, exit.Violation)}, agent, true
-	case budget:
-		return outcome{status: corral.RunPaused}, agent, true
+	case need > 0:
+		return outcome{status: corral.RunPaused, need: need}, agent, true
 	case exit.Code != 0:
 		return outcome{status: corral.RunErrored, answer: answer,
 			reason: fmt.Sprintf("the %s CLI exited with status %d", run.Driver, exit.Code)}, agent, true

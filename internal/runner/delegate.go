@@ -71,7 +71,7 @@ var DelegationTools = []gateway.Tool{
 					"description": "optional narrowing of what it may do",
 					"properties": map[string]any{
 						"fs":            map[string]any{"type": "string", "enum": []string{corral.FSReadOnly, corral.FSReadWrite}},
-						"budget_tokens": map[string]any{"type": "integer", "minimum": 1},
+						"budget_tokens": map[string]any{"type": "integer", "minimum": 1, "description": "its token budget, carved out of what your budget has left (half of it when not given)"},
 						"limits": map[string]any{"type": "object", "properties": map[string]any{
 							"max_runs": map[string]any{"type": "integer"}, "run_timeout_s": map[string]any{"type": "integer"},
 							"cpu_millis": map[string]any{"type": "integer"}, "memory_bytes": map[string]any{"type": "integer"},

@@ -41,7 +41,8 @@ type Grant struct {
 	model          string // the agent's model: what the call is sent as
 	r              *Runner
 	a              *active
-	release        func() // the call's reservation under the tree's cap, once Check made it
+	hold           *hold  // the call's reservation on the agent's budget, once Reserve made it
+	release        func() // the call's reservation under the tree's cap, once Reserve made it
 }
 
 // Run is the run the call belongs to.
@@ -84,34 +85,36 @@ func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
 	return &Grant{runID: run.ID, agentID: agent.ID, model: r.model.ModelName(agent.Model), r: r, a: a}, nil
 }
 
-// Check refuses a call when the agent's budget is spent (or the agent is
+// Reserve holds the call's ceiling (gateway.Ceiling) on the agent's
+// budget, and refuses it when the budget cannot hold it (or the agent is
 // paused): the run then pauses when its CLI has ended, as a built-in run
-// pauses at its budget. It then reserves the call, of requestBytes, under
-// the tree's token cap, and refuses it when the tree's tokens are spent:
-// the run then ends when its CLI has. Record ends the reservation.
-func (g *Grant) Check(ctx context.Context, requestBytes int) error {
-	m := meter{r: g.r, runID: g.runID, agentID: g.agentID}
-	err := m.Check(ctx)
-	if err == errBudget {
+// pauses at its budget. It then reserves the call under the tree's token
+// cap, and refuses it when the tree's tokens are spent: the run then ends
+// when its CLI has. Record settles both.
+func (g *Grant) Reserve(ctx context.Context, ceiling int64) error {
+	h, err := g.r.reserve(ctx, g.agentID, g.runID, ceiling)
+	if refused := (budgetRefused{}); errors.As(err, &refused) {
 		g.a.mu.Lock()
-		g.a.budgetHit = true
+		g.a.budgetNeed = max(g.a.budgetNeed, refused.need)
 		g.a.mu.Unlock()
 	}
 	if err != nil {
 		return err
 	}
-	release, err := g.r.reserveTree(ctx, g.a.run, requestBytes)
+	release, err := g.r.reserveTree(ctx, g.a.run, int(ceiling))
 	var spent errTreeSpent
 	if errors.As(err, &spent) {
+		h.settle(ctx, gateway.Usage{}, true, nil)
 		g.a.mu.Lock()
 		g.a.treeSpent = spent.Error()
 		g.a.mu.Unlock()
 		return corral.Errorf(corral.EADMISSION, "%s: the run ends", spent.Error())
 	}
 	if err != nil {
+		h.settle(ctx, gateway.Usage{}, true, nil)
 		return err
 	}
-	g.release = release
+	g.hold, g.release = h, release
 	return nil
 }
 
@@ -126,9 +129,11 @@ type Call struct {
 	Error     string   // what went wrong, for the trace (never a secret)
 }
 
-// Record meters a call's usage on the run and its agent, as the provider
-// reported it (or, without a report, as estimated), and traces the call.
-func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
+// Record settles the call's reservation with its usage as the provider
+// reported it (reported false: it reported none, or an answer came with
+// none), metered at the call's ceiling when that usage is missing or
+// impossible, and traces the call.
+func (g *Grant) Record(ctx context.Context, u gateway.Usage, reported bool, c Call) error {
 	ctx = context.WithoutCancel(ctx)
 	if g.release != nil {
 		// After the usage is stored, so the next call of the tree sees it.
@@ -137,11 +142,10 @@ func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
 	if len(c.Dropped) > 0 {
 		g.r.record(ctx, g.runID, trace.GatewayNote, map[string]any{"protocol": c.Protocol, "dropped": c.Dropped})
 	}
-	b, err := g.r.store.AddUsage(ctx, g.runID, corral.Tokens{Input: u.Input, Output: u.Output})
-	data := map[string]any{
-		"input": u.Input, "output": u.Output, "budget_used": b.Used, "budget_tokens": b.Tokens,
-		"protocol": c.Protocol, "model": c.Model, "status": c.Status,
+	if g.hold == nil {
+		return corral.Errorf(corral.EINVALID, "a call settled without a reservation")
 	}
+	data := map[string]any{"protocol": c.Protocol, "model": c.Model, "status": c.Status}
 	if c.Estimated {
 		data["estimated"] = true
 	}
@@ -151,7 +155,8 @@ func (g *Grant) Record(ctx context.Context, u gateway.Usage, c Call) error {
 	if c.Error != "" {
 		data["error"] = c.Error
 	}
-	g.r.record(ctx, g.runID, trace.Usage, data)
+	_, err := g.hold.settle(ctx, u, reported, data)
+	g.hold = nil
 	return err
 }
 

@@ -8,33 +8,92 @@ import (
 	"corral/internal/trace"
 )
 
-// errBudget is the meter's refusal: the agent's budget is spent.
-var errBudget = corral.Errorf(corral.EADMISSION, "the agent's token budget is spent: the run pauses until its owner raises the budget")
+// errBudget is the meter's refusal: the agent's budget cannot hold the
+// next call (a budgetRefused says how much it needed).
+var errBudget = corral.Errorf(corral.EADMISSION, "the agent's token budget cannot hold the next model call: the run pauses until its owner raises the budget")
 
-// meter checks an agent's budget before each model call and records each
-// call's usage, as the provider reported it, on the run and the agent.
+// budgetRefused is errBudget for a call that needed need tokens left.
+type budgetRefused struct{ need int64 }
+
+func (e budgetRefused) Error() string        { return errBudget.Error() }
+func (e budgetRefused) Is(target error) bool { return target == errBudget }
+func (e budgetRefused) Unwrap() error        { return errBudget }
+
+// meter reserves each model call's ceiling on the agent's budget before
+// the call is sent and settles it on the provider's usage, on the run and
+// the agent (gateway.Meter).
 type meter struct {
 	r       *Runner
 	runID   string
 	agentID string
 }
 
-func (m *meter) Check(ctx context.Context) error {
-	a, err := m.r.store.Agent(ctx, m.agentID, "")
+func (m *meter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle, error) {
+	h, err := m.r.reserve(ctx, m.agentID, m.runID, ceiling)
 	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, u gateway.Usage, reported bool) error {
+		_, err := h.settle(ctx, u, reported, nil)
 		return err
-	}
-	if a.Budget.Spent() || a.State == corral.StatePaused {
-		return errBudget
-	}
-	return nil
+	}, nil
 }
 
-func (m *meter) Record(ctx context.Context, u gateway.Usage) error {
+// hold is one call's reservation.
+type hold struct {
+	r       *Runner
+	runID   string
+	id      string
+	ceiling int64
+}
+
+// reserve holds ceiling tokens of the agent's budget for one call of run
+// runID: a budgetRefused when the agent is paused or its budget cannot
+// hold it.
+func (r *Runner) reserve(ctx context.Context, agentID, runID string, ceiling int64) (*hold, error) {
+	a, err := r.store.Agent(ctx, agentID, "")
+	if err != nil {
+		return nil, err
+	}
+	if a.State == corral.StatePaused {
+		return nil, budgetRefused{need: 1}
+	}
+	res, err := r.store.Reserve(ctx, agentID, runID, ceiling)
+	if corral.ErrorCode(err) == corral.EADMISSION {
+		r.record(ctx, runID, trace.GatewayNote, map[string]any{
+			"budget_refused": ceiling, "budget_tokens": a.Budget.Tokens, "budget_used": a.Budget.Used,
+		})
+		return nil, budgetRefused{need: ceiling}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &hold{r: r, runID: runID, id: res.ID, ceiling: ceiling}, nil
+}
+
+// settle meters the call at what its provider reported, or at its
+// ceiling when that is missing or impossible (corral.Charge), and traces
+// it with extra (the CLI call's facts). A call that got no answer
+// (reported, no tokens) leaves no usage event.
+func (h *hold) settle(ctx context.Context, u gateway.Usage, reported bool, extra map[string]any) (corral.Budget, error) {
 	ctx = context.WithoutCancel(ctx)
-	b, err := m.r.store.AddUsage(ctx, m.runID, corral.Tokens{Input: u.Input, Output: u.Output})
-	m.r.record(ctx, m.runID, trace.Usage, map[string]int64{
-		"input": u.Input, "output": u.Output, "budget_used": b.Used, "budget_tokens": b.Tokens,
-	})
-	return err
+	t, asReported := corral.Charge(corral.Tokens{Input: u.Input, Output: u.Output}, reported, h.ceiling)
+	b, err := h.r.store.Settle(ctx, h.id, t)
+	if t == (corral.Tokens{}) && extra == nil {
+		return b, err
+	}
+	data := map[string]any{"input": t.Input, "output": t.Output, "budget_used": b.Used, "budget_tokens": b.Tokens}
+	if !asReported {
+		// What the provider said, when it said anything, for whoever
+		// reads the trace: the call is metered at its ceiling.
+		data["metered_at_ceiling"] = h.ceiling
+		if reported {
+			data["reported_input"], data["reported_output"] = u.Input, u.Output
+		}
+	}
+	for k, v := range extra {
+		data[k] = v
+	}
+	h.r.record(ctx, h.runID, trace.Usage, data)
+	return b, err
 }

@@ -6,14 +6,16 @@ package runner
 
 import (
 	"context"
+	"fmt"
 
 	"corral"
 	"corral/internal/trace"
 )
 
-// pause parks a run whose agent ran out of budget. Its stage and
-// checkpoint stay; raising the budget resumes it (Resume).
-func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent) {
+// pause parks a run whose agent's budget could not hold its next call,
+// one that needed need tokens left. Its stage and checkpoint stay;
+// raising the budget resumes it (Resume).
+func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent, need int64) {
 	// The agent and the trace first, so whoever sees the run paused sees
 	// the agent paused and the trace ending in the pause.
 	if _, err := r.store.SetAgentState(ctx, run.AgentID, corral.StatePaused, corral.StateActive); err != nil {
@@ -22,15 +24,18 @@ func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent) 
 	if now, err := r.store.Agent(ctx, run.AgentID, ""); err == nil {
 		agent = now
 	}
-	r.record(ctx, run.ID, trace.Paused, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used})
+	r.record(ctx, run.ID, trace.Paused, map[string]any{"budget_tokens": agent.Budget.Tokens, "budget_used": agent.Budget.Used, "budget_needed": need})
 	from := run.Status
 	run.Status = corral.RunPaused
+	run.Reason = fmt.Sprintf("the agent's token budget cannot hold the next model call: it may take up to %d tokens, and %d of %d are left; raise the budget to go on",
+		need, max(0, agent.Budget.Left()), agent.Budget.Tokens)
 	if err := r.store.UpdateRun(ctx, run, from); err != nil {
 		r.cfg.Log.Error("run's pause not recorded", "run", run.ID, "err", err)
 		return
 	}
-	// The budget may have been raised between the check and the pause.
-	if err := r.Resume(ctx, run.AgentID); err != nil {
+	// The budget may have been raised between the check and the pause:
+	// enough for the call refused, or the run would pause again at once.
+	if err := r.resume(ctx, run.AgentID, need); err != nil {
 		r.cfg.Log.Error("resuming", "agent", run.AgentID, "err", err)
 	}
 }
@@ -39,11 +44,16 @@ func (r *Runner) pause(ctx context.Context, run corral.Run, agent corral.Agent) 
 // again, each from its checkpoint. It is safe to call at any time: a run
 // is resumed at most once.
 func (r *Runner) Resume(ctx context.Context, agentID string) error {
+	return r.resume(ctx, agentID, 1)
+}
+
+// resume is Resume when a call needs need tokens left.
+func (r *Runner) resume(ctx context.Context, agentID string, need int64) error {
 	agent, err := r.store.Agent(ctx, agentID, "")
 	if err != nil {
 		return err
 	}
-	if agent.Budget.Spent() {
+	if agent.Budget.Tokens > 0 && agent.Budget.Left() < need {
 		return nil
 	}
 	if agent.State == corral.StatePaused {
@@ -158,6 +168,14 @@ func (r *Runner) proposeStaged(ctx context.Context, run *corral.Run) {
 // checkpoint. Paused runs whose agent may go on are resumed. It returns
 // how many runs it reconciled and how many it re-attached.
 func (r *Runner) Reconcile(ctx context.Context) (reconciled, reattached int, err error) {
+	// The calls in flight when the server stopped were sent, and their
+	// usage never came: each is metered at its ceiling, so a crash never
+	// turns spent tokens into free ones.
+	if n, err := r.store.SettleLeftover(ctx); err != nil {
+		return 0, 0, err
+	} else if n > 0 {
+		r.cfg.Log.Warn("model calls in flight when the server stopped metered at their ceilings", "calls", n)
+	}
 	left, err := r.store.RunsIn(ctx, corral.RunAdmitted, corral.RunRunning)
 	if err != nil {
 		return 0, 0, err

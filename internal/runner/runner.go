@@ -149,9 +149,10 @@ type active struct {
 	cmdID    string  // the tool command running now in the run's session, if any
 	callID   string  // its tool call
 	out      *output // and its output so far
-	// budgetHit: the gateway refused one of the run's CLI's model calls
-	// for the agent's budget; the run pauses when its CLI has ended.
-	budgetHit bool
+	// budgetNeed: the gateway refused one of the run's CLI's model calls
+	// for the agent's budget, one that needed this many tokens left; the
+	// run pauses when its CLI has ended.
+	budgetNeed int64
 	// treeSpent: it refused one for the tree's token cap (why, in words);
 	// the run ends when its CLI has.
 	treeSpent string
@@ -299,6 +300,9 @@ type outcome struct {
 	// waitingFor: with status RunPaused, the delegated run whose pause
 	// paused this one (its agent's budget is not spent).
 	waitingFor string
+	// need: with status RunPaused on the budget, what the refused call
+	// needed left to go out.
+	need int64
 }
 
 // execute runs a's loop from its start (msg non-nil) or from its
@@ -318,7 +322,7 @@ func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 		r.pauseWaiting(ctx, a.run, out.waitingFor)
 	case out.status == corral.RunPaused:
 		r.endSession(a.run.ID)
-		r.pause(ctx, a.run, agent)
+		r.pause(ctx, a.run, agent, out.need)
 	default:
 		// Nothing runs any more when the manifest is taken.
 		r.endSession(a.run.ID)
@@ -445,8 +449,8 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		}
 		resp, err := r.model.Complete(runCtx, req, m)
 		release()
-		if errors.Is(err, errBudget) {
-			return outcome{status: corral.RunPaused}, agent, true
+		if refused := (budgetRefused{}); errors.As(err, &refused) {
+			return outcome{status: corral.RunPaused, need: refused.need}, agent, true
 		}
 		if err != nil {
 			if out, done := r.interrupted(a, runCtx); done {

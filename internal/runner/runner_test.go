@@ -522,3 +522,23 @@ func TestBackgroundProcessesLiveUntilTheRunEnds(t *testing.T) {
 		t.Fatalf("the background process outlived its run: %v", procs)
 	}
 }
+
+// TestReconcileMetersCallsInFlight: a model call in flight when the
+// server stopped was sent, and its usage never came: the next start
+// meters it at the ceiling it reserved, so a crash frees no tokens.
+func TestReconcileMetersCallsInFlight(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, modeltest.Sequence())
+	agent := h.agent(corral.Limits{})
+	if _, err := h.db.Reserve(ctx, agent.ID, "", 4321); err != nil {
+		t.Fatal(err)
+	}
+	r := h.newRunner(h.db, h.gateway, runner.Config{})
+	if _, _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.db.Agent(ctx, agent.ID, "")
+	if err != nil || got.Budget.Used != 4321 || got.Budget.Reserved != 0 {
+		t.Fatalf("budget after Reconcile = %+v, %v; want the call in flight used at its ceiling", got.Budget, err)
+	}
+}

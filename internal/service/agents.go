@@ -133,6 +133,12 @@ func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (
 // create makes an agent owned by the actor; byRun is the run whose
 // create_agent asked for it, "" for a person.
 func (s *Agents) create(ctx context.Context, actor corral.User, in AgentInput, byRun string) (corral.Agent, error) {
+	return s.createFrom(ctx, actor, in, byRun, "")
+}
+
+// createFrom is create, the new agent's budget carved out of parentID's
+// when parentID is not "" and the new agent has a budget.
+func (s *Agents) createFrom(ctx context.Context, actor corral.User, in AgentInput, byRun, parentID string) (corral.Agent, error) {
 	if in.Name == nil {
 		return corral.Agent{}, corral.Errorf(corral.EINVALID, "name is required")
 	}
@@ -151,7 +157,13 @@ func (s *Agents) create(ctx context.Context, actor corral.User, in AgentInput, b
 	if err := apply(&a, in); err != nil {
 		return corral.Agent{}, err
 	}
-	if err := s.store.CreateAgent(ctx, a); err != nil {
+	var err error
+	if parentID != "" && a.Budget.Tokens > 0 {
+		err = s.store.CreateAgentFrom(ctx, a, parentID)
+	} else {
+		err = s.store.CreateAgent(ctx, a)
+	}
+	if err != nil {
 		return corral.Agent{}, err
 	}
 	return a, nil

@@ -155,7 +155,7 @@ func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec co
 		return corral.Agent{}, &corral.Error{Code: corral.EADMISSION, Reason: "delegation_create",
 			Message: fmt.Sprintf("refused by the agent creation cap (%d, --delegation-create): this tree has created as many agents as it may", d.caps.Create)}
 	}
-	return d.agents.create(ctx, actor, in, parent.ID)
+	return d.agents.createFrom(ctx, actor, in, parent.ID, p.ID)
 }
 
 // narrower builds the new agent's settings from the parent agent p and
@@ -218,20 +218,22 @@ func narrower(p corral.Agent, spec corral.AgentSpec) (AgentInput, error) {
 		*f.dst = &v
 	}
 	in.Limits = limits
-	budget := int64(0)
-	if p.Budget.Tokens > 0 {
-		left := p.Budget.Tokens - p.Budget.Used
-		if left <= 0 {
-			return AgentInput{}, corral.Errorf(corral.EADMISSION, "this agent's token budget is spent: it cannot give a new agent any")
-		}
-		budget = left
+	// A new agent's budget is carved out of what this one has left (the
+	// store takes it from this agent's remainder when it stores the new
+	// one), never added beside it: half of it unless one is asked for.
+	budget, left := int64(0), p.Budget.Left()
+	if left == 0 {
+		return AgentInput{}, corral.Errorf(corral.EADMISSION, "this agent's token budget is spent: it cannot give a new agent any")
+	}
+	if left > 0 {
+		budget = max(1, left/2)
 	}
 	if b := spec.BudgetTokens; b != 0 {
 		switch {
 		case b < 0:
 			return AgentInput{}, corral.Errorf(corral.EINVALID, "budget_tokens must be positive")
-		case budget > 0 && b > budget:
-			return AgentInput{}, corral.Errorf(corral.EINVALID, "budget_tokens %d is above what this agent has left (%d)", b, budget)
+		case left > 0 && b > left:
+			return AgentInput{}, corral.Errorf(corral.EINVALID, "budget_tokens %d is above what this agent has left (%d): a new agent's budget is carved out of it", b, left)
 		default:
 			budget = b
 		}

@@ -19,8 +19,10 @@ import (
 // agents with the caller's level, and the budget embeddings are metered on.
 type DocumentStore interface {
 	agentReader
-	// AddAgentUsage adds tokens spent for an agent outside any run.
-	AddAgentUsage(ctx context.Context, agentID string, tokens int64) (corral.Budget, error)
+	// Reserve and Settle meter tokens spent for an agent outside any run
+	// (runID "") on its budget.
+	Reserve(ctx context.Context, agentID, runID string, tokens int64) (corral.Reservation, error)
+	Settle(ctx context.Context, id string, t corral.Tokens) (corral.Budget, error)
 }
 
 // Embeddings is the gateway's embeddings endpoint.
@@ -333,7 +335,8 @@ func (d *Documents) embedder(m gateway.Meter) retrieval.Embedder {
 }
 
 // agentMeter meters embeddings made for an agent outside a run on the
-// agent's budget: refused once it is spent.
+// agent's budget: each reserves its ceiling first, refused when the
+// budget cannot hold it.
 func (d *Documents) agentMeter(agentID string) gateway.Meter {
 	return agentMeter{store: d.store, agentID: agentID}
 }
@@ -343,31 +346,30 @@ type agentMeter struct {
 	agentID string
 }
 
-func (m agentMeter) Check(ctx context.Context) error {
-	a, err := m.store.Agent(ctx, m.agentID, "")
+func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle, error) {
+	res, err := m.store.Reserve(ctx, m.agentID, "", ceiling)
+	if corral.ErrorCode(err) == corral.EADMISSION {
+		return nil, corral.Errorf(corral.EADMISSION, "the agent's token budget cannot hold this: %s", corral.ErrorMessage(err))
+	}
 	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, u gateway.Usage, reported bool) error {
+		t, _ := corral.Charge(corral.Tokens{Input: u.Input, Output: u.Output}, reported, ceiling)
+		_, err := m.store.Settle(context.WithoutCancel(ctx), res.ID, t)
 		return err
-	}
-	if a.Budget.Spent() {
-		return corral.Errorf(corral.EADMISSION, "the agent's token budget is spent")
-	}
-	return nil
-}
-
-func (m agentMeter) Record(ctx context.Context, u gateway.Usage) error {
-	_, err := m.store.AddAgentUsage(ctx, m.agentID, u.Input+u.Output)
-	return err
+	}, nil
 }
 
 // libraryMeter meters the embeddings of a library document, which
 // belongs to no agent and so to no budget: the tokens are logged.
 type libraryMeter struct{ log *slog.Logger }
 
-func (libraryMeter) Check(context.Context) error { return nil }
-
-func (m libraryMeter) Record(_ context.Context, u gateway.Usage) error {
-	m.log.Info("library document embedded", "tokens", u.Input+u.Output)
-	return nil
+func (m libraryMeter) Reserve(context.Context, int64) (gateway.Settle, error) {
+	return func(_ context.Context, u gateway.Usage, _ bool) error {
+		m.log.Info("library document embedded", "tokens", u.Input+u.Output)
+		return nil
+	}, nil
 }
 
 func libraryCheck(actor corral.User, author bool, action access.LibraryAction) error {

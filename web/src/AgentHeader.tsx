@@ -75,7 +75,8 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
       {agent.state === 'paused' && (
         <div className="banner warn">
           <p>
-            This agent is paused: its token budget is spent ({agent.budget.used} of {agent.budget.tokens} tokens).
+            This agent is paused: its token budget cannot hold its next model call ({agent.budget.used} of{' '}
+            {agent.budget.tokens} tokens used, {agent.budget.left ?? 0} left).
             {can(agent.access, 'setBudget') ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
           </p>
         </div>

@@ -17,7 +17,7 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
     access,
     policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
     limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
-    budget: { tokens: 0, used: 0 },
+    budget: { tokens: 0, used: 0, reserved: 0, left: null },
     state: 'active',
     created_at: '2025-01-01T00:00:00Z',
     updated_at: '2025-01-01T00:00:00Z',

@@ -72,7 +72,7 @@ describe('toTimelineItem', () => {
     {
       name: 'paused',
       event: ev(9, 'paused', { budget_used: 100, budget_tokens: 100 }),
-      title: 'Paused: the token budget is spent',
+      title: 'Paused: the token budget cannot hold the next model call',
       facts: ['budget 100 of 100 tokens'],
       tone: 'warn',
     },

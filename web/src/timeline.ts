@@ -247,7 +247,9 @@ export function toTimelineItem(ev: TraceEvent, opts: TimelineOptions = {}): Time
       }
       const b = budgetFact(d)
       if (b) facts.push(b)
-      return { ...base, title: 'Paused: the token budget is spent', facts, tone: 'warn' }
+      const needed = num(d.budget_needed)
+      if (needed) facts.push(`the next call needs up to ${needed} tokens left`)
+      return { ...base, title: 'Paused: the token budget cannot hold the next model call', facts, tone: 'warn' }
     }
     case 'resumed': {
       const b = budgetFact(d)

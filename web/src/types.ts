@@ -47,6 +47,10 @@ export interface Limits {
 export interface Budget {
   tokens: number
   used: number
+  /** The ceilings of the model calls in flight. */
+  reserved: number
+  /** What a new call may still reserve; null for an unlimited budget. */
+  left: number | null
 }
 
 export type AgentState = 'active' | 'paused' | 'quarantined'

@@ -98,9 +98,7 @@ func TestAdmit(t *testing.T) {
 		{"first is admitted", "", nil, [2]int64{0, 0}, corral.StateActive, 0, true},
 		{"busy while the first is active", corral.ReasonBusy, nil, [2]int64{1, 1}, corral.StateActive, 0, false},
 		{"admitted once the first completed", "", func() {
-			if _, err := db.AddUsage(ctx, first.ID, corral.Tokens{Input: 30, Output: 12}); err != nil {
-				t.Fatal(err)
-			}
+			addUsage(t, db, first.ID, corral.Tokens{Input: 30, Output: 12})
 			mustUpdateRun(t, db, first, corral.RunCompleted, "", t0.Add(time.Minute))
 		}, [2]int64{1, 0}, corral.StateActive, 42, true},
 		{"refused while quarantined", corral.ReasonQuarantined, func() {

@@ -21,7 +21,7 @@ const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
 	a.disk_bytes, a.disk_inodes, a.pending_disk_bytes,
-	a.budget_tokens, a.budget_used, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run,
+	a.budget_tokens, a.budget_used, a.budget_reserved, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run,
 	(SELECT count(*) FROM change_sets p WHERE p.agent_id = a.id AND p.status = 'pending')`
 
 // rank returns SQL that turns the level name in col into its corral.Level
@@ -104,7 +104,7 @@ func scanAgent(s scanner) (corral.Agent, error) {
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
 		&a.Limits.DiskBytes, &a.Limits.DiskInodes, &a.Limits.PendingDiskBytes,
-		&a.Budget.Tokens, &a.Budget.Used, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun,
+		&a.Budget.Tokens, &a.Budget.Used, &a.Budget.Reserved, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun,
 		&a.PendingChanges, &access)
 	if err != nil {
 		return corral.Agent{}, err
@@ -131,16 +131,23 @@ func scanAgent(s scanner) (corral.Agent, error) {
 
 // CreateAgent stores a new agent owned by a.Owner.ID. Access is ignored.
 func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
+	return insertAgent(ctx, db.w, db.orNow(a.CreatedAt), a)
+}
+
+// insertAgent stores a, created at created, through x (the writer or
+// one of its transactions).
+func insertAgent(ctx context.Context, x interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, created time.Time, a corral.Agent) error {
 	const op = "sqlite.CreateAgent"
 	if err := needID(op, a.ID); err != nil {
 		return err
 	}
-	created := db.orNow(a.CreatedAt)
 	updated := a.UpdatedAt
 	if updated.IsZero() {
 		updated = created
 	}
-	_, err := db.exec(ctx, `
+	_, err := x.ExecContext(ctx, `
 		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
 			disk_bytes, disk_inodes, pending_disk_bytes,

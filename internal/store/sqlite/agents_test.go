@@ -14,7 +14,19 @@ import (
 // mustAgent creates an agent of owner created at t0 plus offset.
 func mustAgent(t *testing.T, db *DB, owner corral.User, name string, offset time.Duration) corral.Agent {
 	t.Helper()
-	a := corral.Agent{
+	a := mustAgentValue(owner, name)
+	a.CreatedAt = t0.Add(offset)
+	if err := db.CreateAgent(context.Background(), a); err != nil {
+		t.Fatalf("CreateAgent(%s): %v", name, err)
+	}
+	a.UpdatedAt = a.CreatedAt
+	a.Access = corral.LevelOwner
+	return a
+}
+
+// mustAgentValue is a new agent of owner, not stored.
+func mustAgentValue(owner corral.User, name string) corral.Agent {
+	return corral.Agent{
 		ID:     corral.NewID("agt"),
 		Name:   name,
 		Owner:  corral.UserRef{ID: owner.ID, Name: owner.Name},
@@ -22,14 +34,8 @@ func mustAgent(t *testing.T, db *DB, owner corral.User, name string, offset time
 		State:  corral.StateActive,
 		// Access is not stored; a stray value must not matter.
 		Access:    corral.LevelViewer,
-		CreatedAt: t0.Add(offset),
+		CreatedAt: t0,
 	}
-	if err := db.CreateAgent(context.Background(), a); err != nil {
-		t.Fatalf("CreateAgent(%s): %v", name, err)
-	}
-	a.UpdatedAt = a.CreatedAt
-	a.Access = corral.LevelOwner
-	return a
 }
 
 // mustLink creates a link on agent and has member join it.

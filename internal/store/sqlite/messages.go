@@ -129,23 +129,3 @@ func encodeSources(s []corral.Source) (sql.NullString, error) {
 	b, err := json.Marshal(s)
 	return sql.NullString{String: string(b), Valid: true}, err
 }
-
-// AddAgentUsage adds tokens spent for an agent outside any run (the
-// embeddings of its documents, a person's search of them) to its budget.
-func (db *DB) AddAgentUsage(ctx context.Context, agentID string, tokens int64) (corral.Budget, error) {
-	const op = "sqlite.AddAgentUsage"
-	if tokens < 0 {
-		return corral.Budget{}, corral.Errorf(corral.EINVALID, "token counts cannot be negative")
-	}
-	var b corral.Budget
-	err := db.w.QueryRowContext(ctx, `
-		UPDATE agents SET budget_used = budget_used + ?
-		WHERE id = ? RETURNING budget_tokens, budget_used`, tokens, agentID).Scan(&b.Tokens, &b.Used)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return corral.Budget{}, corral.NotFound("agent")
-	case err != nil:
-		return corral.Budget{}, corral.Internal(op, err)
-	}
-	return b, nil
-}

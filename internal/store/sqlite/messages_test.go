@@ -147,27 +147,6 @@ func TestMessageSources(t *testing.T) {
 	}
 }
 
-// TestAddAgentUsage: tokens spent outside a run count on the agent's budget.
-func TestAddAgentUsage(t *testing.T) {
-	ctx := context.Background()
-	db := newDB(t)
-	owner := mustUser(t, db, "owner")
-	a := mustAgent(t, db, owner, "a", 0)
-	if _, err := db.AddAgentUsage(ctx, a.ID, 40); err != nil {
-		t.Fatal(err)
-	}
-	b, err := db.AddAgentUsage(ctx, a.ID, 2)
-	if err != nil || b.Used != 42 {
-		t.Fatalf("budget = %+v, %v, want 42 used", b, err)
-	}
-	if _, err := db.AddAgentUsage(ctx, "agt_missing", 1); corral.ErrorCode(err) != corral.ENOTFOUND {
-		t.Fatalf("a missing agent: %v", err)
-	}
-	if _, err := db.AddAgentUsage(ctx, a.ID, -1); corral.ErrorCode(err) != corral.EINVALID {
-		t.Fatalf("negative tokens: %v", err)
-	}
-}
-
 func TestMessagesLimitCap(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)

@@ -68,7 +68,7 @@ const pendingDiskQuery = `SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
 // TokensBudget, AgentState, Reason and RunID are the store's, whatever ev
 // held; At is ev.At, or now when zero. m and r must belong to ev.AgentID. An admitted
 // run is stored as RunAdmitted with no tokens, times, violation, reason or
-// change set: those only come from UpdateRun and AddUsage. ENOTFOUND
+// change set: those only come from UpdateRun and Settle. ENOTFOUND
 // "agent" when the agent does not exist, "user" when ev.UserID, m.Author
 // or r.TriggeredBy names no account.
 func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corral.Admission, decide func(corral.AdmissionFacts) string) (corral.Admission, error) {
@@ -387,45 +387,6 @@ func (db *DB) RunByToken(ctx context.Context, hash []byte) (corral.Run, error) {
 		return corral.Run{}, corral.NotFound("run")
 	}
 	return db.oneRun(ctx, "sqlite.RunByToken", `r.token_hash = ? AND r.status = ?`, hash, corral.RunRunning)
-}
-
-// AddUsage adds one model call's tokens to the run and to its agent's
-// budget.used in one transaction, and returns the agent's budget after.
-// Usage counts whatever the run's status: tokens a provider billed after a
-// cancel were still spent. Negative tokens are EINVALID; ENOTFOUND when
-// the run does not exist.
-func (db *DB) AddUsage(ctx context.Context, runID string, t corral.Tokens) (corral.Budget, error) {
-	const op = "sqlite.AddUsage"
-	if t.Input < 0 || t.Output < 0 {
-		return corral.Budget{}, corral.Errorf(corral.EINVALID, "token counts cannot be negative")
-	}
-	tx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
-		return corral.Budget{}, corral.Internal(op, err)
-	}
-	defer rollback(tx)
-	var agentID string
-	err = tx.QueryRowContext(ctx, `
-		UPDATE runs SET tokens_input = tokens_input + ?, tokens_output = tokens_output + ?
-		WHERE id = ? RETURNING agent_id`, t.Input, t.Output, runID).Scan(&agentID)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return corral.Budget{}, corral.NotFound("run")
-	case err != nil:
-		return corral.Budget{}, corral.Internal(op, err)
-	}
-	// updated_at stays: metering is not an edit of the agent's settings.
-	var b corral.Budget
-	if err := tx.QueryRowContext(ctx, `
-		UPDATE agents SET budget_used = budget_used + ?
-		WHERE id = ? RETURNING budget_tokens, budget_used`, t.Input+t.Output, agentID,
-	).Scan(&b.Tokens, &b.Used); err != nil {
-		return corral.Budget{}, corral.Internal(op, err) // the run's agent exists: runs cascade with it
-	}
-	if err := tx.Commit(); err != nil {
-		return corral.Budget{}, corral.Internal(op, err)
-	}
-	return b, nil
 }
 
 // SaveCheckpoint replaces a run's checkpoint. Empty data removes it, so

@@ -19,9 +19,7 @@ func TestUpdateRun(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	r := mustAdmit(t, db, a, owner, 0)
-	if _, err := db.AddUsage(ctx, r.ID, corral.Tokens{Input: 7, Output: 3}); err != nil {
-		t.Fatal(err)
-	}
+	addUsage(t, db, r.ID, corral.Tokens{Input: 7, Output: 3})
 	r.Tokens = corral.Tokens{Input: 7, Output: 3}
 
 	// Steps run in order on the same run; a failing step must leave it as
@@ -85,7 +83,7 @@ func TestUpdateRun(t *testing.T) {
 		case err != nil:
 			t.Fatalf("%s: UpdateRun: %v", s.name, err)
 		default:
-			next.Tokens = want.Tokens // only AddUsage writes them
+			next.Tokens = want.Tokens // only Settle writes them
 			want = next
 		}
 		got, err := db.Run(ctx, r.ID)
@@ -94,78 +92,6 @@ func TestUpdateRun(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: Run = %+v\nwant    %+v", s.name, got, want)
-		}
-	}
-}
-
-func TestAddUsage(t *testing.T) {
-	ctx := context.Background()
-	db := newDB(t)
-	owner := mustUser(t, db, "owner")
-	a := mustAgent(t, db, owner, "a", 0)
-	b := mustAgent(t, db, owner, "b", 0)
-	a.Budget.Tokens = 100
-	a.UpdatedAt = t0.Add(time.Hour)
-	if err := db.UpdateAgent(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	r1 := mustAdmit(t, db, a, owner, 0)
-	r2 := mustAdmit(t, db, a, owner, time.Second)
-	other := mustAdmit(t, db, b, owner, 0)
-
-	steps := []struct {
-		name       string
-		run        string
-		tokens     corral.Tokens
-		code       string
-		wantBudget corral.Budget
-	}{
-		{"first call", r1.ID, corral.Tokens{Input: 10, Output: 5}, "", corral.Budget{Tokens: 100, Used: 15}},
-		{"second call", r1.ID, corral.Tokens{Input: 1, Output: 2}, "", corral.Budget{Tokens: 100, Used: 18}},
-		{"another run of the agent", r2.ID, corral.Tokens{Input: 40}, "", corral.Budget{Tokens: 100, Used: 58}},
-		{"past the budget still counts", r2.ID, corral.Tokens{Output: 60}, "", corral.Budget{Tokens: 100, Used: 118}},
-		{"negative input", r1.ID, corral.Tokens{Input: -1, Output: 5}, corral.EINVALID, corral.Budget{}},
-		{"negative output", r1.ID, corral.Tokens{Input: 5, Output: -1}, corral.EINVALID, corral.Budget{}},
-		{"unknown run", "run_nope", corral.Tokens{Input: 1}, corral.ENOTFOUND, corral.Budget{}},
-	}
-	for _, s := range steps {
-		got, err := db.AddUsage(ctx, s.run, s.tokens)
-		if s.code != "" {
-			wantCode(t, err, s.code)
-			continue
-		}
-		if err != nil || got != s.wantBudget {
-			t.Errorf("%s: AddUsage = %+v, %v; want %+v", s.name, got, err, s.wantBudget)
-		}
-	}
-
-	for _, c := range []struct {
-		run  string
-		want corral.Tokens
-	}{
-		{r1.ID, corral.Tokens{Input: 11, Output: 7}},
-		{r2.ID, corral.Tokens{Input: 40, Output: 60}},
-		{other.ID, corral.Tokens{}},
-	} {
-		got, err := db.Run(ctx, c.run)
-		if err != nil || got.Tokens != c.want {
-			t.Errorf("Run(%s).Tokens = %+v, %v; want %+v", c.run, got.Tokens, err, c.want)
-		}
-	}
-	for _, c := range []struct {
-		agent string
-		want  corral.Budget
-	}{
-		{a.ID, corral.Budget{Tokens: 100, Used: 118}},
-		{b.ID, corral.Budget{}},
-	} {
-		got, err := db.Agent(ctx, c.agent, owner.ID)
-		if err != nil || got.Budget != c.want {
-			t.Errorf("Agent(%s).Budget = %+v, %v; want %+v", c.agent, got.Budget, err, c.want)
-		}
-		// Metering is not an edit of the settings.
-		if c.agent == a.ID && !got.UpdatedAt.Equal(a.UpdatedAt) {
-			t.Errorf("UpdatedAt = %v after AddUsage, want %v", got.UpdatedAt, a.UpdatedAt)
 		}
 	}
 }

@@ -91,9 +91,7 @@ func TestDelegationTree(t *testing.T) {
 		run string
 		n   int64
 	}{{root.ID, 10}, {c1.ID, 5}, {grand.ID, 2}, {other.ID, 100}} {
-		if _, err := db.AddUsage(ctx, u.run, corral.Tokens{Input: u.n, Output: u.n}); err != nil {
-			t.Fatal(err)
-		}
+		addUsage(t, db, u.run, corral.Tokens{Input: u.n, Output: u.n})
 	}
 	if n, err := db.TreeTokens(ctx, root.ID); err != nil || n != 34 {
 		t.Errorf("TreeTokens = %d, %v; want 34 (the other tree's 200 not counted)", n, err)
