@@ -10,12 +10,16 @@ import (
 // secret is not a field. Not to be confused with Credential, the password
 // hash login checks.
 type CodeCredential struct {
-	ID        string
-	UserID    string // the owner: only their agents' pushes use it
-	Name      string
-	Host      string // a DNS name or IP address, with ":port" unless 443
-	Username  string
-	CreatedAt time.Time
+	ID       string
+	UserID   string // the owner: only their agents' pushes use it
+	Name     string
+	Host     string // a DNS name or IP address, with ":port" unless 443
+	Username string
+	// Repositories are the repositories it may be used for, set by its
+	// owner: patterns of host/path (see service.RepositoryPattern). It is
+	// sent for no other URL, by anyone. None: it is used for nothing.
+	Repositories []string
+	CreatedAt    time.Time
 }
 
 // SealedCredential is a CodeCredential with its secret, encrypted to its
@@ -38,10 +42,12 @@ type CredentialStore interface {
 	// DeleteCodeCredential deletes a credential of userID: ENOTFOUND when
 	// userID has none with that id (another user's included).
 	DeleteCodeCredential(ctx context.Context, userID, id string) error
-	// CredentialForAgent returns the credential a push of the agent uses
-	// for host: one of the agent's owner's, found from the agent row, never
-	// from whoever asks. With credentialID "" it is the owner's newest for
-	// host; otherwise it is that credential, which must be the owner's and
-	// for host. ENOTFOUND when there is none.
+	// SetCredentialRepositories replaces the repositories a credential of
+	// userID may be used for: ENOTFOUND when userID has none with that id.
+	SetCredentialRepositories(ctx context.Context, userID, id string, repositories []string) (CodeCredential, error)
+	// CredentialForAgent returns the credential a clone or push of the
+	// agent uses for host: credentialID, which must be one of the agent's
+	// owner's (found from the agent row, never from whoever asks) and for
+	// host. ENOTFOUND when there is none.
 	CredentialForAgent(ctx context.Context, agentID, credentialID, host string) (SealedCredential, error)
 }

@@ -519,6 +519,9 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 	git := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret})
 	gitURL := lab.gitOnNodes(t, git)
 	nodeEnv := "CORRAL_GIT_CA_FILE=" + git.CAFile
+	// The git server is on each node's loopback: a range clones may reach
+	// only because the operator says so.
+	const allowLoopback = "CORRAL_EGRESS_ALLOW_PRIVATE=127.0.0.1"
 
 	done := phase(t, "setup: namespaces, control, two nodes joined")
 	ctl := startInNetns(t, lab.ctl, "corral serving", []string{
@@ -527,8 +530,8 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 	ctl.base = "http://" + net.JoinHostPort(lab.ctlIP, controlPort)
 	tokens := []string{joinToken(t, controlData), joinToken(t, controlData)}
 	nodes := map[string]*server{
-		"n1": startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv),
-		"n2": startNodeIn(t, lab.n2, n2Data, "http://"+net.JoinHostPort(ctlToN2, controlPort), tokens[1], "n2", nodeEnv),
+		"n1": startNodeIn(t, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv, allowLoopback),
+		"n2": startNodeIn(t, lab.n2, n2Data, "http://"+net.JoinHostPort(ctlToN2, controlPort), tokens[1], "n2", nodeEnv, allowLoopback),
 	}
 	data := map[string]string{"n1": n1Data, "n2": n2Data}
 	admin, firstAgent := signedIn(t, ctl) // the first account: an admin
@@ -635,7 +638,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 			t.Fatalf("released %d sleeps, want 1: the command died with its node", n)
 		}
 		// On the whole test's t: a subtest's would end the node with it.
-		nodes["n1"] = startNodeIn(top, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv) // the token is spent: the node keeps its credential
+		nodes["n1"] = startNodeIn(top, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv, allowLoopback) // the token is spent: the node keeps its credential
 		waitFor(t, "control to see node 1 ready again", func() bool { return nodesByName(c)["n1"].Status == "ready" })
 		r := waitRun(t, c, posted.Run.ID)
 		if r.Status != "completed" || r.ChangeSetID == nil {
@@ -666,10 +669,11 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		defer phase(t, "a clone and a push with the owner's credential")()
 		c := as(t)
 		u, _ := url.Parse(gitURL)
-		c.do("POST", "/credentials", map[string]string{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret}, http.StatusCreated, nil)
+		var cred struct{ ID string }
+		c.do("POST", "/credentials", map[string]any{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret, "repositories": []string{gitURL}}, http.StatusCreated, &cred)
 		var a struct{ ID string }
 		c.do("POST", "/agents", map[string]string{"name": "repo"}, http.StatusCreated, &a)
-		c.do("PUT", "/agents/"+a.ID+"/repository", map[string]string{"url": gitURL}, http.StatusAccepted, nil)
+		c.do("PUT", "/agents/"+a.ID+"/repository", map[string]string{"url": gitURL, "credential_id": cred.ID}, http.StatusAccepted, nil)
 		var repo struct{ Status, Error string }
 		waitFor(t, "the clone on a node", func() bool {
 			c.do("GET", "/agents/"+a.ID+"/repository", nil, http.StatusOK, &repo)

@@ -8,6 +8,7 @@ import (
 
 	"corral"
 	"corral/internal/driver"
+	"corral/internal/egress"
 	"corral/internal/gitrepo"
 	"corral/internal/node"
 	"corral/internal/nodeagent"
@@ -30,7 +31,8 @@ func sandboxUser() int {
 func newLocalNode(c serveConfig, log *slog.Logger) (*node.Local, error) {
 	return node.New(node.Config{
 		Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
-		Git: gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes}, Grace: c.SessionGrace, Log: log,
+		Git:   gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes, Egress: egress.Policy{AllowPrivate: c.EgressAllowPrivate}},
+		Grace: c.SessionGrace, Log: log,
 		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket), MaxSessions: c.MaxSessions,
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"corral/internal/archive"
 	"corral/internal/auth"
 	"corral/internal/driver"
+	"corral/internal/egress"
 	"corral/internal/fleet"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
@@ -79,6 +80,10 @@ type serveConfig struct {
 	// clone on disk (0: gitrepo's default).
 	GitCAFile     string
 	CloneMaxBytes int64
+	// EgressAllowPrivate are the private, loopback or link-local ranges a
+	// clone or push may reach all the same (--egress-allow-private): by
+	// default only public addresses are.
+	EgressAllowPrivate []netip.Prefix
 	// Imports bounds an archive import (zero fields: archive's defaults).
 	Imports archive.Limits
 	// Delegation caps trees of delegated runs (zero fields: defaults).
@@ -157,6 +162,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.StringVar(&c.NodeName, "node-name", getenv("CORRAL_NODE_NAME"), "role sandbox: the node's name as admins see it (default: the host name)")
 	fs.StringVar(&c.EmbedModel, "embed-model", getenv("CORRAL_EMBED_MODEL"), "the provider's embedding model for document retrieval (empty: BM25 alone)")
 	fs.StringVar(&c.GitCAFile, "git-ca-file", getenv("CORRAL_GIT_CA_FILE"), "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
+	allowPrivate := fs.String("egress-allow-private", getenv("CORRAL_EGRESS_ALLOW_PRIVATE"),
+		"comma-separated CIDR ranges of private, loopback or link-local addresses a clone or push may reach (an internal git server); by default only public addresses")
 	sizes := []struct {
 		dst       *int64
 		flag, env string
@@ -271,6 +278,9 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		if *sz.dst <= 0 {
 			return c, fmt.Errorf("%w: --%s must be positive", errUsage, sz.flag)
 		}
+	}
+	if c.EgressAllowPrivate, err = egress.ParsePrefixes(*allowPrivate); err != nil {
+		return c, fmt.Errorf("%w: --egress-allow-private: %s", errUsage, corral.ErrorMessage(err))
 	}
 	if c.GitCAFile != "" {
 		if _, err := os.Stat(c.GitCAFile); err != nil {

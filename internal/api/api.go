@@ -100,6 +100,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/tokens/{id}", true, s.deleteToken},
 		{"GET", "/api/credentials", true, s.listCredentials},
 		{"POST", "/api/credentials", true, s.createCredential},
+		{"PATCH", "/api/credentials/{id}", true, s.patchCredential},
 		{"DELETE", "/api/credentials/{id}", true, s.deleteCredential},
 		{"GET", "/api/users", true, s.listUsers},
 		{"POST", "/api/users/{id}/disable", true, s.disableUser},

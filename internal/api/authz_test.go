@@ -292,6 +292,7 @@ var accountRoutes = []accountRoute{
 	{method: "POST", path: "/api/credentials", body: func() any {
 		return map[string]string{"name": fmt.Sprintf("matrix %d", signups.Add(1)), "host": "git.example.org", "username": "matrix", "secret": "matrix-secret"}
 	}, anon: 401, user: 201, admin: 201},
+	{method: "PATCH", path: "/api/credentials/{id}", arg: "crd_doesnotexist", body: map[string]any{"repositories": []string{"git.example.org/a/b"}}, anon: 401, user: 404, admin: 404},
 	{method: "DELETE", path: "/api/credentials/{id}", arg: "crd_doesnotexist", anon: 401, user: 404, admin: 404},
 	{method: "GET", path: "/api/users", anon: 401, user: 403, admin: 200},
 	{method: "POST", path: "/api/invites", anon: 401, user: 403, admin: 201},

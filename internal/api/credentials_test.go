@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,13 @@ func TestCredentialsAPI(t *testing.T) {
 	alice := e.signup("alice@example.com", "Alice")
 	bob := e.signup("bob@example.com", "Bob")
 
-	body := map[string]string{"name": "work", "host": "GitLab.example.com:443", "username": "alice", "secret": apiCredSecret}
+	body := map[string]any{"name": "work", "host": "GitLab.example.com:443", "username": "alice", "secret": apiCredSecret,
+		"repositories": []string{"https://gitlab.example.com/team/app.git", "gitlab.example.com/team/app", "GitLab.example.com/lib/*/"}}
 	var created credentialView
 	alice.do("POST", "/api/credentials", body).want(http.StatusCreated).decode(&created)
-	if created.ID == "" || created.Name != "work" || created.Host != "gitlab.example.com" || created.Username != "alice" || created.CreatedAt == "" {
-		t.Fatalf("POST /api/credentials = %+v, want work for gitlab.example.com as alice", created)
+	if created.ID == "" || created.Name != "work" || created.Host != "gitlab.example.com" || created.Username != "alice" || created.CreatedAt == "" ||
+		!reflect.DeepEqual(created.Repositories, []string{"gitlab.example.com/team/app", "gitlab.example.com/lib/*"}) {
+		t.Fatalf("POST /api/credentials = %+v, want work for gitlab.example.com as alice, for team/app and lib/*", created)
 	}
 	if got := alice.do("POST", "/api/credentials", body); got.status != http.StatusConflict {
 		t.Fatalf("a second credential named work = %d %s, want 409", got.status, got.body)
@@ -61,6 +64,10 @@ func TestCredentialsAPI(t *testing.T) {
 		{"a bad name", map[string]string{"name": "../x", "host": "github.com", "username": "a", "secret": apiCredSecret}, 400},
 		{"an unknown field", map[string]string{"name": "x", "host": "github.com", "username": "a", "secret": apiCredSecret, "password": apiCredSecret}, 400},
 		{"a secret of the wrong type", map[string]any{"name": "x", "host": "github.com", "username": "a", "secret": []string{apiCredSecret}}, 400},
+		{"a repository on another host", map[string]any{"name": "x", "host": "github.com", "username": "a", "secret": apiCredSecret, "repositories": []string{"gitlab.com/a/b"}}, 400},
+		{"a repository with no path", map[string]any{"name": "x", "host": "github.com", "username": "a", "secret": apiCredSecret, "repositories": []string{"github.com"}}, 400},
+		{"a repository with ..", map[string]any{"name": "x", "host": "github.com", "username": "a", "secret": apiCredSecret, "repositories": []string{"github.com/a/../b"}}, 400},
+		{"a malformed pattern", map[string]any{"name": "x", "host": "github.com", "username": "a", "secret": apiCredSecret, "repositories": []string{"github.com/a/[b"}}, 400},
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,8 +79,22 @@ func TestCredentialsAPI(t *testing.T) {
 
 	var mine list[credentialView]
 	alice.do("GET", "/api/credentials", nil).want(http.StatusOK).decode(&mine)
-	if len(mine.Items) != 1 || mine.Items[0] != created {
+	if len(mine.Items) != 1 || !reflect.DeepEqual(mine.Items[0], created) {
 		t.Fatalf("GET /api/credentials as alice = %+v, want only %+v", mine.Items, created)
+	}
+	// Only its owner changes what it is for; a pattern is checked as at
+	// creation.
+	path := "/api/credentials/" + created.ID
+	notMine := bob.do("PATCH", path, map[string]any{"repositories": []string{"gitlab.example.com/bob/*"}})
+	if notMine.status != http.StatusNotFound {
+		t.Fatalf("PATCH of alice's credential by bob = %d %s, want 404", notMine.status, notMine.body)
+	}
+	alice.do("PATCH", path, map[string]any{"repositories": []string{"github.com/a/b"}}).want(http.StatusBadRequest)
+	alice.do("PATCH", path, map[string]any{}).want(http.StatusBadRequest)
+	var patched credentialView
+	alice.do("PATCH", path, map[string]any{"repositories": []string{"gitlab.example.com/team/*"}}).want(http.StatusOK).decode(&patched)
+	if !reflect.DeepEqual(patched.Repositories, []string{"gitlab.example.com/team/*"}) || patched.ID != created.ID {
+		t.Fatalf("PATCH = %+v", patched)
 	}
 	var theirs list[credentialView]
 	bob.do("GET", "/api/credentials", nil).want(http.StatusOK).decode(&theirs)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"corral/internal/archive"
 	"corral/internal/auth"
+	"corral/internal/egress"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
 	"corral/internal/modelapi"
@@ -90,6 +92,9 @@ type envOptions struct {
 	// maxOutput is the gateway's output cap (0: its default), what each
 	// call reserves beyond its request's bytes.
 	maxOutput int64
+	// egress is where the node's clones and pushes may connect (nil:
+	// loopbackEgress, for the tests' git servers).
+	egress *egress.Policy
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -145,7 +150,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
-	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA},
+	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA, Egress: egressOf(opt)},
 		// The agent CLIs, as make tools installed them (cli_test.go).
 		ToolsDir: os.Getenv("CORRAL_TOOLS_DIR"), GatewaySocket: filepath.Join(e.dataDir, "gateway.sock")})
 	if err != nil {
@@ -387,6 +392,17 @@ func sandboxUID() int {
 		return 65534
 	}
 	return 0
+}
+
+// loopbackEgress lets the tests' git servers on 127.0.0.1 be reached,
+// as serve's --egress-allow-private 127.0.0.0/8 would.
+var loopbackEgress = egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
+func egressOf(opt envOptions) egress.Policy {
+	if opt.egress != nil {
+		return *opt.egress
+	}
+	return loopbackEgress
 }
 
 // costly makes a reply spend 30,010 tokens. A call reserves its ceiling

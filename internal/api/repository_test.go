@@ -20,6 +20,7 @@ import (
 
 	"corral"
 
+	"corral/internal/egress"
 	"corral/internal/gittest"
 	"corral/internal/modeltest"
 	"corral/internal/node"
@@ -32,14 +33,18 @@ const (
 	gitSecret = "ghp_repo-test-SECRET-5f3e2d1c"
 )
 
-// addCredential adds c's credential for the server's host.
-func (c *client) addCredential(s *gittest.Server, name, secret string) string {
+// addCredential adds c's credential for the server's host, to be used
+// for repositories (URLs or patterns; none: the server's repository).
+func (c *client) addCredential(s *gittest.Server, name, secret string, repositories ...string) string {
 	c.e.t.Helper()
 	u, _ := url.Parse(s.URL())
+	if repositories == nil {
+		repositories = []string{s.URL()}
+	}
 	var got struct {
 		ID string `json:"id"`
 	}
-	c.do("POST", "/api/credentials", map[string]string{"name": name, "host": u.Host, "username": gitUser, "secret": secret}).
+	c.do("POST", "/api/credentials", map[string]any{"name": name, "host": u.Host, "username": gitUser, "secret": secret, "repositories": repositories}).
 		want(http.StatusCreated).decode(&got)
 	return got.ID
 }
@@ -85,11 +90,12 @@ func TestRepositoryClone(t *testing.T) {
 		// A second clone into the same (now full) workspace is refused.
 		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusConflict)
 	})
-	t.Run("by host when no credential is named", func(t *testing.T) {
-		// other's one credential for the host is found from the agent's owner.
+	t.Run("anonymous when no credential is named", func(t *testing.T) {
+		// other has a credential for the host and the repository, and it
+		// is not picked by host: a clone without one is anonymous.
 		id := other.createAgent("by host")
-		if r := other.clone(id, map[string]string{"url": s.URL()}); r.Status != "ready" {
-			t.Fatalf("repository = %+v, want ready", r)
+		if r := other.clone(id, map[string]string{"url": s.URL()}); r.Status != "failed" || !strings.Contains(r.Error, "authentication failed") {
+			t.Fatalf("repository = %+v, want failed: anonymous", r)
 		}
 	})
 
@@ -117,7 +123,7 @@ func TestRepositoryClone(t *testing.T) {
 	}{
 		{"wrong credential", bad, "", s.URL(), "authentication failed"},
 		{"ref not found", good, "no-such-branch", s.URL(), "ref not found"},
-		{"host unreachable", "", "", "https://127.0.0.1:1/repo.git", "unreachable"},
+		{"host unreachable", "", "", "https://127.0.0.1:1/repo.git", "could not be reached"},
 	}
 	for _, tt := range failed {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,11 +189,11 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	owner := e.signup("owner@example.com", "Olive Owner")
 	asker := e.signup("ann@example.com", "Ann Asker")
 	approver := e.signup("ed@example.com", "Ed Editor")
-	owner.addCredential(s, "git", gitSecret)
+	cred := owner.addCredential(s, "git", gitSecret)
 	id := owner.createAgent("repo worker")
 	owner.grant(id, asker.user.ID, "runner")
 	owner.grant(id, approver.user.ID, "editor")
-	if r := owner.clone(id, map[string]string{"url": s.URL()}); r.Status != "ready" {
+	if r := owner.clone(id, map[string]string{"url": s.URL(), "credential_id": cred}); r.Status != "ready" {
 		t.Fatalf("clone = %+v", r)
 	}
 	base := s.Head(t, "main")
@@ -453,10 +459,14 @@ func TestBenchCloneChild(t *testing.T) {
 	e := newEnv(t, envOptions{gitCA: os.Getenv(benchCloneCAEnv)})
 	owner := e.signup("owner@example.com", "Owner")
 	u, _ := url.Parse(repo)
-	owner.do("POST", "/api/credentials", map[string]string{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret}).want(http.StatusCreated)
+	var cred struct {
+		ID string `json:"id"`
+	}
+	owner.do("POST", "/api/credentials", map[string]any{"name": "git", "host": u.Host, "username": gitUser, "secret": gitSecret, "repositories": []string{repo}}).
+		want(http.StatusCreated).decode(&cred)
 	id := owner.createAgent("bench")
 	start := time.Now()
-	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": repo}).want(http.StatusAccepted)
+	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": repo, "credential_id": cred.ID}).want(http.StatusAccepted)
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		var r repositoryView
@@ -481,5 +491,91 @@ func TestBenchCloneChild(t *testing.T) {
 				fmt.Printf("server-hwm-kb %s\n", strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			}
 		}
+	}
+}
+
+// TestCredentialBoundToRepositories: the attack as it was written: an
+// editor of one agent points it at the owner's other private repository on
+// the same host with the owner's credential, to read it and push to it.
+// The credential names only the agent's repository: the clone is refused
+// (403) for the editor and the owner alike, and nothing is fetched; the
+// agent's own repository clones, and once the owner takes it off the
+// credential's list, a push with it is refused too.
+func TestCredentialBoundToRepositories(t *testing.T) {
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret})
+	private, privateBare := s.AddRepository(t, "private.git", map[string]string{"plans.md": "the owner's private plans\n"})
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
+	owner := e.signup("owner@example.com", "Olive Owner")
+	editor := e.signup("ed@example.com", "Ed Editor")
+	cred := owner.addCredential(s, "repo only", gitSecret, s.URL())
+	id := owner.createAgent("shared")
+	owner.grant(id, editor.user.ID, "editor")
+
+	before := len(s.Requests())
+	for _, who := range []*client{editor, owner} {
+		res := who.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": private, "credential_id": cred})
+		if res.status != http.StatusForbidden || !strings.Contains(string(res.body), "may not be used for") {
+			t.Fatalf("a clone of the other repository with the credential = %d %s, want 403", res.status, res.body)
+		}
+	}
+	// Without the credential it is anonymous, and the server says no.
+	if r := editor.clone(id, map[string]string{"url": private}); r.Status != "failed" || !strings.Contains(r.Error, "authentication failed") {
+		t.Fatalf("an anonymous clone of the private repository = %+v, want failed", r)
+	}
+	for _, r := range s.Requests()[before:] {
+		if r.Header.Get("Authorization") != "" || strings.Contains(r.URL.RawQuery+r.Header.Get("Authorization"), gitSecret) {
+			t.Fatalf("the credential reached the server for %s", r.URL)
+		}
+	}
+	// Patterns: host/owner/* names every repository of that path.
+	wide := owner.addCredential(s, "wide", gitSecret, s.URL()[:strings.LastIndex(s.URL(), "/")]+"/*")
+	other := owner.createAgent("other")
+	if r := owner.clone(other, map[string]string{"url": private, "credential_id": wide}); r.Status != "ready" {
+		t.Fatalf("a clone under a pattern that names it = %+v, want ready", r)
+	}
+
+	// The agent's own repository clones with it; a push goes only there.
+	if r := editor.clone(id, map[string]string{"url": s.URL(), "credential_id": cred}); r.Status != "ready" {
+		t.Fatalf("the agent's repository = %+v, want ready", r)
+	}
+	privateHead := gittest.Git(t, privateBare, "rev-parse", "HEAD")
+	owner.do("PUT", "/api/agents/"+id+"/files?path=notes.md", "notes\n").want(http.StatusOK)
+	editor.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/notes"}).want(http.StatusOK)
+	if s.Head(t, "corral/notes") == "" || gittest.Git(t, privateBare, "rev-parse", "HEAD") != privateHead {
+		t.Fatal("the push did not land on the agent's repository alone")
+	}
+	// Taken off the list, the credential pushes no more, for anyone.
+	owner.do("PATCH", "/api/credentials/"+cred, map[string]any{"repositories": []string{}}).want(http.StatusOK)
+	res := owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/more"})
+	if res.status != http.StatusForbidden {
+		t.Fatalf("a push with a credential that no longer names the repository = %d %s, want 403", res.status, res.body)
+	}
+}
+
+// TestCloneRefusesInternalTargets: the attack as it was written used
+// clone errors as a port scanner of the server's own loopback ("git
+// failed talking to the remote" for an open port, "unreachable" for a
+// closed one). A server that allows no private range refuses both alike,
+// before git connects, and says how an operator would allow one.
+func TestCloneRefusesInternalTargets(t *testing.T) {
+	s := gittest.New(t, gittest.Options{})
+	e := newEnv(t, envOptions{gitCA: s.CAFile, egress: &egress.Policy{}})
+	owner := e.signup("owner@example.com", "Owner")
+	before := len(s.Requests())
+	var msgs []string
+	for i, url := range []string{s.URL(), "https://127.0.0.1:1/repo.git", "https://169.254.169.254/latest.git", "https://localhost:22/x.git"} {
+		id := owner.createAgent(fmt.Sprintf("scan %d", i))
+		r := owner.clone(id, map[string]string{"url": url})
+		if r.Status != "failed" || !strings.Contains(r.Error, "--egress-allow-private") {
+			t.Fatalf("a clone of %s = %+v, want failed naming --egress-allow-private", url, r)
+		}
+		msgs = append(msgs, r.Error)
+	}
+	if n := len(s.Requests()) - before; n != 0 {
+		t.Fatalf("%d requests reached the git server on loopback", n)
+	}
+	// The open port and the closed one answer alike.
+	if msgs[0] != msgs[1] {
+		t.Fatalf("an open and a closed port answer differently: %q, %q", msgs[0], msgs[1])
 	}
 }

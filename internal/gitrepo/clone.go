@@ -44,7 +44,11 @@ func (c Config) Clone(ctx context.Context, rawURL, ref string, auth *Auth, dir s
 		args = append(args, "--branch", ref)
 	}
 	args = append(args, "--", u.String(), dir)
-	cmd, cleanup, err := c.command(ctx, "", auth, args...)
+	rem, err := c.remote(ctx, u, auth)
+	if err != nil {
+		return err
+	}
+	cmd, cleanup, err := c.command(ctx, "", rem, args...)
 	if err != nil {
 		return err
 	}

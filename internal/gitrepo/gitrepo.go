@@ -6,19 +6,21 @@
 // its environment: every git process gets a whitelisted environment
 // instead of the server's, no system or global configuration, no prompt,
 // and only the https transport. A credential never appears in argv (a
-// process listing shows argv to every user): it is passed as an
-// http.extraHeader through GIT_CONFIG_* variables of that one process.
+// process listing shows argv to every user) nor in an environment (a Go
+// string, which nothing can wipe): git asks a credential helper for it,
+// and the helper reads it from a pipe this process fills from a byte
+// slice and wipes (see credentialPipe).
 package gitrepo
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/egress"
 	"corral/internal/sanitize"
 )
 
@@ -51,6 +54,11 @@ type Config struct {
 	MaxBytes int64
 	// Committer is who commits; default Corral <corral@localhost>.
 	Committer Identity
+	// Egress is where a clone or push may connect: public addresses, and
+	// the private ranges it allows (serve --egress-allow-private). A
+	// remote's name is resolved once, before git runs, and git connects to
+	// that address (http.curloptResolve): no second lookup can move it.
+	Egress egress.Policy
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +84,45 @@ type Auth struct {
 	Username string
 	Secret   []byte
 }
+
+// remote is what a git process that talks to a remote needs: the
+// credential, and the address its host was resolved to.
+type remote struct {
+	auth    *Auth
+	resolve string // host:port:address, for http.curloptResolve; "" for an address
+}
+
+// remote resolves u's host under the egress policy, for one git process
+// that talks to it with auth: EFORBIDDEN for a refused destination, the
+// uniform network failure for a name that does not resolve.
+func (c Config) remote(ctx context.Context, u *url.URL, auth *Auth) (*remote, error) {
+	addr, err := c.Egress.Resolve(ctx, u.Hostname())
+	if corral.ErrorCode(err) == corral.EUNAVAIL {
+		return nil, &corral.Error{Code: corral.EUNAVAIL, Op: "git", Err: err, Message: msgUnreachable}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &remote{auth: auth}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		a := addr.String()
+		if addr.Is6() {
+			a = "[" + a + "]"
+		}
+		r.resolve = u.Hostname() + ":" + port + ":" + a
+	}
+	return r, nil
+}
+
+// msgUnreachable is what every failure to reach a remote answers, whatever
+// its cause (no such name, refused, timed out, a TLS certificate not
+// trusted, something else than a git server listening): one message, so
+// that answers cannot map which ports of a host are open.
+const msgUnreachable = "the repository could not be reached over https: its host did not answer as a trusted git server (unreachable, refused, not trusted, or not git)"
 
 // CheckURL validates a remote's URL: https only, no userinfo (a credential
 // belongs in the credential store, not in a URL that is stored and shown),
@@ -135,16 +182,32 @@ func (c Config) CheckBranch(_ context.Context, name string) error {
 	return sanitize.Branch(name)
 }
 
+// credentialHelper is git's credential helper for a process with a
+// credential: it answers git's "get" with what the pipe at file
+// descriptor 3 holds (see credentialPipe), once, and ignores "store" and
+// "erase".
+const credentialHelper = `!f() { test "$1" = get && cat <&3; }; f`
+
 // command builds one git process: whitelisted environment, an empty HOME,
-// no configuration but what it sets here. auth, when set, becomes an
-// Authorization header in the environment of this process only. The
-// cleanup removes the temporary HOME.
-func (c Config) command(ctx context.Context, dir string, auth *Auth, args ...string) (*exec.Cmd, func(), error) {
+// no configuration but what it sets here. auth, when set, reaches git
+// through credentialHelper, from a pipe given to this process alone. The
+// cleanup removes the temporary HOME and closes the pipe.
+func (c Config) command(ctx context.Context, dir string, rem *remote, args ...string) (*exec.Cmd, func(), error) {
+	var auth *Auth
+	if rem != nil {
+		auth = rem.auth
+	}
 	home, err := os.MkdirTemp("", "corral-git-home-")
 	if err != nil {
 		return nil, nil, corral.Internal("git", err)
 	}
-	cleanup := func() { os.RemoveAll(home) }
+	var cred *os.File
+	cleanup := func() {
+		os.RemoveAll(home)
+		if cred != nil {
+			cred.Close()
+		}
+	}
 	cfg := [][2]string{
 		{"protocol.allow", "never"},
 		{"protocol.https.allow", "always"},
@@ -158,8 +221,14 @@ func (c Config) command(ctx context.Context, dir string, auth *Auth, args ...str
 		{"http.followRedirects", "false"},
 	}
 	if auth != nil {
-		tok := base64.StdEncoding.EncodeToString(append([]byte(auth.Username+":"), auth.Secret...))
-		cfg = append(cfg, [2]string{"http.extraHeader", "Authorization: Basic " + tok})
+		if cred, err = credentialPipe(auth); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		cfg = append(cfg, [2]string{"credential.helper", credentialHelper})
+	}
+	if rem != nil && rem.resolve != "" {
+		cfg = append(cfg, [2]string{"http.curloptResolve", rem.resolve})
 	}
 	env := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -181,6 +250,9 @@ func (c Config) command(ctx context.Context, dir string, auth *Auth, args ...str
 	cmd := exec.CommandContext(ctx, c.Git, args...)
 	cmd.Env = env
 	cmd.Dir = dir
+	if cred != nil {
+		cmd.ExtraFiles = []*os.File{cred} // descriptor 3, inherited by git's helpers
+	}
 	// git runs helpers (git-remote-https, index-pack) that outlive a
 	// killed git and hold its pipes: the whole process group goes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -189,10 +261,41 @@ func (c Config) command(ctx context.Context, dir string, auth *Auth, args ...str
 	return cmd, cleanup, nil
 }
 
+// credentialPipe returns the read end of a pipe that holds auth as git's
+// credential protocol has it ("username=...", "password=..."), written
+// before git starts (a pipe holds 64 KiB; a credential is at most a few)
+// and closed, so the helper reads it to its end. The text is built in one
+// slice of its exact size, never grown (a grown slice would leave a copy
+// behind), and wiped once written: what stays is in the kernel's pipe
+// until git reads it.
+func credentialPipe(a *Auth) (*os.File, error) {
+	if strings.ContainsAny(a.Username, "\x00\n") || bytes.ContainsAny(a.Secret, "\x00\n") {
+		return nil, corral.Errorf(corral.EINVALID, "a credential must not hold a NUL or a line break")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, corral.Internal("git credential", err)
+	}
+	defer w.Close()
+	text := make([]byte, 0, len("username=\npassword=\n")+len(a.Username)+len(a.Secret))
+	text = append(text, "username="...)
+	text = append(text, a.Username...)
+	text = append(text, "\npassword="...)
+	text = append(text, a.Secret...)
+	text = append(text, '\n')
+	_, err = w.Write(text)
+	clear(text)
+	if err != nil {
+		r.Close()
+		return nil, corral.Internal("git credential", err)
+	}
+	return r, nil
+}
+
 // run runs git in dir and returns its standard output; a failure carries
 // the end of its standard error for the log.
-func (c Config) run(ctx context.Context, dir string, auth *Auth, stdin io.Reader, extraEnv []string, args ...string) ([]byte, error) {
-	cmd, cleanup, err := c.command(ctx, dir, auth, args...)
+func (c Config) run(ctx context.Context, dir string, rem *remote, stdin io.Reader, extraEnv []string, args ...string) ([]byte, error) {
+	cmd, cleanup, err := c.command(ctx, dir, rem, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +352,7 @@ func classify(op string, err error) error {
 		strings.Contains(s, "Connection refused"), strings.Contains(s, "Connection timed out"),
 		strings.Contains(s, "Couldn't connect"), strings.Contains(s, "SSL certificate problem"),
 		strings.Contains(s, "server certificate verification failed"):
-		return wrap(corral.EUNAVAIL, "the host is unreachable (or its TLS certificate is not trusted)")
+		return wrap(corral.EUNAVAIL, msgUnreachable)
 	case strings.Contains(s, "error: invalid path '"), strings.Contains(s, "unable to checkout working tree"):
 		// git refused a path of the repository's tree (GIT~1, a .git
 		// look-alike, a name no filesystem should take): the repository's
@@ -261,7 +364,7 @@ func classify(op string, err error) error {
 	case strings.Contains(s, "not found"), strings.Contains(s, "returned error: 404"), strings.Contains(s, "does not appear to be a git repository"):
 		return wrap(corral.ENOTFOUND, "no repository at that URL")
 	}
-	return wrap(corral.EUNAVAIL, "git failed talking to the remote")
+	return wrap(corral.EUNAVAIL, msgUnreachable)
 }
 
 // tail keeps the last max bytes written to it.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/egress"
 	"corral/internal/gittest"
 )
 
@@ -26,8 +29,11 @@ func server(t *testing.T, opt gittest.Options) (*gittest.Server, Config) {
 		opt.User, opt.Password = testUser, testSecret
 	}
 	s := gittest.New(t, opt)
-	return s, Config{CAFile: s.CAFile}
+	return s, Config{CAFile: s.CAFile, Egress: loopback}
 }
+
+// loopback lets tests reach their git servers on 127.0.0.1.
+var loopback = egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 func auth() *Auth { return &Auth{Username: testUser, Secret: []byte(testSecret)} }
 
@@ -72,7 +78,7 @@ func TestCheckURL(t *testing.T) {
 // the credential is in the environment of the one process, never in argv.
 func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("CORRAL_MODEL_KEY", "sk-server-secret")
-	cmd, cleanup, err := Config{}.command(context.Background(), "", auth(), "ls-remote", "--", "https://example.com/r.git")
+	cmd, cleanup, err := Config{}.command(context.Background(), "", &remote{auth: auth()}, "ls-remote", "--", "https://example.com/r.git")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +88,23 @@ func TestCommandEnvironment(t *testing.T) {
 			t.Fatalf("argv %q carries the credential", cmd.Args)
 		}
 	}
-	var header bool
+	var helper bool
 	for _, kv := range cmd.Env {
 		if strings.Contains(kv, "sk-server-secret") {
 			t.Fatalf("git's environment inherits the server's: %q", kv)
 		}
-		header = header || strings.HasPrefix(kv, "GIT_CONFIG_VALUE_") && strings.Contains(kv, "Authorization: Basic ")
+		if strings.Contains(kv, testSecret) || strings.Contains(kv, "Authorization") {
+			t.Fatalf("git's environment carries the credential: %q", kv)
+		}
+		helper = helper || strings.HasPrefix(kv, "GIT_CONFIG_VALUE_") && strings.HasSuffix(kv, "="+credentialHelper)
 	}
-	if !header {
-		t.Fatalf("no Authorization header in git's environment: %q", cmd.Env)
+	if !helper || len(cmd.ExtraFiles) != 1 {
+		t.Fatalf("no credential helper and pipe for git: %q, %d files", cmd.Env, len(cmd.ExtraFiles))
+	}
+	// The pipe holds the credential as git's helper protocol has it.
+	got, err := io.ReadAll(cmd.ExtraFiles[0])
+	if err != nil || string(got) != "username="+auth().Username+"\npassword="+testSecret+"\n" {
+		t.Fatalf("the pipe holds %q, %v", got, err)
 	}
 	for _, want := range []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "LANG=C"} {
 		if !slices.Contains(cmd.Env, want) {
@@ -100,9 +114,12 @@ func TestCommandEnvironment(t *testing.T) {
 	anon, cleanup2, _ := Config{}.command(context.Background(), "", nil, "status")
 	defer cleanup2()
 	for _, kv := range anon.Env {
-		if strings.Contains(kv, "Authorization") {
+		if strings.Contains(kv, "Authorization") || strings.Contains(kv, credentialHelper) {
 			t.Fatalf("an anonymous command carries %q", kv)
 		}
+	}
+	if len(anon.ExtraFiles) != 0 {
+		t.Fatalf("an anonymous command gets a credential pipe")
 	}
 }
 
@@ -122,7 +139,7 @@ func TestClone(t *testing.T) {
 		{"anonymous to a private repository", s.URL(), "", nil, corral.EINVALID, "authentication failed"},
 		{"ref not found", s.URL(), "no-such-branch", auth(), corral.ENOTFOUND, "ref not found"},
 		{"no repository", strings.TrimSuffix(s.URL(), gittest.Name) + "other.git", "", auth(), corral.ENOTFOUND, "no repository"},
-		{"unreachable host", "https://127.0.0.1:1/repo.git", "", auth(), corral.EUNAVAIL, "unreachable"},
+		{"unreachable host", "https://127.0.0.1:1/repo.git", "", auth(), corral.EUNAVAIL, "could not be reached"},
 		{"bad ref", s.URL(), "--upload-pack=touch /tmp/x", auth(), corral.EINVALID, "ref"},
 		{"plain http", "http://127.0.0.1/repo.git", "", auth(), corral.EINVALID, "https://"},
 	}
@@ -293,7 +310,7 @@ func TestCommitAndPush(t *testing.T) {
 }
 
 func TestNoGitSaysSo(t *testing.T) {
-	err := Config{Git: "/nonexistent/git"}.Clone(context.Background(), "https://example.com/r.git", "", nil, filepath.Join(t.TempDir(), "c"), nil)
+	err := Config{Git: "/nonexistent/git", Egress: loopback}.Clone(context.Background(), "https://127.0.0.1:1/r.git", "", nil, filepath.Join(t.TempDir(), "c"), nil)
 	if corral.ErrorCode(err) != corral.EUNAVAIL || !strings.Contains(corral.ErrorMessage(err), "git is not installed") {
 		t.Fatalf("Clone without git = %v, want %s saying git is not installed", err, corral.EUNAVAIL)
 	}

@@ -36,7 +36,11 @@ func (c Config) Push(ctx context.Context, dir, rawURL, branch string, auth *Auth
 		return PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository has no commit to push")
 	}
 	ref := "refs/heads/" + branch
-	out, err := c.run(ctx, dir, auth, nil, nil, "ls-remote", "--", u.String(), ref)
+	rem, err := c.remote(ctx, u, auth)
+	if err != nil {
+		return PushResult{}, err
+	}
+	out, err := c.run(ctx, dir, rem, nil, nil, "ls-remote", "--", u.String(), ref)
 	if err != nil {
 		return PushResult{}, classify("git ls-remote", err)
 	}
@@ -61,10 +65,10 @@ func (c Config) Push(ctx context.Context, dir, rawURL, branch string, auth *Auth
 	if n == 0 && remote == head {
 		return PushResult{Branch: branch, Head: head}, nil
 	}
-	if _, err := c.run(ctx, dir, auth, nil, nil, "push", "--porcelain", "--", u.String(), head+":"+ref); err != nil {
+	if _, err := c.run(ctx, dir, rem, nil, nil, "push", "--porcelain", "--", u.String(), head+":"+ref); err != nil {
 		if ge := (*gitError)(nil); errors.As(err, &ge) && (strings.Contains(ge.stderr, "non-fast-forward") || strings.Contains(ge.stderr, "[rejected]") || strings.Contains(ge.stderr, "fetch first")) {
 			// The remote moved between ls-remote and push.
-			out, lerr := c.run(ctx, dir, auth, nil, nil, "ls-remote", "--", u.String(), ref)
+			out, lerr := c.run(ctx, dir, rem, nil, nil, "ls-remote", "--", u.String(), ref)
 			if f := strings.Fields(string(out)); lerr == nil && len(f) >= 2 {
 				return PushResult{}, nonFastForward(f[0])
 			}

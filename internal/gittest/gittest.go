@@ -138,6 +138,25 @@ func New(t T, opt Options) *Server {
 // URL is the repository's https URL.
 func (s *Server) URL() string { return s.srv.URL + "/" + Name }
 
+// AddRepository adds another repository to the server, name (such as
+// "other.git") holding one commit with files, behind the same
+// authentication, and returns its URL and its bare directory.
+func (s *Server) AddRepository(t T, name string, files map[string]string) (url, bare string) {
+	t.Helper()
+	bare = filepath.Join(s.root, name)
+	Git(t, "", "init", "-q", "--bare", "--initial-branch="+s.opt.Branch, bare)
+	Git(t, bare, "config", "http.receivepack", "true")
+	work := t.TempDir()
+	Git(t, "", "init", "-q", "--initial-branch="+s.opt.Branch, work)
+	for n, content := range files {
+		write(t, filepath.Join(work, n), []byte(content))
+	}
+	Git(t, work, "add", "-A")
+	Commit(t, work, "First commit of "+name)
+	Git(t, work, "push", "-q", bare, "HEAD:refs/heads/"+s.opt.Branch)
+	return s.srv.URL + "/" + name, bare
+}
+
 // Branch is the repository's default branch.
 func (s *Server) Branch() string { return s.opt.Branch }
 

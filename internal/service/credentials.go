@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"corral"
+	"corral/internal/gitrepo"
 	"corral/internal/sanitize"
 	"corral/internal/secrets"
 )
@@ -48,9 +49,10 @@ func credentialAD(c corral.CodeCredential) []byte {
 	return secrets.AD("corral code credential v1", c.ID, c.UserID, c.Host)
 }
 
-// Create stores a credential of the actor. Any signed-in user may keep
-// credentials; only their own agents' pushes use them.
-func (s *Credentials) Create(ctx context.Context, actor corral.User, name, host, username, secret string) (corral.CodeCredential, error) {
+// Create stores a credential of the actor, to be used for the
+// repositories named (RepositoryPatterns) and no other. Any signed-in user
+// may keep credentials; only their own agents' clones and pushes use them.
+func (s *Credentials) Create(ctx context.Context, actor corral.User, name, host, username, secret string, repositories []string) (corral.CodeCredential, error) {
 	if actor.ID == "" {
 		return corral.CodeCredential{}, corral.Errorf(corral.EUNAUTH, "sign in first")
 	}
@@ -67,8 +69,12 @@ func (s *Credentials) Create(ctx context.Context, actor corral.User, name, host,
 	if err := checkCredentialSecret(secret); err != nil {
 		return corral.CodeCredential{}, err
 	}
+	repos, err := RepositoryPatterns(repositories, host)
+	if err != nil {
+		return corral.CodeCredential{}, err
+	}
 	c := corral.CodeCredential{ID: corral.NewID("crd"), UserID: actor.ID, Name: name, Host: host,
-		Username: username, CreatedAt: s.cfg.Now().UTC()}
+		Username: username, Repositories: repos, CreatedAt: s.cfg.Now().UTC()}
 	plain := []byte(secret)
 	sealed := s.key.Seal(plain, credentialAD(c))
 	clear(plain)
@@ -86,6 +92,28 @@ func (s *Credentials) List(ctx context.Context, actor corral.User) ([]corral.Cod
 	return s.store.CodeCredentials(ctx, actor.ID)
 }
 
+// SetRepositories replaces the repositories one of the actor's
+// credentials may be used for: another user's answers like a missing one.
+func (s *Credentials) SetRepositories(ctx context.Context, actor corral.User, id string, repositories []string) (corral.CodeCredential, error) {
+	if actor.ID == "" {
+		return corral.CodeCredential{}, corral.Errorf(corral.EUNAUTH, "sign in first")
+	}
+	mine, err := s.store.CodeCredentials(ctx, actor.ID)
+	if err != nil {
+		return corral.CodeCredential{}, err
+	}
+	for _, c := range mine {
+		if c.ID == id {
+			repos, err := RepositoryPatterns(repositories, c.Host)
+			if err != nil {
+				return corral.CodeCredential{}, err
+			}
+			return s.store.SetCredentialRepositories(ctx, actor.ID, id, repos)
+		}
+	}
+	return corral.CodeCredential{}, corral.NotFound("credential")
+}
+
 // Delete deletes one of the actor's credentials: another user's answers
 // like a missing one.
 func (s *Credentials) Delete(ctx context.Context, actor corral.User, id string) error {
@@ -95,32 +123,40 @@ func (s *Credentials) Delete(ctx context.Context, actor corral.User, id string) 
 	return s.store.DeleteCodeCredential(ctx, actor.ID, id)
 }
 
-// WithSecret opens the credential a push of the agent uses for host and
-// calls fn with it. The credential is the agent's owner's, found from the
-// agent (see corral.CredentialStore.CredentialForAgent); credentialID ""
-// takes the owner's newest for host. host is normalised as Create does, so
-// a URL's Host ("GitHub.com:443") finds "github.com".
+// WithSecret opens credential credentialID of the agent's owner for a
+// clone of or a push to the repository at repoURL, and calls fn with it.
+// The credential is the owner's, found from the agent (see
+// corral.CredentialStore.CredentialForAgent), and must be for the URL's
+// host and allow the repository (its Repositories): EFORBIDDEN otherwise,
+// whoever asks, the owner included.
 //
 // The caller must have checked the actor's access to the agent first:
-// WithSecret decides whose credential, not who may push.
+// WithSecret decides whose credential, and for what, not who may push.
 //
 // secret is valid only during fn, which must not keep it (nor anything
 // that aliases it): it is zeroed when fn returns. An error of fn that
 // repeats the secret is replaced, so no log line or answer can carry it.
-func (s *Credentials) WithSecret(ctx context.Context, agentID, credentialID, host string, fn func(username string, secret []byte) error) error {
-	h, err := CredentialHost(host)
+func (s *Credentials) WithSecret(ctx context.Context, agentID, credentialID, repoURL string, fn func(username string, secret []byte) error) error {
+	u, err := gitrepo.CheckURL(repoURL)
+	if err != nil {
+		return err
+	}
+	h, err := CredentialHost(u.Host)
 	if err != nil {
 		return err
 	}
 	c, err := s.store.CredentialForAgent(ctx, agentID, credentialID, h)
 	if corral.ErrorCode(err) == corral.ENOTFOUND {
-		if credentialID != "" {
-			return corral.Errorf(corral.ENOTFOUND, "the agent's owner has no such credential for %s", h)
-		}
-		return corral.Errorf(corral.ENOTFOUND, "the agent's owner has no credential for %s: the owner adds one (POST /api/credentials)", h)
+		return corral.Errorf(corral.ENOTFOUND, "the agent's owner has no such credential for %s", h)
 	}
 	if err != nil {
 		return err
+	}
+	if !allows(c.CodeCredential, repoURL) {
+		s.cfg.Log.WarnContext(ctx, "a credential refused for a repository it does not name",
+			"credential", c.ID, "agent", agentID, "host", h)
+		return corral.Errorf(corral.EFORBIDDEN, "credential %s may not be used for %s: it is for %s; its owner can add the repository (PATCH /api/credentials/%s)",
+			c.Name, u.Redacted(), repositoriesOf(c.CodeCredential), c.ID)
 	}
 	secret, err := s.key.Open(c.Sealed, credentialAD(c.CodeCredential))
 	if err != nil {
@@ -142,6 +178,14 @@ func (s *Credentials) WithSecret(ctx context.Context, agentID, credentialID, hos
 			Message: "the code host operation failed (its error repeated the credential, so it is not shown)"}
 	}
 	return err
+}
+
+// repositoriesOf says what a credential may be used for, for an error.
+func repositoriesOf(c corral.CodeCredential) string {
+	if len(c.Repositories) == 0 {
+		return "no repository yet"
+	}
+	return strings.Join(c.Repositories, ", ")
 }
 
 // CredentialHost checks and normalises a credential's host: a DNS name

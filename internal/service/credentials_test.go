@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -174,7 +175,7 @@ func TestCredentialCreateValidates(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := e.creds.Create(ctx, e.owner, c.cname, c.host, c.username, c.secret)
+			got, err := e.creds.Create(ctx, e.owner, c.cname, c.host, c.username, c.secret, nil)
 			e.seen(err)
 			if c.code != "" {
 				if corral.ErrorCode(err) != c.code {
@@ -196,11 +197,11 @@ func TestCredentialCreateValidates(t *testing.T) {
 func TestCredentialListDelete(t *testing.T) {
 	e := newCredEnv(t)
 	ctx := context.Background()
-	c, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "alice", credSecret)
+	c, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "alice", credSecret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := e.creds.List(ctx, e.owner); err != nil || len(l) != 1 || l[0] != c {
+	if l, err := e.creds.List(ctx, e.owner); err != nil || len(l) != 1 || !reflect.DeepEqual(l[0], c) {
 		t.Fatalf("List(owner) = %+v, %v; want [%+v]", l, err, c)
 	}
 	if l, err := e.creds.List(ctx, e.editor); err != nil || len(l) != 0 {
@@ -222,18 +223,19 @@ func TestCredentialListDelete(t *testing.T) {
 func TestWithSecret(t *testing.T) {
 	e := newCredEnv(t)
 	ctx := context.Background()
-	own, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "owner-login", credSecret)
+	const repo = "https://github.com/acme/app"
+	own, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "owner-login", credSecret, []string{"github.com/acme/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eds, err := e.creds.Create(ctx, e.editor, "mine", "github.com", "editor-login", "editor-"+credSecret)
+	eds, err := e.creds.Create(ctx, e.editor, "mine", "github.com", "editor-login", "editor-"+credSecret, []string{"github.com/acme/*"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var kept []byte
 	var user string
-	err = e.creds.WithSecret(ctx, e.agent.ID, "", "GitHub.com:443", func(u string, secret []byte) error {
+	err = e.creds.WithSecret(ctx, e.agent.ID, own.ID, "https://GitHub.com:443/acme/app.git", func(u string, secret []byte) error {
 		user, kept = u, secret // kept aliases the secret: it must be zero afterwards
 		if string(secret) != credSecret {
 			t.Errorf("fn got secret %q, want the owner's", secret)
@@ -254,18 +256,20 @@ func TestWithSecret(t *testing.T) {
 	cases := []struct {
 		name         string
 		credentialID string
-		host         string
+		url          string
 		code         string
 	}{
-		{"the editor's credential, by id", eds.ID, "github.com", corral.ENOTFOUND},
-		{"a host the owner has none for", "", "gitlab.com", corral.ENOTFOUND},
-		{"a malformed host", "", "https://github.com", corral.EINVALID},
-		{"the owner's, by id", own.ID, "github.com", ""},
+		{"the editor's credential, by id", eds.ID, repo, corral.ENOTFOUND},
+		{"none named: none picked by host", "", repo, corral.ENOTFOUND},
+		{"the owner's, for another host", own.ID, "https://gitlab.com/acme/app", corral.ENOTFOUND},
+		{"a malformed URL", own.ID, "github.com/acme/app", corral.EINVALID},
+		{"a repository it does not name", own.ID, "https://github.com/acme/other", corral.EFORBIDDEN},
+		{"the owner's, by id", own.ID, repo, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			called := false
-			err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, c.credentialID, c.host, func(u string, secret []byte) error {
+			err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, c.credentialID, c.url, func(u string, secret []byte) error {
 				called = true
 				if u != "owner-login" {
 					t.Errorf("fn got %q's credential, want the owner's", u)
@@ -279,7 +283,7 @@ func TestWithSecret(t *testing.T) {
 	}
 
 	t.Run("an error of fn that repeats the secret is replaced", func(t *testing.T) {
-		err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, "", "github.com", func(_ string, secret []byte) error {
+		err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, own.ID, repo, func(_ string, secret []byte) error {
 			return fmt.Errorf("git: fatal: https://owner-login:%s@github.com/x.git: 403", secret)
 		}))
 		if err == nil || strings.Contains(err.Error(), credSecret) || errors.Unwrap(err) != nil {
@@ -288,7 +292,7 @@ func TestWithSecret(t *testing.T) {
 	})
 	t.Run("an ordinary error of fn passes through", func(t *testing.T) {
 		want := corral.Errorf(corral.ECONFLICT, "not a fast-forward")
-		if err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, "", "github.com", func(string, []byte) error { return want })); err != want {
+		if err := e.seen(e.creds.WithSecret(ctx, e.agent.ID, own.ID, repo, func(string, []byte) error { return want })); err != want {
 			t.Fatalf("WithSecret = %v, want fn's error %v", err, want)
 		}
 	})
@@ -300,7 +304,8 @@ func TestWithSecret(t *testing.T) {
 func TestWithSecretAfterTheKeyChanged(t *testing.T) {
 	e := newCredEnv(t)
 	ctx := context.Background()
-	if _, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "owner-login", credSecret); err != nil {
+	c, err := e.creds.Create(ctx, e.owner, "gh", "github.com", "owner-login", credSecret, []string{"github.com/acme/app"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	other, _, err := secrets.LoadKeyFile(filepath.Join(t.TempDir(), secrets.KeyFile))
@@ -310,7 +315,7 @@ func TestWithSecretAfterTheKeyChanged(t *testing.T) {
 	log, logs := newRecorder()
 	restarted := NewCredentials(e.db, other, Config{Log: log})
 	called := false
-	err = e.seen(restarted.WithSecret(ctx, e.agent.ID, "", "github.com", func(string, []byte) error { called = true; return nil }))
+	err = e.seen(restarted.WithSecret(ctx, e.agent.ID, c.ID, "https://github.com/acme/app", func(string, []byte) error { called = true; return nil }))
 	var ce *corral.Error
 	if called || !errors.As(err, &ce) || ce.Code != corral.EUNAVAIL || !strings.Contains(ce.Message, "secret key") {
 		t.Fatalf("WithSecret with another key = %v (fn called %v), want unavailable naming the secret key", err, called)
@@ -328,11 +333,11 @@ func TestWithSecretAfterTheKeyChanged(t *testing.T) {
 func TestSealedSecretBoundToItsRow(t *testing.T) {
 	e := newCredEnv(t)
 	ctx := context.Background()
-	a, err := e.creds.Create(ctx, e.owner, "a", "github.com", "owner-login", credSecret)
+	a, err := e.creds.Create(ctx, e.owner, "a", "github.com", "owner-login", credSecret, []string{"github.com/acme/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.creds.Create(ctx, e.owner, "b", "evil.example", "owner-login", "other-secret")
+	b, err := e.creds.Create(ctx, e.owner, "b", "evil.example", "owner-login", "other-secret", []string{"evil.example/acme/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +350,7 @@ func TestSealedSecretBoundToItsRow(t *testing.T) {
 	if _, err := raw.ExecContext(ctx, `UPDATE credentials SET sealed = (SELECT sealed FROM credentials WHERE id = ?) WHERE id = ?`, a.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	err = e.seen(e.creds.WithSecret(ctx, e.agent.ID, b.ID, "evil.example", func(_ string, s []byte) error {
+	err = e.seen(e.creds.WithSecret(ctx, e.agent.ID, b.ID, "https://evil.example/acme/app", func(_ string, s []byte) error {
 		t.Errorf("fn called with %q: a copied ciphertext opened in another row", s)
 		return nil
 	}))

@@ -16,7 +16,7 @@ import (
 // agent's owner's (service.Credentials.WithSecret). The secret is valid
 // only during fn.
 type SecretSource interface {
-	WithSecret(ctx context.Context, agentID, credentialID, host string, fn func(username string, secret []byte) error) error
+	WithSecret(ctx context.Context, agentID, credentialID, repoURL string, fn func(username string, secret []byte) error) error
 }
 
 // RepositoryStore is what the repository use cases need from storage.
@@ -113,8 +113,8 @@ func (c *Changes) reposOn() (*repositories, error) {
 // Clone starts cloning rawURL (optionally at ref, a branch or tag) into
 // the agent's persistent workspace, which must be empty: it answers at
 // once, with the repository cloning; GET shows how it goes. The
-// credential is the owner's: credentialID must be one of the owner's;
-// without one, the owner's for the URL's host if any, else anonymous.
+// credential is the owner's: credentialID must be one of the owner's and
+// allow the URL (403 otherwise); without one, the clone is anonymous.
 func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL, ref, credentialID string) (Repository, error) {
 	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
 	if err != nil {
@@ -132,9 +132,10 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 		if !validID(credentialID) {
 			return Repository{}, corral.Errorf(corral.EINVALID, "credential_id is not a credential id")
 		}
-		// Found now, so a wrong id is an answer to this request, not a
-		// failed clone later. The secret is opened and dropped unused.
-		err := c.withAuth(ctx, a.ID, credentialID, u.Host, func(*corral.GitAuth) error { return nil })
+		// Found now, so a wrong id, or a repository the credential does
+		// not allow, is an answer to this request (404, 403), not a failed
+		// clone later. The secret is opened and dropped unused.
+		err := c.withAuth(ctx, a.ID, credentialID, u.String(), func(*corral.GitAuth) error { return nil })
 		if err != nil {
 			return Repository{}, err
 		}
@@ -173,9 +174,8 @@ func (c *Changes) cloneJob(r corral.Repository) {
 	repos := c.repos
 	defer repos.jobs.Done()
 	ctx := repos.ctx
-	u, _ := gitrepo.CheckURL(r.URL)
 	var res corral.CloneResult
-	err := c.withAuth(ctx, r.AgentID, r.CredentialID, u.Host, func(a *corral.GitAuth) error {
+	err := c.withAuth(ctx, r.AgentID, r.CredentialID, r.URL, func(a *corral.GitAuth) error {
 		var err error
 		res, err = c.trees.Clone(ctx, r.AgentID, corral.CloneSpec{URL: r.URL, Ref: r.Ref, Auth: a}, func(p int) {
 			repos.mu.Lock()
@@ -210,25 +210,21 @@ func (c *Changes) cloneJob(r corral.Repository) {
 	repos.mu.Unlock()
 }
 
-// withAuth runs fn with the credential of the agent's owner for host, or
-// anonymously when credentialID is "" and the owner has none for host.
-func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, host string, fn func(*corral.GitAuth) error) error {
+// withAuth runs fn with credential credentialID of the agent's owner for
+// the repository at repoURL, or anonymously when credentialID is "": a
+// repository set without a credential is cloned and pushed without one,
+// never with one picked by its host.
+func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, repoURL string, fn func(*corral.GitAuth) error) error {
+	if credentialID == "" {
+		return fn(nil)
+	}
 	src := c.repos.cfg.Secrets
 	if src == nil {
-		if credentialID != "" {
-			return corral.Errorf(corral.EUNAVAIL, "credentials are not enabled on this server")
-		}
-		return fn(nil)
+		return corral.Errorf(corral.EUNAVAIL, "credentials are not enabled on this server")
 	}
-	called := false
-	err := src.WithSecret(ctx, agentID, credentialID, host, func(username string, secret []byte) error {
-		called = true
+	return src.WithSecret(ctx, agentID, credentialID, repoURL, func(username string, secret []byte) error {
 		return fn(&corral.GitAuth{Username: username, Secret: secret})
 	})
-	if !called && credentialID == "" && corral.ErrorCode(err) == corral.ENOTFOUND {
-		return fn(nil)
-	}
-	return err
 }
 
 // Repository returns the agent's repository: ENOTFOUND when it has none.
@@ -308,12 +304,10 @@ func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch s
 	if r.Status != corral.RepoReady {
 		return corral.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
 	}
-	u, err := gitrepo.CheckURL(r.URL)
-	if err != nil {
-		return corral.PushResult{}, err
-	}
 	var res corral.PushResult
-	err = c.withAuth(ctx, a.ID, r.CredentialID, u.Host, func(auth *corral.GitAuth) error {
+	// Only ever to the agent's own repository, with the credential it was
+	// set with, if that still allows it.
+	err = c.withAuth(ctx, a.ID, r.CredentialID, r.URL, func(auth *corral.GitAuth) error {
 		var err error
 		res, err = c.trees.Push(ctx, a.ID, r.URL, branch, auth)
 		return err

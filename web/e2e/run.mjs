@@ -249,7 +249,7 @@ async function main() {
   const base = await startAndRead(
     'corral',
     corralBin,
-    ['serve', '--addr', '127.0.0.1:0', '--data', dataDir, '--git-ca-file', gitCA, '--tools-dir', toolsDir],
+    ['serve', '--addr', '127.0.0.1:0', '--data', dataDir, '--git-ca-file', gitCA, '--egress-allow-private', '127.0.0.0/8', '--tools-dir', toolsDir],
     { CORRAL_MODEL_BASE_URL: modelURL, CORRAL_MODEL: 'scripted' },
     'stderr',
     /corral serving.* addr=(http:\/\/127\.0\.0\.1:\d+)/,
@@ -508,6 +508,7 @@ async function main() {
     const field = alice.getByLabel('Secret', { exact: true })
     if ((await field.getAttribute('type')) !== 'password') fail('the secret field is not a password field')
     await field.fill(secret)
+    await alice.getByLabel('Repositories', { exact: true }).fill('git.example.com/team/app')
     await alice.getByRole('button', { name: 'Add credential', exact: true }).click()
     const row = alice.getByRole('row').filter({ hasText: 'e2e-host' })
     await visible(row, 'the new credential in the list')
@@ -529,6 +530,7 @@ async function main() {
     await alice.getByLabel('Host', { exact: true }).fill(new URL(gitURL).host)
     await alice.getByLabel('Username', { exact: true }).fill('git')
     await alice.getByLabel('Secret', { exact: true }).fill(gitPassword)
+    await alice.getByLabel('Repositories', { exact: true }).fill(gitURL)
     await alice.getByRole('button', { name: 'Add credential', exact: true }).click()
     await visible(alice.getByRole('row').filter({ hasText: 'e2e-git' }), 'the git credential in the list')
 
@@ -536,9 +538,11 @@ async function main() {
     await alice.getByLabel('Name', { exact: true }).fill('repo-agent')
     await alice.getByRole('radio', { name: 'A git repository', exact: true }).check()
     await alice.getByLabel('Repository URL', { exact: true }).fill(gitURL)
+    const credential = await alice.locator('option', { hasText: 'e2e-git' }).getAttribute('value')
+    await alice.getByLabel('Credential', { exact: true }).selectOption(credential)
     await alice.getByRole('button', { name: 'Create agent', exact: true }).click()
     await visible(alice.getByRole('heading', { name: 'repo-agent', level: 1 }), 'the new agent’s page')
-    await visible(alice.getByTitle('Status: ready', { exact: true }), 'the clone, ready (the server uses Alice’s credential for the host)')
+    await visible(alice.getByTitle('Status: ready', { exact: true }), 'the clone, ready (with the credential Alice picked, which names the repository)')
     const repoAgentURL = alice.url().replace(/\?.*$/, '')
     await shot(alice, 'repository-cloned')
 

@@ -8,7 +8,14 @@ import { serveRoutes } from './testkit'
 import type { Credential } from './types'
 
 const secret = 'ghp_s3cr3t-token-value-never-shown'
-const existing: Credential = { id: 'crd_1', name: 'work', host: 'git.example.com', username: 'alice', created_at: '2025-01-01T00:00:00Z' }
+const existing: Credential = {
+  id: 'crd_1',
+  name: 'work',
+  host: 'git.example.com',
+  username: 'alice',
+  repositories: ['git.example.com/team/app'],
+  created_at: '2025-01-01T00:00:00Z',
+}
 
 afterEach(() => vi.unstubAllGlobals())
 
@@ -17,6 +24,7 @@ function fill() {
   fireEvent.change(screen.getByLabelText('Host'), { target: { value: 'code.example.org' } })
   fireEvent.change(screen.getByLabelText('Username'), { target: { value: 'alice2' } })
   fireEvent.change(screen.getByLabelText('Secret'), { target: { value: secret } })
+  fireEvent.change(screen.getByLabelText('Repositories'), { target: { value: 'code.example.org/me/app\n\n  code.example.org/lib/*  \n' } })
 }
 
 describe('CredentialsPage', () => {
@@ -27,11 +35,19 @@ describe('CredentialsPage', () => {
     const row = within(table).getByRole('row', { name: /work/ })
     expect(within(row).getByText('git.example.com')).toBeTruthy()
     expect(within(row).getByText('alice')).toBeTruthy()
+    expect(within(row).getByText('git.example.com/team/app')).toBeTruthy()
     expect(within(table).queryByText(/secret/i)).toBeNull()
   })
 
   it('takes the secret in a password field, sends it once, and never shows it again', async () => {
-    const created: Credential = { id: 'crd_2', name: 'home', host: 'code.example.org', username: 'alice2', created_at: '2025-01-02T00:00:00Z' }
+    const created: Credential = {
+      id: 'crd_2',
+      name: 'home',
+      host: 'code.example.org',
+      username: 'alice2',
+      repositories: ['code.example.org/me/app', 'code.example.org/lib/*'],
+      created_at: '2025-01-02T00:00:00Z',
+    }
     let list = [existing]
     const calls = serveRoutes((method, url) => {
       if (method === 'GET' && url === '/api/credentials') return [200, { items: list }]
@@ -49,7 +65,13 @@ describe('CredentialsPage', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Add credential' }))
     await screen.findByText('Added home. Its secret is stored and will not be shown again.')
     await screen.findByRole('row', { name: /home/ })
-    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ name: 'home', host: 'code.example.org', username: 'alice2', secret })
+    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({
+      name: 'home',
+      host: 'code.example.org',
+      username: 'alice2',
+      secret,
+      repositories: ['code.example.org/me/app', 'code.example.org/lib/*'],
+    })
     expect((screen.getByLabelText('Secret') as HTMLInputElement).value).toBe('')
     expect(container.innerHTML).not.toContain(secret)
     for (const input of Array.from(container.querySelectorAll('input'))) expect(input.value).not.toContain(secret)
@@ -71,6 +93,24 @@ describe('CredentialsPage', () => {
     expect((screen.getByLabelText('Secret') as HTMLInputElement).value).toBe('')
     // The rest is kept to correct and send again.
     expect((screen.getByLabelText('Name') as HTMLInputElement).value).toBe('home')
+  })
+
+  it('replaces the repositories a credential may be used for', async () => {
+    let list = [existing]
+    const calls = serveRoutes((method, url, body) => {
+      if (method === 'GET' && url === '/api/credentials') return [200, { items: list }]
+      if (method === 'PATCH' && url === '/api/credentials/crd_1') {
+        list = [{ ...existing, repositories: (body as { repositories: string[] }).repositories }]
+        return [200, list[0]]
+      }
+      return undefined
+    })
+    render(<CredentialsPage />)
+    fireEvent.click(await screen.findByRole('button', { name: 'Edit repositories of work' }))
+    fireEvent.change(screen.getByLabelText('Repositories of work'), { target: { value: 'git.example.com/team/*\n' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Save' }))
+    await screen.findByText('git.example.com/team/*')
+    expect(calls.find((c) => c.method === 'PATCH')?.body).toEqual({ repositories: ['git.example.com/team/*'] })
   })
 
   it('deletes a credential only after the confirm', async () => {

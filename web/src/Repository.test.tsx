@@ -119,14 +119,22 @@ describe('RepositoryPanel', () => {
   it('offers an editor a clone when there is no repository, with the credentials to pick', async () => {
     const calls = serve((method, url) => {
       if (method === 'GET' && url === '/api/agents/agt_1/repository') return [404, { error: { code: 'not_found', message: 'Not found.' } }]
-      if (url === '/api/credentials') return [200, { items: [{ id: 'crd_1', name: 'work', host: 'git.example.com', username: 'alice', created_at: '2025-01-01T00:00:00Z' }] }]
+      if (url === '/api/credentials')
+        return [
+          200,
+          {
+            items: [
+              { id: 'crd_1', name: 'work', host: 'git.example.com', username: 'alice', repositories: ['git.example.com/team/*'], created_at: '2025-01-01T00:00:00Z' },
+            ],
+          },
+        ]
       if (method === 'PUT') return [202, { ...ready, head: '', status: 'cloning', progress: 0 }]
       return undefined
     })
     render(<RepositoryPanel agent={agentAt('editor')} pollOptions={{ ...fast, intervalMs: 60_000 }} />)
     fireEvent.change(await screen.findByLabelText('Repository URL'), { target: { value: ' https://git.example.com/team/app.git ' } })
     fireEvent.change(screen.getByLabelText('Ref (optional)'), { target: { value: 'main' } })
-    await screen.findByRole('option', { name: 'work (alice@git.example.com)' })
+    await screen.findByRole('option', { name: 'work (alice@git.example.com: git.example.com/team/*)' })
     fireEvent.change(screen.getByLabelText('Credential'), { target: { value: 'crd_1' } })
     fireEvent.click(screen.getByRole('button', { name: 'Clone' }))
     await screen.findByRole('progressbar', { name: 'Clone progress' })

@@ -42,16 +42,16 @@ export function RepositoryFields({ value, onChange }: { value: RepositoryRequest
         label="Credential"
         hint={
           <>
-            For a private repository. <Link to="/credentials">Manage your credentials</Link>.
+            For a private repository: one that names it. <Link to="/credentials">Manage your credentials</Link>.
           </>
         }
       >
         {(p) => (
           <select {...p} value={value.credential_id ?? ''} onChange={(e) => onChange({ ...value, credential_id: e.target.value })}>
-            <option value="">Automatic: the agent owner's credential for this host, if any</option>
+            <option value="">None: a public repository</option>
             {(creds.data ?? []).map((c) => (
               <option key={c.id} value={c.id}>
-                {c.name} ({c.username}@{c.host})
+                {c.name} ({c.username}@{c.host}: {c.repositories.length ? c.repositories.join(', ') : 'no repository'})
               </option>
             ))}
           </select>

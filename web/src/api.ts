@@ -227,6 +227,9 @@ export const api = {
   /** Stores a credential; the answer, like every later one, holds no secret. */
   createCredential: (body: CredentialRequest) => request<Credential>('POST', '/api/credentials', body),
   deleteCredential: (credId: string) => request<void>('DELETE', `/api/credentials/${enc(credId)}`),
+  /** Replaces the repositories a credential may be used for. */
+  setCredentialRepositories: (credId: string, repositories: string[]) =>
+    request<Credential>('PATCH', `/api/credentials/${enc(credId)}`, { repositories }),
 }
 
 export { ApiError }

@@ -307,6 +307,8 @@ export interface Credential {
   name: string
   host: string
   username: string
+  /** The repositories it may be used for (host/path patterns); it is used for no other. */
+  repositories: string[]
   created_at: string
 }
 
@@ -315,6 +317,7 @@ export interface CredentialRequest {
   host: string
   username: string
   secret: string
+  repositories: string[]
 }
 
 /** Where a document lives: one agent's private store, or the shared library every agent may draw from. */

@@ -20,11 +20,12 @@ import (
 // speaks to a Serve at the other end.
 type Client struct {
 	open func(ctx context.Context) (net.Conn, error)
+	held *held // the answer lines its calls hold, at most MaxHeld
 }
 
 // NewClient returns a Client over open: relay.Session.Open, or a dialer.
 func NewClient(open func(ctx context.Context) (net.Conn, error)) *Client {
-	return &Client{open: open}
+	return &Client{open: open, held: &held{max: MaxHeld}}
 }
 
 var _ corral.Node = (*Client)(nil)
@@ -34,6 +35,7 @@ type stream struct {
 	ctx  context.Context
 	conn net.Conn
 	r    *reader
+	held *held
 	stop func() bool // unties the stream from ctx
 }
 
@@ -69,7 +71,7 @@ func (c *Client) start(ctx context.Context, method string, args any, auth *corra
 		}
 		return nil, unreachable(err)
 	}
-	s := &stream{ctx: ctx, conn: conn, r: newReader(conn)}
+	s := &stream{ctx: ctx, conn: conn, r: newReader(conn), held: c.held}
 	// When ctx ends, the stream does: a blocked read or write returns, and
 	// the server's read of the stream's end cancels the call there.
 	s.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
@@ -133,18 +135,31 @@ func (s *stream) broken(err error) error {
 func answerOf[R any](s *stream, progress func(int)) (R, error) {
 	var res R
 	for {
-		line, err := s.r.line(MaxLine)
+		line, taken, err := s.r.lineHeld(MaxLine, s.held)
+		// Given back once the line is decoded: until then it is held.
+		release := func() { s.held.give(taken); taken = 0 }
 		if errors.Is(err, errTooLong) {
+			release()
 			return res, malformed(err)
 		}
+		if errors.Is(err, errOverHeld) {
+			release()
+			return res, &corral.Error{Code: corral.ETOOLARGE, Err: err,
+				Message: fmt.Sprintf("the sandbox node's answers in flight pass what control holds for it (%d MiB): the call is refused", MaxHeld>>20)}
+		}
 		if err != nil {
+			release()
 			return res, s.broken(err)
 		}
 		var a answer
-		if err := json.Unmarshal(line, &a); err != nil {
+		err = json.Unmarshal(line, &a)
+		line = nil
+		if err != nil {
+			release()
 			return res, malformed(err)
 		}
 		if a.R == nil && a.E == nil {
+			release()
 			if a.P == nil {
 				return res, malformed(errors.New("an answer with neither a result nor an error"))
 			}
@@ -154,10 +169,14 @@ func answerOf[R any](s *stream, progress func(int)) (R, error) {
 			continue
 		}
 		if a.R != nil {
-			if err := json.Unmarshal(a.R, &res); err != nil {
+			// a.R is a copy of the line's result: still held until decoded.
+			err := json.Unmarshal(a.R, &res)
+			release()
+			if err != nil {
 				return res, malformed(err)
 			}
 		}
+		release()
 		if a.E != nil {
 			return res, &corral.Error{Code: a.E.Code, Message: a.E.Message}
 		}

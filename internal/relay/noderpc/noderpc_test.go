@@ -650,3 +650,68 @@ func TestDownloadsFrameTheirRefusal(t *testing.T) {
 		conn.Close()
 	}
 }
+
+// TestAnswersInFlightBounded: a node that answers every call with a line
+// as long as a line may be, and never ends it, cannot make control hold
+// more than MaxHeld for it: past that, a call is refused (413) while the
+// others wait, instead of control's memory growing with each call.
+func TestAnswersInFlightBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	defer close(done)
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				bufio.NewReader(c).ReadBytes('\n') // the header
+				io.WriteString(c, `{"r":"`)
+				for range noderpc.MaxLine>>20 - 1 {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+				<-done // and never a newline
+			}()
+		}
+	}()
+	client := noderpc.NewClient(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	})
+	// Five calls of 15 MiB each pass 64 MiB: one at least is refused.
+	calls := noderpc.MaxHeld/(noderpc.MaxLine-1<<20) + 1
+	ctx, cancel := context.WithCancel(acting)
+	defer cancel()
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := client.Session(ctx, "s1")
+			errs <- err
+		}()
+	}
+	select {
+	case err := <-errs:
+		if corral.ErrorCode(err) != corral.ETOOLARGE || !strings.Contains(corral.ErrorMessage(err), "in flight") {
+			t.Fatalf("the first call to end = %v, want refused for the answers in flight", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no call was refused: control holds every answer in flight")
+	}
+	cancel()
+	for range calls - 1 {
+		select {
+		case <-errs:
+		case <-time.After(time.Minute):
+			t.Fatal("a call did not end with its context")
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"corral/internal/access"
 
@@ -81,17 +82,59 @@ func (r *reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// errOverHeld is a line that would take a client past MaxHeld.
+var errOverHeld = errors.New("answers in flight larger than the relay holds")
+
+// MaxHeld bounds the bytes of answer lines a Client holds at once, across
+// all its calls: a node that answers every call with a line as long as it
+// may cannot make control hold more than this for it.
+const MaxHeld = 64 << 20
+
+// held counts the bytes of answer lines a Client holds.
+type held struct {
+	mu  sync.Mutex
+	n   int
+	max int
+}
+
+// take reserves n bytes; false when that would pass max.
+func (h *held) take(n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n+n > h.max {
+		return false
+	}
+	h.n += n
+	return true
+}
+
+func (h *held) give(n int) {
+	h.mu.Lock()
+	h.n -= n
+	h.mu.Unlock()
+}
+
 // line reads up to the next newline, which it drops; errTooLong past max
 // bytes, without reading further.
 func (r *reader) line(max int) ([]byte, error) {
+	line, _, err := r.lineHeld(max, nil)
+	return line, err
+}
+
+// lineHeld is line, each byte of it taken from h first (nil: none):
+// errOverHeld, without reading further, when h has none left. It returns
+// how many bytes it took, for the caller to give back once it is done
+// with the line (also on an error).
+func (r *reader) lineHeld(limit int, h *held) ([]byte, int, error) {
 	var line []byte
+	taken := 0
 	for {
 		if r.i == r.n {
 			if err := r.fill(); err != nil {
 				if err == io.EOF && len(line) > 0 {
 					err = io.ErrUnexpectedEOF
 				}
-				return nil, err
+				return nil, taken, err
 			}
 		}
 		chunk := r.buf[r.i:r.n]
@@ -99,14 +142,24 @@ func (r *reader) line(max int) ([]byte, error) {
 		if k >= 0 {
 			chunk = chunk[:k]
 		}
-		if len(line)+len(chunk) > max {
-			return nil, errTooLong
+		if len(line)+len(chunk) > limit {
+			return nil, taken, errTooLong
+		}
+		if h != nil {
+			// Taken at what the line's buffer may grow to, so what is
+			// counted is what is held.
+			if grow := max(0, len(line)+len(chunk)-taken); grow > 0 {
+				if !h.take(grow) {
+					return nil, taken, errOverHeld
+				}
+				taken += grow
+			}
 		}
 		line = append(line, chunk...)
 		r.i += len(chunk)
 		if k >= 0 {
 			r.i++
-			return line, nil
+			return line, taken, nil
 		}
 	}
 }

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"corral"
 )
@@ -19,10 +21,14 @@ func (db *DB) CreateCodeCredential(ctx context.Context, c corral.CodeCredential,
 	if len(sealed) == 0 {
 		return corral.Internal(op, errors.New("empty sealed secret"))
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.UserID, c.Name, c.Host, c.Username, sealed, millis(db.orNow(c.CreatedAt)))
+	repos, err := encodeRepositories(c.Repositories)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	_, err = db.exec(ctx, `
+		INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at, repositories)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.UserID, c.Name, c.Host, c.Username, sealed, millis(db.orNow(c.CreatedAt)), repos)
 	switch {
 	case err == nil:
 		return nil
@@ -40,7 +46,7 @@ func (db *DB) CreateCodeCredential(ctx context.Context, c corral.CodeCredential,
 func (db *DB) CodeCredentials(ctx context.Context, userID string) ([]corral.CodeCredential, error) {
 	const op = "sqlite.CodeCredentials"
 	rows, err := db.query(ctx, `
-		SELECT id, user_id, name, host, username, created_at
+		SELECT id, user_id, name, host, username, created_at, repositories
 		FROM credentials WHERE user_id = ? ORDER BY created_at DESC, id DESC`, userID)
 	if err != nil {
 		return nil, corral.Internal(op, err)
@@ -48,9 +54,12 @@ func (db *DB) CodeCredentials(ctx context.Context, userID string) ([]corral.Code
 	out, err := collect(rows, func(s scanner) (corral.CodeCredential, error) {
 		var c corral.CodeCredential
 		var created int64
-		err := s.Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created)
+		var repos string
+		if err := s.Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created, &repos); err != nil {
+			return c, err
+		}
 		c.CreatedAt = fromMillis(created)
-		return c, err
+		return c, decodeRepositories(repos, &c)
 	})
 	if err != nil {
 		return nil, corral.Internal(op, err)
@@ -76,13 +85,13 @@ func (db *DB) CredentialForAgent(ctx context.Context, agentID, credentialID, hos
 	const op = "sqlite.CredentialForAgent"
 	var c corral.SealedCredential
 	var created int64
+	var repos string
 	err := db.queryRow(ctx, `
-		SELECT c.id, c.user_id, c.name, c.host, c.username, c.sealed, c.created_at
+		SELECT c.id, c.user_id, c.name, c.host, c.username, c.sealed, c.created_at, c.repositories
 		FROM agents a JOIN credentials c ON c.user_id = a.owner_id
-		WHERE a.id = ? AND c.host = ? AND (? = '' OR c.id = ?)
-		ORDER BY c.created_at DESC, c.id DESC LIMIT 1`,
-		agentID, host, credentialID, credentialID).
-		Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &c.Sealed, &created)
+		WHERE a.id = ? AND c.host = ? AND c.id = ?`,
+		agentID, host, credentialID).
+		Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &c.Sealed, &created, &repos)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return corral.SealedCredential{}, corral.NotFound("credential")
@@ -90,5 +99,47 @@ func (db *DB) CredentialForAgent(ctx context.Context, agentID, credentialID, hos
 		return corral.SealedCredential{}, corral.Internal(op, err)
 	}
 	c.CreatedAt = fromMillis(created)
+	if err := decodeRepositories(repos, &c.CodeCredential); err != nil {
+		return corral.SealedCredential{}, corral.Internal(op, err)
+	}
 	return c, nil
+}
+
+// SetCredentialRepositories replaces what a credential of userID may be
+// used for.
+func (db *DB) SetCredentialRepositories(ctx context.Context, userID, id string, repositories []string) (corral.CodeCredential, error) {
+	const op = "sqlite.SetCredentialRepositories"
+	repos, err := encodeRepositories(repositories)
+	if err != nil {
+		return corral.CodeCredential{}, corral.Internal(op, err)
+	}
+	var c corral.CodeCredential
+	var created int64
+	err = db.w.QueryRowContext(ctx, `
+		UPDATE credentials SET repositories = ? WHERE id = ? AND user_id = ?
+		RETURNING id, user_id, name, host, username, created_at, repositories`, repos, id, userID).
+		Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created, &repos)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return corral.CodeCredential{}, corral.NotFound("credential")
+	case err != nil:
+		return corral.CodeCredential{}, corral.Internal(op, err)
+	}
+	c.CreatedAt = fromMillis(created)
+	return c, decodeRepositories(repos, &c)
+}
+
+func encodeRepositories(r []string) (string, error) {
+	if r == nil {
+		r = []string{}
+	}
+	b, err := json.Marshal(r)
+	return string(b), err
+}
+
+func decodeRepositories(s string, c *corral.CodeCredential) error {
+	if err := json.Unmarshal([]byte(s), &c.Repositories); err != nil {
+		return fmt.Errorf("credential %s: repositories: %w", c.ID, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 func mustCredential(t *testing.T, db *DB, owner corral.User, name, host string, offset time.Duration) corral.CodeCredential {
 	t.Helper()
 	c := corral.CodeCredential{ID: corral.NewID("crd"), UserID: owner.ID, Name: name, Host: host,
-		Username: "u-" + name, CreatedAt: t0.Add(offset)}
+		Username: "u-" + name, Repositories: []string{host + "/team/*"}, CreatedAt: t0.Add(offset)}
 	if err := db.CreateCodeCredential(context.Background(), c, []byte("sealed-"+name)); err != nil {
 		t.Fatalf("CreateCodeCredential(%s): %v", name, err)
 	}
@@ -36,8 +37,22 @@ func TestCodeCredentialCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0] != newer || got[1] != old {
+	if len(got) != 2 || !reflect.DeepEqual(got[0], newer) || !reflect.DeepEqual(got[1], old) {
 		t.Fatalf("CodeCredentials(alice) = %+v, want [%+v %+v] (newest first)", got, newer, old)
+	}
+
+	// Only its owner sets what it may be used for.
+	_, err = db.SetCredentialRepositories(ctx, bob.ID, old.ID, []string{"github.com/bob/*"})
+	wantNotFound(t, err, "credential")
+	set, err := db.SetCredentialRepositories(ctx, alice.ID, old.ID, []string{"github.com/a/b", "github.com/c/*"})
+	if err != nil || !reflect.DeepEqual(set.Repositories, []string{"github.com/a/b", "github.com/c/*"}) || set.Name != "old" {
+		t.Fatalf("SetCredentialRepositories = %+v, %v", set, err)
+	}
+	if got, _ := db.CodeCredentials(ctx, alice.ID); !reflect.DeepEqual(got[1], set) {
+		t.Fatalf("after SetCredentialRepositories: %+v, want %+v", got[1], set)
+	}
+	if set, err := db.SetCredentialRepositories(ctx, alice.ID, old.ID, nil); err != nil || set.Repositories == nil || len(set.Repositories) != 0 {
+		t.Fatalf("none: %+v, %v; want an empty list", set.Repositories, err)
 	}
 
 	wantNotFound(t, db.DeleteCodeCredential(ctx, bob.ID, old.ID), "credential")
@@ -76,16 +91,16 @@ func TestCredentialForAgentUsesTheOwners(t *testing.T) {
 		host         string
 		want         string // credential id; "" for ENOTFOUND
 	}{
-		{"the owner's newest for the host", agent.ID, "", "github.com", newest.ID},
+		{"no credential named: none (no pick by host)", agent.ID, "", "github.com", ""},
 		{"an explicit credential of the owner", agent.ID, older.ID, "github.com", older.ID},
-		{"the owner's for another host", agent.ID, "", "git.example.org:8443", other.ID},
+		{"the newest, named", agent.ID, newest.ID, "github.com", newest.ID},
+		{"the owner's for another host", agent.ID, other.ID, "git.example.org:8443", other.ID},
 		{"the editor's own, by id", agent.ID, editors.ID, "github.com", ""},
 		{"the owner's, named for the wrong host", agent.ID, other.ID, "github.com", ""},
-		{"a host the owner has none for", agent.ID, "", "gitlab.com", ""},
-		{"a host that differs by its port", agent.ID, "", "git.example.org", ""},
-		{"the editor's agent finds the editor's", bare.ID, "", "github.com", editors.ID},
+		{"a host that differs by its port", agent.ID, other.ID, "git.example.org", ""},
+		{"the editor's agent finds the editor's", bare.ID, editors.ID, "github.com", editors.ID},
 		{"the editor's agent cannot take the owner's by id", bare.ID, newest.ID, "github.com", ""},
-		{"no such agent", "agt_missing", "", "github.com", ""},
+		{"no such agent", "agt_missing", newest.ID, "github.com", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -46,11 +46,67 @@ function DeleteCredential({ cred, onDeleted }: { cred: Credential; onDeleted: ()
   )
 }
 
+/** One repository per line, blank lines dropped. */
+function lines(text: string): string[] {
+  return text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '')
+}
+
+const repositoriesHint =
+  'One per line: the repositories it may be used for, such as git.example.com/team/app or git.example.com/team/*. It is used for no other, by anyone.'
+
+function EditRepositories({ cred, onSaved }: { cred: Credential; onSaved: () => void }) {
+  const [editing, setEditing] = useState(false)
+  const [text, setText] = useState(cred.repositories.join('\n'))
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>()
+  async function save(e: FormEvent) {
+    e.preventDefault()
+    setBusy(true)
+    setError(undefined)
+    try {
+      await api.setCredentialRepositories(cred.id, lines(text))
+      setEditing(false)
+      onSaved()
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  if (!editing) {
+    return (
+      <button type="button" className="secondary small" aria-label={`Edit repositories of ${cred.name}`} onClick={() => setEditing(true)}>
+        Edit repositories
+      </button>
+    )
+  }
+  return (
+    <form onSubmit={save} className="stack" aria-label={`Edit the repositories of ${cred.name}`}>
+      <Field label={`Repositories of ${cred.name}`} hint={repositoriesHint}>
+        {(p) => <textarea {...p} rows={3} value={text} onChange={(e) => setText(e.target.value)} />}
+      </Field>
+      <ErrorText error={error} />
+      <div>
+        <button type="submit" className="small" disabled={busy}>
+          Save
+        </button>{' '}
+        <button type="button" className="secondary small" onClick={() => setEditing(false)}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  )
+}
+
 function AddCredential({ onAdded }: { onAdded: (c: Credential) => void }) {
   const [name, setName] = useState('')
   const [host, setHost] = useState('')
   const [username, setUsername] = useState('')
   const [secret, setSecret] = useState('')
+  const [repositories, setRepositories] = useState('')
   const [error, setError] = useState<unknown>()
   const [busy, setBusy] = useState(false)
 
@@ -62,10 +118,17 @@ function AddCredential({ onAdded }: { onAdded: (c: Credential) => void }) {
     // Forget the secret before the answer: a refusal must not leave it on the page either.
     setSecret('')
     try {
-      const c = await api.createCredential({ name: name.trim(), host: host.trim(), username: username.trim(), secret: sent })
+      const c = await api.createCredential({
+        name: name.trim(),
+        host: host.trim(),
+        username: username.trim(),
+        secret: sent,
+        repositories: lines(repositories),
+      })
       setName('')
       setHost('')
       setUsername('')
+      setRepositories('')
       onAdded(c)
     } catch (err) {
       setError(err)
@@ -91,6 +154,9 @@ function AddCredential({ onAdded }: { onAdded: (c: Credential) => void }) {
           {(p) => <input {...p} type="password" required autoComplete="new-password" value={secret} onChange={(e) => setSecret(e.target.value)} />}
         </Field>
       </div>
+      <Field label="Repositories" hint={repositoriesHint}>
+        {(p) => <textarea {...p} required rows={3} value={repositories} onChange={(e) => setRepositories(e.target.value)} />}
+      </Field>
       <ErrorText error={error} />
       <div>
         <button type="submit" disabled={busy}>
@@ -111,7 +177,8 @@ export function CredentialsPage() {
     <section>
       <h1>Credentials</h1>
       <p className="muted">
-        Your code-host credentials. A clone uses the one you pick; a push of an agent you own uses yours. Agents never see them.
+        Your code-host credentials. A clone uses the one you pick, and only for the repositories it names; pushes go to that repository
+        alone. Agents never see them.
       </p>
       <ErrorText error={creds.error} />
       {creds.loading && !creds.data && <Loading what="your credentials" />}
@@ -123,6 +190,7 @@ export function CredentialsPage() {
               <th scope="col">Name</th>
               <th scope="col">Host</th>
               <th scope="col">Username</th>
+              <th scope="col">Repositories</th>
               <th scope="col">Added</th>
               <th scope="col">Actions</th>
             </tr>
@@ -133,8 +201,12 @@ export function CredentialsPage() {
                 <th scope="row">{c.name}</th>
                 <td>{c.host}</td>
                 <td>{c.username}</td>
+                <td>
+                  {c.repositories.length === 0 ? <span className="muted">none: used for nothing</span> : c.repositories.join(', ')}
+                </td>
                 <td>{formatTime(c.created_at)}</td>
                 <td>
+                  <EditRepositories cred={c} onSaved={() => void creds.reload()} />{' '}
                   <DeleteCredential cred={c} onDeleted={() => void creds.reload()} />
                 </td>
               </tr>
