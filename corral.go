@@ -206,6 +206,15 @@ const (
 	DefaultPendingDiskBytes = 4 * DefaultDiskBytes // four runs' worth of disk
 )
 
+// The server's bounds on what pending change sets hold on the host's disk,
+// beyond each agent's own (Limits.PendingDiskBytes): a person can own many
+// agents, and the disk is one. Serve's --pending-disk-per-user and
+// --pending-disk-total set them.
+const (
+	DefaultPendingDiskPerUser = 4 * DefaultPendingDiskBytes   // four agents' worth, of all a person owns
+	DefaultPendingDiskTotal   = 4 * DefaultPendingDiskPerUser // of every agent on the server
+)
+
 // Budget is an agent's token allowance. Tokens 0 means unlimited. Used
 // counts what calls spent (and what was carved out for agents its runs
 // created); Reserved holds the ceilings of the calls in flight, each
@@ -326,8 +335,9 @@ type WaitingChangeSet struct {
 	RunID     string // "" when not made by a run
 	CreatedAt time.Time
 	ExpiresAt time.Time
-	Pending   int // entries still pending
-	Entries   int // entries in all
+	Pending   int   // entries still pending
+	Entries   int   // entries in all
+	DiskBytes int64 // what its staged tree holds on the host's disk while it waits
 }
 
 // Classes of a change entry: the node classifies each against the agent's

@@ -25,13 +25,15 @@ func RunActive(s string) bool {
 
 // Admission refusal reasons, in the order admission checks them.
 const (
-	ReasonQuarantined     = "quarantined"      // the agent is quarantined until its owner releases it
-	ReasonPaused          = "paused"           // the agent is paused: its budget is spent
-	ReasonPromptTooLarge  = "prompt_too_large" // the message is over limits.max_prompt_bytes
-	ReasonBudgetExhausted = "budget_exhausted" // the agent has used its whole token budget
-	ReasonDiskQuota       = "disk_quota"       // the agent's pending change sets hold limits.pending_disk_bytes on disk
-	ReasonRunLimit        = "run_limit"        // the agent has had limits.max_runs runs
-	ReasonBusy            = "busy"             // a run of the agent is still active
+	ReasonQuarantined       = "quarantined"         // the agent is quarantined until its owner releases it
+	ReasonPaused            = "paused"              // the agent is paused: its budget is spent
+	ReasonPromptTooLarge    = "prompt_too_large"    // the message is over limits.max_prompt_bytes
+	ReasonBudgetExhausted   = "budget_exhausted"    // the agent has used its whole token budget
+	ReasonDiskQuota         = "disk_quota"          // the agent's pending change sets hold limits.pending_disk_bytes on disk
+	ReasonPendingDiskUser   = "pending_disk_user"   // the pending change sets of all the owner's agents hold --pending-disk-per-user
+	ReasonPendingDiskServer = "pending_disk_server" // the pending change sets of every agent hold --pending-disk-total
+	ReasonRunLimit          = "run_limit"           // the agent has had limits.max_runs runs
+	ReasonBusy              = "busy"                // a run of the agent is still active
 
 	// A delegated run's tree caps, checked before the agent's own rules.
 	ReasonDelegationDepth       = "delegation_depth"       // the parent is as deep as the tree may go
@@ -128,8 +130,10 @@ type AdmissionFacts struct {
 	RunsAdmitted int64 // every run the agent was ever admitted
 	ActiveRuns   int64 // runs admitted, running or paused
 	// PendingDiskBytes is what the agent's pending change sets hold on the
-	// host's disk (their ChangeSet.DiskBytes).
-	PendingDiskBytes int64
+	// host's disk (their ChangeSet.DiskBytes); OwnerPendingDiskBytes what
+	// those of every agent of its owner hold, and ServerPendingDiskBytes
+	// those of every agent on the server.
+	PendingDiskBytes, OwnerPendingDiskBytes, ServerPendingDiskBytes int64
 	// For a delegated run: the runs its parent has started so far, and the
 	// delegated runs of its tree active now.
 	Children, TreeActive int64
@@ -150,8 +154,10 @@ type Admission struct {
 	TokensBudget int64
 	AgentState   string
 	At           time.Time
-	// PendingDiskBytes is what the agent's pending change sets held.
-	PendingDiskBytes int64
+	// PendingDiskBytes is what the agent's pending change sets held;
+	// OwnerPendingDiskBytes those of its owner's agents, and
+	// ServerPendingDiskBytes those of every agent on the server.
+	PendingDiskBytes, OwnerPendingDiskBytes, ServerPendingDiskBytes int64
 }
 
 // RunStore keeps runs, their checkpoints and the evidence of admission.

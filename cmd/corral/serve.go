@@ -88,6 +88,9 @@ type serveConfig struct {
 	Imports archive.Limits
 	// Delegation caps trees of delegated runs (zero fields: defaults).
 	Delegation corral.TreeCaps
+	// PendingDisk bounds what pending change sets hold on disk, of all
+	// one person's agents and of every agent.
+	PendingDisk service.PendingDiskBounds
 	// DocumentMaxBytes bounds one document; EmbedModel is the provider's
 	// embedding model ("" ranks documents by BM25 alone).
 	DocumentMaxBytes   int64
@@ -177,6 +180,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		{&c.Imports.MaxDirs, "import-max-dirs", "CORRAL_IMPORT_MAX_DIRS", archive.DefaultMaxDirs, "most directories one import holds"},
 		{&c.Imports.MaxFileSize, "import-max-file-size", "CORRAL_IMPORT_MAX_FILE_SIZE", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
 		{&c.DocumentMaxBytes, "document-max-bytes", "CORRAL_DOCUMENT_MAX_BYTES", 4 << 20, "largest document retrieval indexes, in bytes"},
+		{&c.PendingDisk.PerUser, "pending-disk-per-user", "CORRAL_PENDING_DISK_PER_USER", service.DefaultPendingDiskPerUser, "most bytes the change sets waiting for review of all one person's agents may hold on disk before their messages are refused"},
+		{&c.PendingDisk.Total, "pending-disk-total", "CORRAL_PENDING_DISK_TOTAL", service.DefaultPendingDiskTotal, "most bytes the change sets waiting for review of every agent may hold on disk before messages are refused"},
 	}
 	caps := []struct {
 		dst       *int
@@ -387,7 +392,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		go func() { errc <- srv.Serve(guard) }()
 	}
 	if role.ServesBrowsers(r) {
-		cfg := service.Config{Signup: c.Signup, Log: log}
+		cfg := serviceConfig(c, log)
 		accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
 		if err != nil {
 			return err
@@ -778,6 +783,11 @@ func prepareDataDir(data string, log *slog.Logger) error {
 // gatewaySocket is where, under the data directory, the gateway listens
 // for agent CLIs (their sessions' supervisors join them to it).
 const gatewaySocket = "gateway.sock"
+
+// serviceConfig is what the use cases take of serve's settings.
+func serviceConfig(c serveConfig, log *slog.Logger) service.Config {
+	return service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Log: log}
+}
 
 // delegationCaps turns the flags' caps into the domain's: a flag's 0 is
 // "none allowed", which corral.TreeCaps spells as a negative number (its

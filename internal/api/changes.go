@@ -39,7 +39,8 @@ type changeSetView struct {
 	Mode    string            `json:"mode"`
 	Entries []changeEntryView `json:"entries"`
 	// DiskBytes is what the set's staged tree holds on the server's disk
-	// while it waits (counted against limits.pending_disk_bytes).
+	// while it waits (counted against limits.pending_disk_bytes, and the
+	// server's bounds per person and in all).
 	DiskBytes int64        `json:"disk_bytes"`
 	CreatedAt string       `json:"created_at"`
 	ExpiresAt string       `json:"expires_at"`
@@ -104,14 +105,17 @@ type waitingView struct {
 	Status         string  `json:"status"`
 	PendingEntries int     `json:"pending_entries"`
 	TotalEntries   int     `json:"total_entries"`
-	CreatedAt      string  `json:"created_at"`
-	ExpiresAt      string  `json:"expires_at"`
+	// DiskBytes is what the set holds on the server's disk while it waits
+	// (counted against the agent's, its owner's and the server's bounds).
+	DiskBytes int64  `json:"disk_bytes"`
+	CreatedAt string `json:"created_at"`
+	ExpiresAt string `json:"expires_at"`
 }
 
 func viewWaiting(w corral.WaitingChangeSet) waitingView {
 	v := waitingView{
 		ID: w.ID, AgentID: w.AgentID, AgentName: w.AgentName, Status: corral.ChangePending,
-		PendingEntries: w.Pending, TotalEntries: w.Entries,
+		PendingEntries: w.Pending, TotalEntries: w.Entries, DiskBytes: w.DiskBytes,
 		CreatedAt: rfc3339(w.CreatedAt), ExpiresAt: rfc3339(w.ExpiresAt),
 	}
 	if w.RunID != "" {

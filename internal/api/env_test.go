@@ -95,6 +95,9 @@ type envOptions struct {
 	// egress is where the node's clones and pushes may connect (nil:
 	// loopbackEgress, for the tests' git servers).
 	egress *egress.Policy
+	// pendingDisk bounds what pending change sets hold per person and in
+	// all (serve's --pending-disk-*; zero fields: the defaults).
+	pendingDisk service.PendingDiskBounds
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -135,7 +138,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	cfg := service.Config{Signup: opt.signup, Now: clock.Now}
+	cfg := service.Config{Signup: opt.signup, PendingDisk: opt.pendingDisk, Now: clock.Now}
 	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now}), opt.params, cfg)
 	if err != nil {
 		t.Fatalf("accounts: %v", err)

@@ -256,8 +256,11 @@ func (r *Runner) Start(run corral.Run, msg corral.Message, ev corral.Admission) 
 			"active_runs":   ev.ActiveRuns,
 			"tokens_used":   ev.TokensUsed,
 			"tokens_budget": ev.TokensBudget,
-			// What the agent's pending change sets held on disk.
-			"pending_disk_bytes": ev.PendingDiskBytes,
+			// What pending change sets held on disk: the agent's, those of
+			// all its owner's agents, and every agent's.
+			"pending_disk_bytes":        ev.PendingDiskBytes,
+			"owner_pending_disk_bytes":  ev.OwnerPendingDiskBytes,
+			"server_pending_disk_bytes": ev.ServerPendingDiskBytes,
 		})
 		r.execute(a, &msg, false)
 	}()

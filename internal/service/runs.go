@@ -21,6 +21,7 @@ type (
 type RunStore interface {
 	corral.RunStore
 	trace.Store
+	PendingDiskStore
 	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
 }
 
@@ -110,15 +111,13 @@ func (s *Runs) admit(ctx context.Context, actor corral.User, a corral.Agent, con
 				return reason
 			}
 		}
-		return Admit(f, size, s.DefaultMaxPrompt)
+		return Admit(f, size, s.DefaultMaxPrompt, s.cfg.PendingDisk)
 	})
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
 	if decided.Reason != "" {
-		return corral.Message{}, corral.Run{}, &corral.Error{
-			Code: corral.EADMISSION, Reason: decided.Reason, Message: words(decided),
-		}
+		return corral.Message{}, corral.Run{}, s.refused(ctx, actor, a, decided, words)
 	}
 	s.engine.Start(run, msg, decided)
 	return msg, run, nil
@@ -133,9 +132,11 @@ const DefaultPendingDiskBytes = corral.DefaultPendingDiskBytes
 
 // Admit is the admission policy: "" to admit, or the first reason to
 // refuse, checked in the order of the Reason* constants. It is pure, so
-// the store can call it inside its transaction.
-func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string {
+// the store can call it inside its transaction. disk holds the server's
+// bounds on pending change sets (zero fields: the defaults).
+func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64, disk PendingDiskBounds) string {
 	a := f.Agent
+	disk.defaults()
 	maxPrompt := a.Limits.MaxPromptBytes
 	if maxPrompt == 0 {
 		maxPrompt = defaultMaxPrompt
@@ -155,6 +156,10 @@ func Admit(f corral.AdmissionFacts, promptBytes, defaultMaxPrompt int64) string 
 		return corral.ReasonBudgetExhausted
 	case f.PendingDiskBytes >= maxPending:
 		return corral.ReasonDiskQuota
+	case f.OwnerPendingDiskBytes >= disk.PerUser:
+		return corral.ReasonPendingDiskUser
+	case f.ServerPendingDiskBytes >= disk.Total:
+		return corral.ReasonPendingDiskServer
 	case a.Limits.MaxRuns > 0 && f.RunsAdmitted >= a.Limits.MaxRuns:
 		return corral.ReasonRunLimit
 	case f.ActiveRuns > 0:
@@ -176,6 +181,10 @@ func refusal(ev corral.Admission) string {
 		return "the agent has used its whole token budget"
 	case corral.ReasonDiskQuota:
 		return "the agent's change sets waiting for review hold as much disk as its limit allows; approve or reject some first"
+	case corral.ReasonPendingDiskUser:
+		return "the change sets waiting for review of all the owner's agents hold as much disk as the server allows one person"
+	case corral.ReasonPendingDiskServer:
+		return "the change sets waiting for review on this server hold as much disk as it allows"
 	case corral.ReasonRunLimit:
 		return "the agent has had as many runs as its limit allows"
 	case corral.ReasonBusy:

@@ -26,8 +26,11 @@ type Config struct {
 	// HashSlots bounds concurrent password hashes: each holds ~19 MiB for
 	// tens of milliseconds, so a login flood must queue, not exhaust memory.
 	HashSlots int
-	Now       func() time.Time
-	Log       *slog.Logger
+	// PendingDisk bounds what pending change sets hold on the host's disk
+	// beyond each agent's own limit (zero fields: the defaults).
+	PendingDisk PendingDiskBounds
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -43,6 +46,7 @@ func (c *Config) defaults() {
 	if c.HashSlots == 0 {
 		c.HashSlots = 4
 	}
+	c.PendingDisk.defaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}

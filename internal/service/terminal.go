@@ -101,7 +101,8 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 // changed then becomes a change set for review. Admission is a message's,
 // with no prompt.
 func (s *Runs) StartTerminal(ctx context.Context, actor corral.User, agentID string) (corral.Run, error) {
-	if _, err := s.load(ctx, actor, agentID, access.UseTerminal); err != nil {
+	a, err := s.load(ctx, actor, agentID, access.UseTerminal)
+	if err != nil {
 		return corral.Run{}, err
 	}
 	if s.node == nil {
@@ -115,13 +116,13 @@ func (s *Runs) StartTerminal(ctx context.Context, actor corral.User, agentID str
 	}
 	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: actor.ID, At: now}
 	decided, err := s.store.Admit(ctx, corral.Message{}, run, ev, func(f corral.AdmissionFacts) string {
-		return Admit(f, 0, s.DefaultMaxPrompt)
+		return Admit(f, 0, s.DefaultMaxPrompt, s.cfg.PendingDisk)
 	})
 	if err != nil {
 		return corral.Run{}, err
 	}
 	if decided.Reason != "" {
-		return corral.Run{}, &corral.Error{Code: corral.EADMISSION, Reason: decided.Reason, Message: refusal(decided)}
+		return corral.Run{}, s.refused(ctx, actor, a, decided, refusal)
 	}
 	s.engine.Start(run, corral.Message{}, decided)
 	return run, nil

@@ -14,22 +14,22 @@ import type { ChangeSet, Level, WaitingChangeSet } from './types'
 beforeEach(() => window.history.replaceState(null, '', '/'))
 afterEach(() => vi.unstubAllGlobals())
 
-function waiting(id: string, agent: string, pending: number, total: number): WaitingChangeSet {
+function waiting(id: string, agent: string, pending: number, total: number, disk = 4096): WaitingChangeSet {
   return {
     id, agent_id: `agt_${agent}`, agent_name: agent, run_id: 'run_abcdefgh1', status: 'pending',
-    pending_entries: pending, total_entries: total, created_at: '2025-01-01T00:00:00Z', expires_at: '2025-01-08T00:00:00Z',
+    pending_entries: pending, total_entries: total, disk_bytes: disk, created_at: '2025-01-01T00:00:00Z', expires_at: '2025-01-08T00:00:00Z',
   }
 }
 
 describe('InboxPage', () => {
-  it('lists each change set waiting, with its agent and how many files wait', async () => {
-    serveRoutes((_, url) => (url === '/api/changes?status=pending' ? [200, { items: [waiting('chg_newer0001', 'docs', 1, 3), waiting('chg_older0001', 'hello', 2, 2)] }] : undefined))
+  it('lists each change set waiting, with its agent, how many files wait and what it holds on disk', async () => {
+    serveRoutes((_, url) => (url === '/api/changes?status=pending' ? [200, { items: [waiting('chg_newer0001', 'docs', 1, 3, 512), waiting('chg_older0001', 'hello', 2, 2, 3 << 29)] }] : undefined))
     const counted = vi.fn()
     render(<InboxPage onCount={counted} />)
     const rows = within(await screen.findByRole('table')).getAllByRole('row').slice(1)
-    expect(rows.map((r) => [...r.querySelectorAll('th, td')].slice(0, 3).map((c) => c.textContent))).toEqual([
-      ['change set newer000 from run abcdefgh', 'docs', '1 file waits for your review (of 3)'],
-      ['change set older000 from run abcdefgh', 'hello', '2 files wait for your review'],
+    expect(rows.map((r) => [...r.querySelectorAll('th, td')].slice(0, 4).map((c) => c.textContent))).toEqual([
+      ['change set newer000 from run abcdefgh', 'docs', '1 file waits for your review (of 3)', '512 B'],
+      ['change set older000 from run abcdefgh', 'hello', '2 files wait for your review', '1.5 GiB'],
     ])
     expect(within(rows[1]).getByRole('link', { name: 'change set older000' }).getAttribute('href')).toBe('/changes/chg_older0001')
     expect(within(rows[1]).getByRole('link', { name: 'hello' }).getAttribute('href')).toBe('/agents/agt_hello')

@@ -387,6 +387,8 @@ export interface WaitingChangeSet {
   /** Entries (files) still waiting for a decision, and in all. */
   pending_entries: number
   total_entries: number
+  /** What it holds on the server's disk while it waits: counted against the agent's, its owner's and the server's bounds; rejecting it frees it. */
+  disk_bytes: number
   created_at: string
   expires_at: string
 }

@@ -291,7 +291,8 @@ func TestAdmissionsHoldNoPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCols := []string{"seq", "id", "agent_id", "user_id", "run_id", "reason", "prompt_bytes",
-		"runs_admitted", "active_runs", "tokens_used", "tokens_budget", "agent_state", "at", "pending_disk_bytes"}
+		"runs_admitted", "active_runs", "tokens_used", "tokens_budget", "agent_state", "at", "pending_disk_bytes",
+		"owner_pending_disk_bytes", "server_pending_disk_bytes"}
 	if !slices.Equal(cols, wantCols) {
 		t.Errorf("admissions columns = %v, want exactly %v", cols, wantCols)
 	}

@@ -16,7 +16,7 @@ import (
 // agentColumns selects an agent, its owner's name and the number of its
 // change sets waiting for a person from agents a joined with users o.
 // scanAgent reads them in this order, then the access rank. The count is
-// a lookup in the partial index change_sets_agent_pending.
+// a lookup in the partial index change_sets_pending_disk.
 const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
 	a.fs, a.changes, a.network,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,

@@ -114,27 +114,63 @@ func (db *DB) WaitingChangeSets(ctx context.Context, agentIDs []string) ([]corra
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	rows, err := db.query(ctx, `
-		SELECT c.id, c.agent_id, a.name, c.run_id, c.created_at, c.expires_at,
-			(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id AND e.state = 'pending'),
-			(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id)
+	rows, err := db.query(ctx, `SELECT `+waitingColumns+`
 		FROM change_sets c JOIN agents a ON a.id = c.agent_id
 		WHERE c.status = 'pending' AND c.agent_id IN (SELECT value FROM json_each(?))
 		ORDER BY c.created_at DESC, c.id DESC`, string(ids))
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	sets, err := collect(rows, func(s scanner) (corral.WaitingChangeSet, error) {
-		var w corral.WaitingChangeSet
-		var created, expires int64
-		err := s.Scan(&w.ID, &w.AgentID, &w.AgentName, &w.RunID, &created, &expires, &w.Pending, &w.Entries)
-		w.CreatedAt, w.ExpiresAt = fromMillis(created), fromMillis(expires)
-		return w, err
-	})
+	sets, err := collect(rows, scanWaiting)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	return sets, nil
+}
+
+// LargestPendingChangeSets lists the pending change sets of the agents
+// ownerID owns that hold the most disk, largest first, at most limit
+// (<= 0: 5): what a person can decide to free what they hold. CROSS JOIN
+// and INDEXED BY read the owner's agents first (agents_owner_id), then
+// each one's pending sets (change_sets_pending_disk), however many other
+// people's wait: the planner, without statistics, would take every
+// pending set for each agent.
+func (db *DB) LargestPendingChangeSets(ctx context.Context, ownerID string, limit int) ([]corral.WaitingChangeSet, error) {
+	const op = "sqlite.LargestPendingChangeSets"
+	if limit <= 0 {
+		limit = 5
+	}
+	rows, err := db.query(ctx, largestPendingQuery, ownerID, limit)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	sets, err := collect(rows, scanWaiting)
+	if err != nil {
+		return nil, corral.Internal(op, err)
+	}
+	return sets, nil
+}
+
+// largestPendingQuery lists an owner's (?1) largest pending change sets,
+// at most ?2.
+const largestPendingQuery = `SELECT ` + waitingColumns + `
+	FROM agents a CROSS JOIN change_sets c INDEXED BY change_sets_pending_disk ON c.agent_id = a.id
+	WHERE a.owner_id = ?1 AND c.status = 'pending'
+	ORDER BY c.disk_bytes DESC, c.id LIMIT ?2`
+
+// waitingColumns selects a waiting change set from change_sets c joined
+// with its agent a, its entries counted; scanWaiting reads them.
+const waitingColumns = `c.id, c.agent_id, a.name, c.run_id, c.created_at, c.expires_at,
+	(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id AND e.state = 'pending'),
+	(SELECT count(*) FROM change_entries e WHERE e.change_set_id = c.id),
+	c.disk_bytes`
+
+func scanWaiting(s scanner) (corral.WaitingChangeSet, error) {
+	var w corral.WaitingChangeSet
+	var created, expires int64
+	err := s.Scan(&w.ID, &w.AgentID, &w.AgentName, &w.RunID, &created, &expires, &w.Pending, &w.Entries, &w.DiskBytes)
+	w.CreatedAt, w.ExpiresAt = fromMillis(created), fromMillis(expires)
+	return w, err
 }
 
 func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]corral.ChangeSet, error) {

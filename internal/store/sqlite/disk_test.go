@@ -163,7 +163,7 @@ func TestMigrateToDiskKeepsRows(t *testing.T) {
 		AND tbl_name IN ('runs', 'admissions') AND sql IS NOT NULL ORDER BY name`); !slices.Equal(got, wantIndexes) {
 		t.Errorf("indexes after migration = %q, want %q", got, wantIndexes)
 	}
-	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE name LIKE '%_v6' OR name LIKE '%_v14'`); len(got) != 0 {
+	if got := dumpRows(t, db.r, `SELECT name FROM sqlite_master WHERE name LIKE '%_v6' OR name LIKE '%_v14' OR name LIKE '%_v21'`); len(got) != 0 {
 		t.Errorf("left over from the rebuild: %q", got)
 	}
 	for _, check := range []string{`PRAGMA integrity_check`, `PRAGMA foreign_key_check`} {

@@ -54,9 +54,19 @@ const treeCountsQuery = `SELECT
 	(SELECT count(*) FROM runs WHERE parent_run_id = ?1),
 	(SELECT count(*) FROM runs WHERE root_run_id = ?2 AND depth > 0 AND status IN (` + activeStatuses + `))`
 
-// pendingDiskQuery sums what an agent's pending change sets hold on disk.
-const pendingDiskQuery = `SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
-	WHERE agent_id = ? AND status = '` + corral.ChangePending + `'`
+// pendingDiskQuery sums what pending change sets hold on disk: those of
+// the agent (?1), of every agent of its owner (?2), and of every agent.
+// Each sum reads the partial index change_sets_pending_disk alone; the
+// planner, which has no statistics, would rather take change_sets_pending
+// and the table rows, so CROSS JOIN fixes the owner's order (their agents
+// first, by agents_owner_id) and INDEXED BY the server's index.
+const pendingDiskQuery = `SELECT
+	(SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
+		WHERE agent_id = ?1 AND status = '` + corral.ChangePending + `'),
+	(SELECT coalesce(sum(c.disk_bytes), 0) FROM agents a CROSS JOIN change_sets c ON c.agent_id = a.id
+		WHERE a.owner_id = ?2 AND c.status = '` + corral.ChangePending + `'),
+	(SELECT coalesce(sum(disk_bytes), 0) FROM change_sets INDEXED BY change_sets_pending_disk
+		WHERE status = '` + corral.ChangePending + `')`
 
 // Admit decides and records in one write transaction. The writer pool
 // begins every transaction IMMEDIATE, so the facts are read under the
@@ -64,13 +74,13 @@ const pendingDiskQuery = `SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
 // between the count and the insert. decide runs while the lock is held and
 // must therefore be quick and do no I/O.
 //
-// The evidence's RunsAdmitted, ActiveRuns, PendingDiskBytes, TokensUsed,
-// TokensBudget, AgentState, Reason and RunID are the store's, whatever ev
-// held; At is ev.At, or now when zero. m and r must belong to ev.AgentID. An admitted
-// run is stored as RunAdmitted with no tokens, times, violation, reason or
-// change set: those only come from UpdateRun and Settle. ENOTFOUND
-// "agent" when the agent does not exist, "user" when ev.UserID, m.Author
-// or r.TriggeredBy names no account.
+// The evidence's RunsAdmitted, ActiveRuns, the three *PendingDiskBytes,
+// TokensUsed, TokensBudget, AgentState, Reason and RunID are the store's,
+// whatever ev held; At is ev.At, or now when zero. m and r must belong to
+// ev.AgentID. An admitted run is stored as RunAdmitted with no tokens,
+// times, violation, reason or change set: those only come from UpdateRun
+// and Settle. ENOTFOUND "agent" when the agent does not exist, "user" when
+// ev.UserID, m.Author or r.TriggeredBy names no account.
 func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corral.Admission, decide func(corral.AdmissionFacts) string) (corral.Admission, error) {
 	const op = "sqlite.Admit"
 	if err := needID(op, ev.ID); err != nil {
@@ -95,7 +105,8 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	if err := tx.QueryRowContext(ctx, admitCountsQuery, a.ID).Scan(&facts.RunsAdmitted, &facts.ActiveRuns); err != nil {
 		return corral.Admission{}, corral.Internal(op, err)
 	}
-	if err := tx.QueryRowContext(ctx, pendingDiskQuery, a.ID).Scan(&facts.PendingDiskBytes); err != nil {
+	if err := tx.QueryRowContext(ctx, pendingDiskQuery, a.ID, a.Owner.ID).Scan(
+		&facts.PendingDiskBytes, &facts.OwnerPendingDiskBytes, &facts.ServerPendingDiskBytes); err != nil {
 		return corral.Admission{}, corral.Internal(op, err)
 	}
 	if r.ParentRunID != "" {
@@ -107,6 +118,7 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	ev.Reason = decide(facts)
 	ev.RunsAdmitted, ev.ActiveRuns = facts.RunsAdmitted, facts.ActiveRuns
 	ev.PendingDiskBytes = facts.PendingDiskBytes
+	ev.OwnerPendingDiskBytes, ev.ServerPendingDiskBytes = facts.OwnerPendingDiskBytes, facts.ServerPendingDiskBytes
 	ev.TokensUsed, ev.TokensBudget = a.Budget.Used, a.Budget.Tokens
 	ev.AgentState = a.State
 	ev.At = fromMillis(millis(db.orNow(ev.At))) // as stored
@@ -124,10 +136,12 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO admissions (id, agent_id, user_id, run_id, reason, prompt_bytes,
-			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes,
+			owner_pending_disk_bytes, server_pending_disk_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ev.ID, ev.AgentID, user, ev.RunID, ev.Reason, ev.PromptBytes,
-		ev.RunsAdmitted, ev.ActiveRuns, ev.TokensUsed, ev.TokensBudget, ev.AgentState, millis(ev.At), ev.PendingDiskBytes)
+		ev.RunsAdmitted, ev.ActiveRuns, ev.TokensUsed, ev.TokensBudget, ev.AgentState, millis(ev.At), ev.PendingDiskBytes,
+		ev.OwnerPendingDiskBytes, ev.ServerPendingDiskBytes)
 	switch {
 	case isForeignKey(err):
 		return corral.Admission{}, corral.NotFound("user") // the agent was read in this transaction
@@ -213,7 +227,8 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 	const op = "sqlite.Admissions"
 	rows, err := db.query(ctx, `
 		SELECT id, agent_id, user_id, run_id, reason, prompt_bytes,
-			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes
+			runs_admitted, active_runs, tokens_used, tokens_budget, agent_state, at, pending_disk_bytes,
+			owner_pending_disk_bytes, server_pending_disk_bytes
 		FROM admissions WHERE agent_id = ?
 		ORDER BY seq DESC LIMIT ?`, agentID, pageSize(limit))
 	if err != nil {
@@ -224,7 +239,8 @@ func (db *DB) Admissions(ctx context.Context, agentID string, limit int) ([]corr
 		var user sql.NullString
 		var at int64
 		err := s.Scan(&ev.ID, &ev.AgentID, &user, &ev.RunID, &ev.Reason, &ev.PromptBytes,
-			&ev.RunsAdmitted, &ev.ActiveRuns, &ev.TokensUsed, &ev.TokensBudget, &ev.AgentState, &at, &ev.PendingDiskBytes)
+			&ev.RunsAdmitted, &ev.ActiveRuns, &ev.TokensUsed, &ev.TokensBudget, &ev.AgentState, &at, &ev.PendingDiskBytes,
+			&ev.OwnerPendingDiskBytes, &ev.ServerPendingDiskBytes)
 		ev.UserID, ev.At = user.String, fromMillis(at)
 		return ev, err
 	})

@@ -444,7 +444,11 @@ func TestRunQueriesUseIndexes(t *testing.T) {
 		{"runs of an agent", agentRunsQuery, []any{"agt", 10}, "runs_agent_seq"},
 		{"runs in statuses", runsInQuery(2), []any{"running", "paused"}, "runs_status_seq"},
 		{"violations", violationsQuery, []any{"agt", 0}, "runs_agent_violations"},
-		{"pending disk", pendingDiskQuery, []any{"agt"}, "change_sets_agent_pending"},
+		// The three sums, from the partial index alone; the owner's
+		// through their agents, not through every pending set.
+		{"pending disk", pendingDiskQuery, []any{"agt", "usr"}, "change_sets_pending_disk"},
+		{"owner's pending disk", pendingDiskQuery, []any{"agt", "usr"}, "agents_owner_id"},
+		{"owner's largest pending", largestPendingQuery, []any{"usr", 5}, "agents_owner_id"},
 	}
 	for _, c := range cases {
 		rows, err := db.r.QueryContext(ctx, `EXPLAIN QUERY PLAN `+c.query, c.args...)
@@ -462,6 +466,10 @@ func TestRunQueriesUseIndexes(t *testing.T) {
 		plan := strings.Join(details, "; ")
 		if !strings.Contains(plan, "INDEX "+c.index) {
 			t.Errorf("%s: plan %q does not use %s", c.name, plan, c.index)
+		}
+		// change_sets_pending leads to every pending set's row.
+		if strings.Contains(plan, "INDEX change_sets_pending ") {
+			t.Errorf("%s: plan %q reads every pending change set", c.name, plan)
 		}
 	}
 }

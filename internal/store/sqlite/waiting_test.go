@@ -10,8 +10,8 @@ import (
 )
 
 // TestWaitingChangeSets: the inbox's query lists the pending change sets
-// of the agents named, newest first, with their entries counted, and each
-// agent read counts its own pending sets.
+// of the agents named, newest first, with their entries counted and what
+// they hold on disk, and each agent read counts its own pending sets.
 func TestWaitingChangeSets(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -23,7 +23,7 @@ func TestWaitingChangeSets(t *testing.T) {
 	set := func(agent corral.Agent, at time.Duration, status string, states ...string) corral.ChangeSet {
 		t.Helper()
 		cs := corral.ChangeSet{ID: corral.NewID("chg"), AgentID: agent.ID, RunID: "run_" + agent.Name, Status: status,
-			Mode: corral.ChangesReview, CreatedAt: t0.Add(at), ExpiresAt: t0.Add(at + time.Hour)}
+			Mode: corral.ChangesReview, CreatedAt: t0.Add(at), ExpiresAt: t0.Add(at + time.Hour), DiskBytes: int64(at / time.Second)}
 		for i, st := range states {
 			cs.Entries = append(cs.Entries, corral.ChangeEntry{Path: string(rune('a'+i)) + ".txt", Op: "create", Class: corral.ClassOrdinary, State: st})
 		}
@@ -42,8 +42,8 @@ func TestWaitingChangeSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []corral.WaitingChangeSet{
-		{ID: newer.ID, AgentID: b.ID, AgentName: "beta", RunID: "run_beta", CreatedAt: newer.CreatedAt, ExpiresAt: newer.ExpiresAt, Pending: 1, Entries: 1},
-		{ID: older.ID, AgentID: a.ID, AgentName: "alpha", RunID: "run_alpha", CreatedAt: older.CreatedAt, ExpiresAt: older.ExpiresAt, Pending: 2, Entries: 3},
+		{ID: newer.ID, AgentID: b.ID, AgentName: "beta", RunID: "run_beta", CreatedAt: newer.CreatedAt, ExpiresAt: newer.ExpiresAt, Pending: 1, Entries: 1, DiskBytes: 180},
+		{ID: older.ID, AgentID: a.ID, AgentName: "alpha", RunID: "run_alpha", CreatedAt: older.CreatedAt, ExpiresAt: older.ExpiresAt, Pending: 2, Entries: 3, DiskBytes: 60},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("WaitingChangeSets = %+v\nwant %+v", got, want)

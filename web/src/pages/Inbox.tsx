@@ -1,10 +1,12 @@
 // Every change set waiting on me: the pending change sets of the agents
-// I may decide them on (editor or owner), newest first.
+// I may decide them on (editor or owner), newest first, each with what it
+// holds on the server's disk (what counts against the bounds on pending
+// change sets: rejecting a large one frees room for new messages).
 
 import { useEffect } from 'react'
 import { api } from '../api'
 import { ErrorText, Loading, useLoad } from '../feedback'
-import { formatTime, shortId } from '../format'
+import { formatBytes, formatTime, shortId } from '../format'
 import { waitingWords } from '../review'
 import { Link } from '../router'
 
@@ -33,6 +35,7 @@ export function InboxPage({ onCount }: { onCount?: (n: number) => void }) {
               <th scope="col">Change set</th>
               <th scope="col">Agent</th>
               <th scope="col">Waiting</th>
+              <th scope="col">On disk</th>
               <th scope="col">Created</th>
               <th scope="col">Expires</th>
             </tr>
@@ -56,6 +59,7 @@ export function InboxPage({ onCount }: { onCount?: (n: number) => void }) {
                   {waitingWords(w.pending_entries, true)}
                   {w.pending_entries < w.total_entries && <span className="muted small"> (of {w.total_entries})</span>}
                 </td>
+                <td>{formatBytes(w.disk_bytes)}</td>
                 <td>{formatTime(w.created_at)}</td>
                 <td>{formatTime(w.expires_at)}</td>
               </tr>
