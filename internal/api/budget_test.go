@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -267,5 +268,71 @@ func TestImpossibleUsageIsMeteredAtTheCeiling(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTreeSpendsWithinTheRootBudget: a boss creates two workers, each
+// budget carved out of its own, and delegates to both at once: the two
+// runs call the model side by side until each worker's budget cannot hold
+// another call. No worker spends past its budget, and the whole tree
+// (the boss's calls, the workers' calls) spends no more than the boss was
+// given.
+func TestTreeSpendsWithinTheRootBudget(t *testing.T) {
+	needSandbox(t)
+	const given = 100_000
+	e := newEnv(t, envOptions{maxOutput: 1000})
+	alice := e.signup("alice@example.com", "Alice")
+	boss := alice.roleAgent("boss", "boss")
+	alice.do("PATCH", "/api/agents/"+boss, map[string]any{"budget": map[string]int{"tokens": given}}).want(http.StatusOK)
+	made := regexp.MustCompile(`"id":"(agt_\w+)"`)
+	e.answer(roles(map[string]modeltest.Script{
+		"boss": func(req modeltest.Request) modeltest.Reply {
+			var ids []string
+			for _, m := range req.Messages {
+				if m.Role == "tool" {
+					if id := made.FindStringSubmatch(m.Content); id != nil {
+						ids = append(ids, id[1])
+					}
+				}
+			}
+			switch {
+			case len(ids) == 0:
+				return modeltest.Calls(
+					modeltest.ToolCall{ID: "c1", Name: "create_agent", Arguments: string(mustJSON(map[string]any{"name": "w1", "instructions": "ROLE:worker", "policy": map[string]any{"budget_tokens": 30_000}}))},
+					modeltest.ToolCall{ID: "c2", Name: "create_agent", Arguments: string(mustJSON(map[string]any{"name": "w2", "instructions": "ROLE:worker", "policy": map[string]any{"budget_tokens": 30_000}}))})
+			case req.Last().Role == "tool" && strings.HasPrefix(req.Last().ToolCallID, "c"):
+				return modeltest.Calls(delegateCall("d1", ids[0], "spend"), delegateCall("d2", ids[1], "spend"))
+			}
+			return modeltest.Text("done")
+		},
+		// Every call spends what it reserved: the workers go on until
+		// their budgets cannot hold one more.
+		"worker": func(req modeltest.Request) modeltest.Reply {
+			return costly(modeltest.Calls(modeltest.ShellCall("s", "true")))
+		},
+	}))
+	root := alice.send(boss, "make two workers and have them spend")
+	alice.waitRun(root.ID, "paused", "completed", "errored")
+	tree := alice.tree(root.ID)
+	if len(tree) != 3 {
+		t.Fatalf("tree = %d runs, want the boss and two workers", len(tree))
+	}
+	var spent int64
+	for _, r := range tree {
+		r = alice.waitRun(r.ID, "paused", "completed", "errored")
+		spent += r.Tokens.Input + r.Tokens.Output
+		a, err := e.db.Agent(context.Background(), r.AgentID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Budget.Used > a.Budget.Tokens || a.Budget.Reserved != 0 {
+			t.Fatalf("agent %s (%s): budget %+v: spent past it", a.Name, r.Status, a.Budget)
+		}
+		if r.Depth > 0 && r.Status != "paused" {
+			t.Errorf("worker run %s, want paused at its budget", r.Status)
+		}
+	}
+	if spent > given || spent < 30_000 {
+		t.Fatalf("the tree spent %d of the %d given to its root", spent, given)
 	}
 }
