@@ -140,6 +140,48 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestCollisions: two entries that would be one file on some file system
+// (the same name, a case-insensitive or normalising one), or a file and a
+// directory of one name, are refused naming the entry and the earlier
+// one; a directory named again only as a parent, or spelled the same, is
+// not a collision.
+func TestCollisions(t *testing.T) {
+	dir := func(name string) entry { return entry{name: name, typ: tar.TypeDir} }
+	file := func(name string) entry { return entry{name: name, body: "x"} }
+	tests := []struct {
+		name    string
+		entries []entry
+		says    string // "": extracted
+	}{
+		{"a file twice", []entry{file("a"), file("a")}, `"a" appears twice`},
+		{"a directory twice", []entry{dir("d/"), dir("d/")}, `"d/" appears twice`},
+		{"files one apart in case", []entry{file("README.md"), file("readme.md")}, `"readme.md" is one file with "README.md"`},
+		// sanitize.Path gives both one (NFC) form.
+		{"files one apart in normal form", []entry{file("e\u0301.txt"), file("\u00e9.txt")}, "appears twice"},
+		{"directories one apart in case", []entry{file("Src/a"), file("src/b")}, `"src/b" has a directory that is one with "Src"`},
+		{"an explicit directory one apart in case", []entry{dir("Src/"), file("src/b")}, `has a directory that is one with "Src"`},
+		{"inside a file", []entry{file("a"), file("a/b")}, `"a/b" is inside "a", which is a file`},
+		{"a directory, then a file", []entry{dir("a/"), file("a")}, "both a file and a directory"},
+		{"a file, then a directory", []entry{file("a"), dir("a/")}, "both a file and a directory"},
+		{"a parent, then its entry", []entry{file("a/b"), dir("a/")}, ""},
+		{"an entry, then its children", []entry{dir("Docs/"), file("Docs/a"), file("Docs/b")}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Extract(bytes.NewReader(tarOf(t, tc.entries...)), Tar, t.TempDir(), t.TempDir(), Limits{})
+			if tc.says == "" {
+				if err != nil {
+					t.Fatalf("Extract = %v, want it extracted", err)
+				}
+				return
+			}
+			if corral.ErrorCode(err) != corral.ENAME || !strings.Contains(corral.ErrorMessage(err), tc.says) {
+				t.Fatalf("Extract = %v (%s), want %s saying %q", err, corral.ErrorCode(err), corral.ENAME, tc.says)
+			}
+		})
+	}
+}
+
 // TestRealBytesCount feeds an entry whose header declares nothing: only
 // the bytes read count, and the copy stops just past the limit.
 func TestRealBytesCount(t *testing.T) {
@@ -149,7 +191,7 @@ func TestRealBytesCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	x := &extractor{root: root, lim: Limits{MaxFileSize: 1 << 20}.WithDefaults(), names: map[string]seen{}, buf: make([]byte, 32<<10)}
+	x := newExtractor(root, Limits{MaxFileSize: 1 << 20}.WithDefaults(), 32<<10)
 	src := &countingZeros{left: 1 << 30}
 	err = x.file("liar", 0o644, 0, func() (io.Reader, func(), error) { return src, func() {}, nil })
 	if corral.ErrorCode(err) != corral.ETOOLARGE {

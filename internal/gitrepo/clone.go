@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,8 +23,9 @@ import (
 // Clone clones the repository at rawURL (ref: a branch or tag, "" for the
 // remote's default) into dir, which must not exist. progress, when set,
 // hears the percentage done (0 to 100). A clone that grows past
-// Config.MaxBytes is killed (ETOOLARGE). On any failure dir is removed:
-// the caller never finds half a clone.
+// Config.MaxBytes is killed (ETOOLARGE); a tree past Config.Tree is
+// refused before it is checked out (ETOOLARGE naming the limit). On any
+// failure dir is removed: the caller never finds half a clone.
 func (c Config) Clone(ctx context.Context, rawURL, ref string, auth *Auth, dir string, progress func(int)) (err error) {
 	c = c.withDefaults()
 	u, err := CheckURL(rawURL)
@@ -39,16 +42,109 @@ func (c Config) Clone(ctx context.Context, rawURL, ref string, auth *Auth, dir s
 			os.RemoveAll(dir)
 		}
 	}()
-	args := []string{"clone", "--progress", "--no-recurse-submodules"}
-	if ref != "" {
-		args = append(args, "--branch", ref)
-	}
-	args = append(args, "--", u.String(), dir)
 	rem, err := c.remote(ctx, u, auth)
 	if err != nil {
 		return err
 	}
-	cmd, cleanup, err := c.command(ctx, "", rem, args...)
+	watched, stop := c.watchSize(ctx, dir)
+	err = c.clone(watched, u.String(), ref, rem, dir, progress)
+	if stop() {
+		return c.tooLarge()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return &corral.Error{Code: corral.EUNAVAIL, Message: "the clone was stopped", Op: "git clone", Err: ctx.Err()}
+		}
+		return err
+	}
+	if dirSize(dir) > c.MaxBytes {
+		return c.tooLarge()
+	}
+	if progress != nil {
+		progress(100)
+	}
+	return nil
+}
+
+// clone fetches without checking out, checks the tree it got against
+// c.Tree, and only then checks it out: a tree past a limit is refused
+// before a file of it is written.
+func (c Config) clone(ctx context.Context, url, ref string, rem *remote, dir string, progress func(int)) error {
+	args := []string{"clone", "--progress", "--no-checkout", "--no-recurse-submodules"}
+	if ref != "" {
+		args = append(args, "--branch", ref)
+	}
+	args = append(args, "--", url, dir)
+	if err := c.runProgress(ctx, "", rem, progress, args...); err != nil {
+		return classify("git clone", err)
+	}
+	head, err := c.head(ctx, dir)
+	if err != nil || head == "" {
+		return err // "": an empty repository, nothing to check out
+	}
+	if err := c.checkTree(ctx, dir, head); err != nil {
+		return err
+	}
+	if err := c.runProgress(ctx, dir, nil, progress, "checkout", "--progress", "--force", "HEAD"); err != nil {
+		return classifyCheckout(err)
+	}
+	return nil
+}
+
+// tooLarge is the answer for a clone past MaxBytes on disk.
+func (c Config) tooLarge() error {
+	return corral.Errorf(corral.ETOOLARGE, "the repository is too large: more than %d bytes on disk (--clone-max-bytes)", c.MaxBytes)
+}
+
+// watchSize watches dir's size while a clone runs: the returned context is
+// cancelled (and git with it) when dir passes MaxBytes, so a repository
+// larger than the limit is stopped on the way, not after it filled the
+// disk. stop ends the watch and says whether it fired. A walk stats every
+// file, so the watcher rests ten times as long as its last walk took (at
+// least 200 ms): a tenth of a core at most, however large the clone (a
+// fixed 200 ms made a 10,000-file clone 1.9 times as slow as git's own).
+func (c Config) watchSize(ctx context.Context, dir string) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	fired := make(chan struct{})
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				start := time.Now()
+				if dirSize(dir) > c.MaxBytes {
+					close(fired)
+					cancel()
+					return
+				}
+				t.Reset(max(200*time.Millisecond, 10*time.Since(start)))
+			}
+		}
+	}()
+	return ctx, func() bool {
+		close(quit)
+		<-done
+		cancel()
+		select {
+		case <-fired:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// runProgress runs git with its progress (standard error) turned into
+// percentages for progress. A failure is a *gitError carrying the end of
+// standard error, or noGit's answer.
+func (c Config) runProgress(ctx context.Context, dir string, rem *remote, progress func(int), args ...string) error {
+	cmd, cleanup, err := c.command(ctx, dir, rem, args...)
 	if err != nil {
 		return err
 	}
@@ -67,52 +163,123 @@ func (c Config) Clone(ctx context.Context, rawURL, ref string, auth *Auth, dir s
 		wg.Wait()
 		return noGit(err)
 	}
-	// The size is watched while git runs: a repository larger than the
-	// limit is stopped on the way, not after it filled the disk. A walk
-	// stats every file, so the watcher rests ten times as long as its last
-	// walk took (at least 200 ms): a tenth of a core at most, however
-	// large the clone (a fixed 200 ms made a 10,000-file clone 1.9 times
-	// as slow as git's own).
-	tooLarge := make(chan struct{})
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTimer(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				start := time.Now()
-				if dirSize(dir) > c.MaxBytes {
-					close(tooLarge)
-					cmd.Cancel()
-					return
-				}
-				t.Reset(max(200*time.Millisecond, 10*time.Since(start)))
-			}
-		}
-	}()
 	werr := cmd.Wait()
-	close(stop)
 	pw.Close()
 	wg.Wait()
-	select {
-	case <-tooLarge:
-		return corral.Errorf(corral.ETOOLARGE, "the repository is too large: more than %d bytes on disk", c.MaxBytes)
-	default:
-	}
 	if werr != nil {
-		if ctx.Err() != nil {
-			return &corral.Error{Code: corral.EUNAVAIL, Message: "the clone was stopped", Op: "git clone", Err: ctx.Err()}
+		return &gitError{args: args[0], stderr: stderr.String(), err: werr}
+	}
+	return nil
+}
+
+// head is the commit HEAD names in a fresh clone, "" when the repository
+// has none (git rev-parse --verify -q exits 1 and says nothing); any other
+// failure is an error, never taken for an empty repository.
+func (c Config) head(ctx context.Context, dir string) (string, error) {
+	out, err := c.run(ctx, dir, nil, nil, nil, "rev-parse", "--verify", "-q", "HEAD")
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)), nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1 && len(out) == 0 && ctx.Err() == nil:
+		return "", nil
+	}
+	var ce *corral.Error
+	if errors.As(err, &ce) {
+		return "", err
+	}
+	return "", corral.Internal("git rev-parse", err)
+}
+
+// checkTree lists rev's tree as git reads it (ls-tree, consumed as it
+// comes: a tree of millions of entries costs no memory here) and refuses
+// it at the first entry past a limit of c.Tree. git is stopped there.
+func (c Config) checkTree(ctx context.Context, dir, rev string) error {
+	if c.Tree == (TreeLimits{}) {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd, cleanup, err := c.command(ctx, dir, nil, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", rev)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	var stderr bytes.Buffer
+	cmd.Stderr = &tail{max: 8 << 10, buf: &stderr}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return corral.Internal("git ls-tree", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return noGit(err)
+	}
+	lerr := c.Tree.check(out)
+	if lerr != nil {
+		cancel() // git need not list the rest
+	}
+	werr := cmd.Wait()
+	switch {
+	case lerr != nil:
+		return lerr
+	case werr != nil:
+		return corral.Internal("git ls-tree", &gitError{args: "ls-tree", stderr: stderr.String(), err: werr})
+	}
+	return nil
+}
+
+// check reads a listing of git ls-tree -r -t -l -z, one record at a time
+// ("<mode> <type> <object> <size>\t<path>\0"), and refuses the tree at the
+// first record that passes a limit. Only the record's head is kept; the
+// path is skipped, however long.
+func (lim TreeLimits) check(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 4096)
+	var files, dirs, size int64
+	for {
+		head, err := br.ReadSlice('\t')
+		if err == io.EOF && len(head) == 0 {
+			return nil
 		}
-		return classify("git clone", &gitError{args: "clone", stderr: stderr.String(), err: werr})
+		f := strings.Fields(string(head))
+		if err != nil || len(f) != 4 {
+			return corral.Internal("git ls-tree", fmt.Errorf("unexpected listing %q: %v", head, err))
+		}
+		switch f[1] {
+		case "blob":
+			n, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil || n < 0 {
+				return corral.Internal("git ls-tree", fmt.Errorf("unexpected size in %q", head))
+			}
+			files++
+			size += n
+		case "tree", "commit":
+			dirs++
+		}
+		if err := lim.passed(files, dirs, size); err != nil {
+			return err
+		}
+		for {
+			_, err := br.ReadSlice(0)
+			if err == nil {
+				break
+			}
+			if err != bufio.ErrBufferFull {
+				return corral.Internal("git ls-tree", fmt.Errorf("unterminated path: %v", err))
+			}
+		}
 	}
-	if dirSize(dir) > c.MaxBytes {
-		return corral.Errorf(corral.ETOOLARGE, "the repository is too large: more than %d bytes on disk", c.MaxBytes)
-	}
-	if progress != nil {
-		progress(100)
+}
+
+// passed is the answer for counts past a limit, nil within them. The
+// limits are the import caps: the message names their flags.
+func (lim TreeLimits) passed(files, dirs, size int64) error {
+	switch {
+	case lim.MaxFiles > 0 && files > lim.MaxFiles:
+		return corral.Errorf(corral.ETOOLARGE, "the repository holds more than %d files (--import-max-files); nothing was cloned", lim.MaxFiles)
+	case lim.MaxDirs > 0 && dirs > lim.MaxDirs:
+		return corral.Errorf(corral.ETOOLARGE, "the repository holds more than %d directories (--import-max-dirs); nothing was cloned", lim.MaxDirs)
+	case lim.MaxBytes > 0 && size > lim.MaxBytes:
+		return corral.Errorf(corral.ETOOLARGE, "the repository's files hold more than %d bytes (--import-max-bytes); nothing was cloned", lim.MaxBytes)
 	}
 	return nil
 }

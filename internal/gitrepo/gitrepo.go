@@ -37,6 +37,17 @@ import (
 // DefaultMaxBytes is the default clone size limit.
 const DefaultMaxBytes = 2 << 30
 
+// TreeLimits bound the tree a clone checks out: the server's import caps
+// (the node sets them), so that a clone writes no more files, directories
+// or bytes into a workspace than an import may. They are counted from
+// git's own listing of the tree before a file of it is written. A zero
+// field is no bound.
+type TreeLimits struct {
+	MaxFiles int64 // blobs: regular files and symbolic links
+	MaxDirs  int64 // trees, and submodules (each checks out as an empty directory)
+	MaxBytes int64 // the blobs' sizes together
+}
+
 // Identity is a person (or Corral) as git records them.
 type Identity struct {
 	Name, Email string
@@ -52,6 +63,8 @@ type Config struct {
 	CAFile string
 	// MaxBytes bounds a clone's size on disk; default DefaultMaxBytes.
 	MaxBytes int64
+	// Tree bounds the tree a clone checks out (zero fields: no bound).
+	Tree TreeLimits
 	// Committer is who commits; default Corral <corral@localhost>.
 	Committer Identity
 	// Egress is where a clone or push may connect: public addresses, and
@@ -340,6 +353,10 @@ func (e *gitError) Unwrap() error { return e.err }
 func classify(op string, err error) error {
 	var ge *gitError
 	if !errors.As(err, &ge) {
+		var ce *corral.Error
+		if errors.As(err, &ce) {
+			return err // already answered (noGit)
+		}
 		return corral.Internal(op, err)
 	}
 	s := ge.stderr
@@ -353,18 +370,38 @@ func classify(op string, err error) error {
 		strings.Contains(s, "Couldn't connect"), strings.Contains(s, "SSL certificate problem"),
 		strings.Contains(s, "server certificate verification failed"):
 		return wrap(corral.EUNAVAIL, msgUnreachable)
-	case strings.Contains(s, "error: invalid path '"), strings.Contains(s, "unable to checkout working tree"):
-		// git refused a path of the repository's tree (GIT~1, a .git
-		// look-alike, a name no filesystem should take): the repository's
-		// doing, not the network's. Its name is not repeated: it is the
-		// remote's text.
-		return wrap(corral.EINVALID, "the repository holds a path git refuses to check out (such as GIT~1 or another spelling of .git): nothing was cloned")
+	case refusedPath(s):
+		return wrap(corral.EINVALID, msgRefusedPath)
 	case strings.Contains(s, "not found in upstream"), strings.Contains(s, "couldn't find remote ref"):
 		return wrap(corral.ENOTFOUND, "ref not found on the remote")
 	case strings.Contains(s, "not found"), strings.Contains(s, "returned error: 404"), strings.Contains(s, "does not appear to be a git repository"):
 		return wrap(corral.ENOTFOUND, "no repository at that URL")
 	}
 	return wrap(corral.EUNAVAIL, msgUnreachable)
+}
+
+// msgRefusedPath answers a tree git refused to check out (GIT~1, a .git
+// look-alike, a name no filesystem should take): the repository's doing,
+// not the network's. The path is not repeated: it is the remote's text.
+const msgRefusedPath = "the repository holds a path git refuses to check out (such as GIT~1 or another spelling of .git): nothing was cloned"
+
+// refusedPath says whether git's standard error tells of a path it refused.
+func refusedPath(stderr string) bool {
+	return strings.Contains(stderr, "error: invalid path '") || strings.Contains(stderr, "unable to checkout working tree")
+}
+
+// classifyCheckout turns a failed checkout of a fresh clone into the error
+// a person reads: a path git refused, or an internal error (the network
+// is not involved).
+func classifyCheckout(err error) error {
+	var ge *gitError
+	switch {
+	case errors.As(err, &ge) && refusedPath(ge.stderr):
+		return &corral.Error{Code: corral.EINVALID, Message: msgRefusedPath, Op: "git checkout", Err: err}
+	case errors.As(err, new(*corral.Error)):
+		return err
+	}
+	return corral.Internal("git checkout", err)
 }
 
 // tail keeps the last max bytes written to it.

@@ -215,6 +215,75 @@ func TestCloneTooLarge(t *testing.T) {
 	}
 }
 
+// TestCloneTreeCheckedFirst: the tree is held to the limits before it is
+// checked out. This repository also holds a path checkout refuses
+// (GIT~1): the answer is the limit's, so checkout never ran.
+func TestCloneTreeCheckedFirst(t *testing.T) {
+	s, cfg := server(t, gittest.Options{Files: map[string]string{"README.md": "hello\n"}})
+	work := filepath.Join(t.TempDir(), "work")
+	gittest.Git(t, filepath.Dir(work), "clone", "-q", s.Bare, work)
+	if err := os.MkdirAll(filepath.Join(work, "GIT~1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "GIT~1", "config"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, work, "-c", "core.protectNTFS=false", "add", ".")
+	gittest.Git(t, work, "-c", "core.protectNTFS=false", "commit", "-q", "--no-gpg-sign", "-m", "a path git refuses")
+	gittest.Git(t, work, "push", "-q", "origin", "HEAD:"+s.Branch())
+
+	cfg.Tree = TreeLimits{MaxFiles: 1}
+	dir := filepath.Join(t.TempDir(), "clone")
+	err := cfg.Clone(context.Background(), s.URL(), "", auth(), dir, nil)
+	if corral.ErrorCode(err) != corral.ETOOLARGE || !strings.Contains(corral.ErrorMessage(err), "more than 1 files") {
+		t.Fatalf("Clone = %v (%s), want %s: the file limit, before checkout", err, corral.ErrorCode(err), corral.ETOOLARGE)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, fs.ErrNotExist) {
+		t.Fatalf("a refused clone left %s on disk (%v)", dir, serr)
+	}
+}
+
+// TestTreeLimitsCheck reads listings as git ls-tree -r -t -l -z writes
+// them: blobs are files, trees and submodules directories, paths of any
+// length are skipped, and a listing that is not git's is an internal error.
+func TestTreeLimitsCheck(t *testing.T) {
+	const oid = "45b983be36b73c0788dc9cbcb76cbb80fc7bb057"
+	rec := func(mode, typ, size, path string) string {
+		return mode + " " + typ + " " + oid + " " + size + "\t" + path + "\x00"
+	}
+	dir := rec("040000", "tree", "      -", "d")
+	file := rec("100644", "blob", "    100", "d/f")
+	link := rec("120000", "blob", "      3", "d/l")
+	sub := rec("160000", "commit", "      -", "sub")
+	long := rec("100644", "blob", "      1", strings.Repeat("n", 10000))
+	tests := []struct {
+		name    string
+		lim     TreeLimits
+		listing string
+		code    string
+		substr  string
+	}{
+		{"within", TreeLimits{MaxFiles: 2, MaxDirs: 2, MaxBytes: 103}, dir + file + link + sub, "", ""},
+		{"no limits", TreeLimits{}, dir + file + link + sub, "", ""},
+		{"empty", TreeLimits{MaxFiles: 1}, "", "", ""},
+		{"files", TreeLimits{MaxFiles: 1}, dir + file + link, corral.ETOOLARGE, "more than 1 files (--import-max-files)"},
+		{"a submodule is a directory", TreeLimits{MaxDirs: 1}, dir + sub, corral.ETOOLARGE, "more than 1 directories (--import-max-dirs)"},
+		{"bytes", TreeLimits{MaxBytes: 102}, file + link, corral.ETOOLARGE, "more than 102 bytes (--import-max-bytes)"},
+		{"a long path is skipped", TreeLimits{MaxFiles: 2}, long + long + long, corral.ETOOLARGE, "more than 2 files"},
+		{"not a listing", TreeLimits{MaxFiles: 1}, "hello\tworld\x00", corral.EINTERNAL, ""},
+		{"cut off", TreeLimits{MaxFiles: 5}, file + "100644 blob " + oid, corral.EINTERNAL, ""},
+		{"path cut off", TreeLimits{MaxFiles: 5}, strings.TrimSuffix(file, "\x00"), corral.EINTERNAL, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.lim.check(strings.NewReader(tt.listing))
+			if corral.ErrorCode(err) != tt.code || !strings.Contains(corral.ErrorMessage(err), tt.substr) {
+				t.Fatalf("check = %v (%s), want %q with %q", err, corral.ErrorCode(err), tt.code, tt.substr)
+			}
+		})
+	}
+}
+
 // TestCommitAndPush: one commit per call, attributed as asked, with only
 // the named paths; a push lands it on the server, and a push after the
 // remote moved is a non-fast-forward conflict naming the remote's head.

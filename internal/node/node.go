@@ -36,7 +36,9 @@ type Config struct {
 	UID, GID  int
 	NoOverlay bool           // stage by copying even where overlayfs works
 	Imports   archive.Limits // bound an import; zero fields take archive's
-	Git       gitrepo.Config
+	// Git runs git. Its Tree limits are set from Imports: a clone obeys
+	// the import caps on files, directories and bytes.
+	Git gitrepo.Config
 
 	Sandbox sandbox.Config
 	// Grace is how long a session outlives a server that went away
@@ -95,6 +97,8 @@ func New(cfg Config) (*Local, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	imports := cfg.Imports.WithDefaults()
+	cfg.Git.Tree = gitrepo.TreeLimits{MaxFiles: imports.MaxFiles, MaxDirs: imports.MaxDirs, MaxBytes: imports.MaxBytes}
 	l := &Local{cfg: cfg, open: map[string]map[string]*workspace.Stage{}, clients: map[string]*supervisor.Client{}}
 	for _, d := range []string{l.importsDir(), l.clonesDir(), l.movesDir()} {
 		if err := os.RemoveAll(d); err != nil {
