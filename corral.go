@@ -155,6 +155,11 @@ type Agent struct {
 	// Access is the level of the user the agent was loaded for. Stores fill
 	// it in the same read as the agent, so it is never stale.
 	Access Level
+	// Accepted: the user the agent was loaded for has consented to it as
+	// a delegation target for their runs (owning it, accepting their
+	// grant on it, or joining a link of it counts), read with Access. A
+	// grant alone gives access, never this.
+	Accepted bool
 	// PendingChanges is how many of the agent's change sets wait for a
 	// person (status pending), counted in the same read.
 	PendingChanges int
@@ -169,6 +174,10 @@ type Policy struct {
 	// files are left out of staged trees; protected changes are denied;
 	// risky changes always wait for a person.
 	Secrets, Protected, Risky []string
+	// Library: the shared library (documents any user publishes) is
+	// searched for the agent, besides its private documents. Off unless
+	// an editor turns it on: anyone can write into the library.
+	Library bool
 }
 
 // Limits bound each run of an agent. Zero means the server's default.
@@ -256,6 +265,10 @@ type Grant struct {
 	User      User // ID, Email and Name are filled; nothing secret exists on User
 	Level     Level
 	CreatedAt time.Time
+	// Accepted: the user consented to the agent as a delegation target
+	// (accepted the grant, or joined a link of the agent). Until then the
+	// grant gives access, but the user's runs cannot hand work to it.
+	Accepted bool
 }
 
 // Link is a share link. Whoever holds its token and accepts it while signed in

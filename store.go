@@ -90,6 +90,10 @@ type ShareStore interface {
 	// PutGrant creates or changes userID's level on an agent.
 	PutGrant(ctx context.Context, agentID, userID string, level Level, now time.Time) error
 	DeleteGrant(ctx context.Context, agentID, userID string) error
+	// AcceptGrant records that userID accepted their grant on the agent
+	// as a delegation target; accepting twice is fine. ENOTFOUND when
+	// userID has no grant on it.
+	AcceptGrant(ctx context.Context, agentID, userID string) error
 	Grants(ctx context.Context, agentID string) ([]Grant, error)
 
 	CreateLink(ctx context.Context, l Link, hash []byte) error

@@ -138,6 +138,25 @@ func (d Decision) Err(kind string, action Action) error {
 	}
 }
 
+// Target decides whether a person's runs may hand work to an agent
+// (list_agents and delegate, in the built-in loop and an agent CLI's
+// tools), for a person holding level on it who has accepted it as a
+// delegation target (accepted) or not. Access is not consent: anyone may
+// grant anyone access to their own agent, and a hop writes the task into
+// that agent's thread as the person. So an agent the person has not
+// accepted is hidden from their runs, exactly as one that does not exist;
+// owning an agent is accepting it. Past consent, the decision is
+// SendMessage's. Total and closed like Check.
+func Target(level corral.Level, accepted bool) Decision {
+	if level == corral.LevelOwner {
+		accepted = true
+	}
+	if !accepted {
+		return Hide
+	}
+	return Check(level, SendMessage)
+}
+
 // LibraryAction is something done to the shared library, which belongs to
 // no agent: it is decided by who the caller is, not by a level.
 type LibraryAction int

@@ -65,6 +65,27 @@ func TestLibraryEveryCase(t *testing.T) {
 	}
 }
 
+func TestTargetEveryLevelAndConsent(t *testing.T) {
+	//                         none viewer runner editor owner
+	notAccepted := [5]Decision{N, N, N, N, A}
+	accepted := [5]Decision{N, F, A, A, A}
+	for i, l := range levels {
+		if got := Target(l, false); got != notAccepted[i] {
+			t.Errorf("Target(%v, not accepted) = %v, want %v", l, got, notAccepted[i])
+		}
+		if got := Target(l, true); got != accepted[i] {
+			t.Errorf("Target(%v, accepted) = %v, want %v", l, got, accepted[i])
+		}
+	}
+	for _, l := range []corral.Level{corral.Level(-1), corral.LevelOwner + 1} {
+		for _, ok := range []bool{false, true} {
+			if got := Target(l, ok); got != Hide {
+				t.Errorf("Target(%v, %v) = %v, want hide", l, ok, got)
+			}
+		}
+	}
+}
+
 func TestCheckEveryActionAndLevel(t *testing.T) {
 	for _, a := range Actions() {
 		row, ok := want[a]

@@ -23,6 +23,7 @@ type agentRequest struct {
 		Secrets   *[]string `json:"exclude"`
 		Protected *[]string `json:"protected"`
 		Risky     *[]string `json:"risky"`
+		Library   *bool     `json:"library"`
 	} `json:"policy"`
 	Limits *limitsFields `json:"limits"`
 	Budget *struct {
@@ -35,6 +36,7 @@ func (req agentRequest) input() service.AgentInput {
 	if p := req.Policy; p != nil {
 		in.FS, in.Changes, in.Network = p.FS, p.Changes, p.Network
 		in.Secrets, in.Protected, in.Risky = p.Secrets, p.Protected, p.Risky
+		in.Library = p.Library
 	}
 	if l := req.Limits; l != nil {
 		in.Limits = service.LimitsInput{
@@ -198,6 +200,16 @@ func (s *Server) acceptLink(w http.ResponseWriter, r *http.Request, actor corral
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewAgent(a))
+	return nil
+}
+
+// acceptAgent records that the caller accepts an agent shared with them
+// as a delegation target of their runs.
+func (s *Server) acceptAgent(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	if err := s.agents.Accept(r.Context(), actor, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

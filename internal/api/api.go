@@ -123,6 +123,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/agents/{id}/links", true, s.createLink},
 		{"DELETE", "/api/agents/{id}/links/{link_id}", true, s.deleteLink},
 		{"POST", "/api/links/{token}/accept", true, s.acceptLink},
+		{"POST", "/api/agents/{id}/accept", true, s.acceptAgent},
 		{"GET", "/api/agents/{id}/messages", true, s.listMessages},
 		{"POST", "/api/agents/{id}/messages", true, s.postMessage},
 		{"GET", "/api/agents/{id}/runs", true, s.listRuns},

@@ -164,6 +164,9 @@ var agentRoutes = []agentRoute{
 	{method: "PATCH", path: "/api/agents/{id}", body: map[string]any{"budget": map[string]int{"tokens": 1000}}, note: "budget", need: "owner", ok: 200},
 	{method: "DELETE", path: "/api/agents/{id}", need: "owner", ok: 204},
 	{method: "POST", path: "/api/agents/{id}/release", need: "owner", ok: 200},
+	// Anyone it is shared with accepts it as a delegation target; its
+	// owner has nothing to accept, and is answered the same.
+	{method: "POST", path: "/api/agents/{id}/accept", need: "viewer", ok: 204},
 	{method: "GET", path: "/api/agents/{id}/grants", need: "owner", ok: 200},
 	{method: "POST", path: "/api/agents/{id}/grants", body: map[string]string{"email": "other@example.com", "level": "viewer"}, need: "owner", ok: 200},
 	{method: "PUT", path: "/api/agents/{id}/grants/{user_id}", user: "other", note: "a new grantee", body: map[string]string{"level": "viewer"}, need: "owner", ok: 200},

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +56,8 @@ func targetIn(req modeltest.Request) string {
 // built-in helper agent, gets the helper's answer back and ends on its
 // own; the helper's run is the CLI run's child at depth 1. Told to
 // delegate to Bob's private agent, it gets the not-found error and no run
-// is made.
+// is made; the same once Bob grants Alice runner on it, which she has not
+// accepted as a delegation target.
 func TestAgentCLIsDelegate(t *testing.T) {
 	slow(t)
 	for _, tc := range cliCases {
@@ -141,9 +143,32 @@ func TestAgentCLIsDelegate(t *testing.T) {
 			if runs := bob.runsOf(bobs); len(runs) != 0 {
 				t.Errorf("Bob's agent has %d runs, want none", len(runs))
 			}
+
+			// Granted to Alice, not accepted by her: the same answer.
+			refused := e.lastToolResult("cli")
+			bob.grant(bobs, alice.user.ID, "runner")
+			run = alice.send(cli, "Try Bob's again: delegate to "+bobs)
+			done = alice.waitRun(run.ID, "completed", "errored", "killed", "cancelled", "paused")
+			events = alice.trace(run.ID)
+			if done.Status != "completed" {
+				t.Fatalf("run %s: %s (%s)\ntrace: %s", run.ID, done.Status, done.Reason, brief(events))
+			}
+			if got := e.lastToolResult("cli"); wallTime.ReplaceAllString(got, "") != wallTime.ReplaceAllString(refused, "") {
+				t.Errorf("delegating to Bob's agent granted but not accepted, the CLI's model was told %q, want %q as before", got, refused)
+			}
+			if !hasEvent(events, "delegation_refused") || hasEvent(events, "delegated") {
+				t.Errorf("trace %v, want delegation_refused and no delegated", types(events))
+			}
+			if runs := bob.runsOf(bobs); len(runs) != 0 {
+				t.Errorf("Bob's agent has %d runs after a delegate Alice did not accept, want none", len(runs))
+			}
 		})
 	}
 }
+
+// wallTime is the time a CLI (Codex) says a tool call took, which differs
+// between two calls answered alike.
+var wallTime = regexp.MustCompile(`Wall time: [0-9.]+ seconds`)
 
 // delegateResult tells whether the trace has the delegate call's
 // tool_result, naming the child run.

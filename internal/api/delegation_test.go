@@ -142,8 +142,10 @@ func TestDelegationAuthorization(t *testing.T) {
 		t.Fatalf("Bob's agent has %d runs, want none", len(runs))
 	}
 
-	// Bob grants Alice runner: the hop works, as Alice.
+	// Bob grants Alice runner and she accepts his agent as a target: the
+	// hop works, as Alice.
 	bob.grant(bobs, alice.user.ID, "runner")
+	alice.accept(bobs)
 	run := alice.send(boss, "delegate to "+bobs)
 	root := alice.waitRun(run.ID, "completed")
 	if got := e.lastToolResult("boss"); !strings.Contains(got, "the worker's answer") || !strings.Contains(got, `"status":"completed"`) {
@@ -456,6 +458,7 @@ func TestDelegationRevokedMidTree(t *testing.T) {
 	boss := alice.roleAgent("boss", "boss")
 	bobs := bob.roleAgent("bob's", "worker")
 	bob.grant(bobs, alice.user.ID, "runner")
+	alice.accept(bobs)
 	// The worker works without end: only its person's access ends it
 	// (or its 50 turns, which would end it errored).
 	e.answer(roles(map[string]modeltest.Script{
@@ -510,8 +513,9 @@ func TestCreatedAgentNeverWider(t *testing.T) {
 			"pids": pick(0, 16, 64), "cpu_millis": pick(0, 1000, 9000), "output_bytes": pick(0, 4096, 1<<20), "max_runs": pick(0, 1, 10),
 		}
 		budget := pick(0, 100, 5000)
+		library := rng.Intn(2) == 0
 		alice.do("PATCH", "/api/agents/"+parentID, map[string]any{
-			"policy": map[string]any{"fs": pfs, "protected": []string{"ci/**"}, "exclude": []string{"keys/**"}},
+			"policy": map[string]any{"fs": pfs, "protected": []string{"ci/**"}, "exclude": []string{"keys/**"}, "library": library},
 			"limits": limits, "budget": map[string]int64{"tokens": budget},
 		}).want(http.StatusOK)
 		p, err := e.db.Agent(ctx, parentID, "")
@@ -565,6 +569,8 @@ func checkNarrower(p, c corral.Agent) string {
 		return "fs wider"
 	case c.Policy.Network != p.Policy.Network:
 		return "network differs"
+	case c.Policy.Library != p.Policy.Library:
+		return "library not the parent's"
 	case c.Policy.Changes != corral.ChangesReview:
 		return "changes not reviewed"
 	case strings.Join(c.Policy.Protected, ",") != strings.Join(p.Policy.Protected, ",") ||

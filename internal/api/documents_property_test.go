@@ -21,7 +21,8 @@ import (
 // may see what kept by the test itself:
 //
 //   - a search of agent A returns private passages of A's documents only,
-//     and library passages of library documents only;
+//     and library passages of library documents only, and those only when
+//     A's policy.library is on;
 //   - a caller without access to A is answered not found, for a person and
 //     for a run alike, from the very next query after a revocation;
 //   - a caller with access is answered.
@@ -47,11 +48,14 @@ func TestDocumentIsolationProperty(t *testing.T) {
 	}
 	owner := make([]int, nAgents)
 	agents := make([]string, nAgents)
+	libraryOn := make([]bool, nAgents)          // a third of the agents do not search the library
 	private := make([]map[string]bool, nAgents) // agent → its documents' ids
 	var markers []string                        // a word only one document holds
 	for a := range agents {
 		owner[a] = rng.IntN(nUsers)
 		agents[a] = users[owner[a]].createAgent(fmt.Sprintf("agent %d", a))
+		libraryOn[a] = a%3 != 0
+		users[owner[a]].do("PATCH", "/api/agents/"+agents[a], map[string]any{"policy": map[string]any{"library": libraryOn[a]}}).want(200)
 		private[a] = map[string]bool{}
 		for d := 0; d < 2; d++ {
 			marker := fmt.Sprintf("marker%c%c", 'a'+a, 'a'+d)
@@ -82,7 +86,7 @@ func TestDocumentIsolationProperty(t *testing.T) {
 	sees := func(u, a int) bool { return u == owner[a] || level[u][a] > 0 }
 
 	const cases = 4000
-	var searched, refused, items, privateSeen, librarySeen int
+	var searched, refused, items, privateSeen, librarySeen, libraryOff int
 	for i := 0; i < cases; i++ {
 		u, a := rng.IntN(nUsers), rng.IntN(nAgents)
 		if rng.IntN(8) == 0 && u != owner[a] {
@@ -133,12 +137,15 @@ func TestDocumentIsolationProperty(t *testing.T) {
 			t.Fatalf("case %d: a %s search by user %d of agent %d (level %d): %v", i, by, u, a, level[u][a], err)
 		}
 		searched++
+		if !libraryOn[a] {
+			libraryOff++
+		}
 		for _, it := range res.Items {
 			items++
 			switch {
 			case it.Source == corral.SourcePrivate && private[a][it.DocumentID]:
 				privateSeen++
-			case it.Source == corral.SourceLibrary && library[it.DocumentID]:
+			case it.Source == corral.SourceLibrary && library[it.DocumentID] && libraryOn[a]:
 				librarySeen++
 			default:
 				t.Fatalf("case %d: a %s search of agent %d for %q returned %s passage %s of document %s, which is not its own",
@@ -146,11 +153,12 @@ func TestDocumentIsolationProperty(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases: %d searches answered, %d refused, %d passages checked (%d private, %d library)",
-		cases, searched, refused, items, privateSeen, librarySeen)
+	t.Logf("%d cases: %d searches answered (%d without the library), %d refused, %d passages checked (%d private, %d library)",
+		cases, searched, libraryOff, refused, items, privateSeen, librarySeen)
 	// The walk must have exercised each side, or it proves nothing.
-	if refused < 100 || searched < 500 || privateSeen < 500 || librarySeen < 100 {
-		t.Fatalf("the walk is too thin: %d refused, %d searched, %d private and %d library passages", refused, searched, privateSeen, librarySeen)
+	if refused < 100 || searched < 500 || libraryOff < 100 || privateSeen < 500 || librarySeen < 100 {
+		t.Fatalf("the walk is too thin: %d refused, %d searched (%d without the library), %d private and %d library passages",
+			refused, searched, libraryOff, privateSeen, librarySeen)
 	}
 }
 

@@ -73,14 +73,15 @@ func urlQuery(s string) string {
 }
 
 // TestDocumentsPrivateAndLibrary: an agent's search sees its own private
-// documents and the library, never another agent's; a person's search of
-// the same agent follows its grants, fresh.
+// documents and (its policy.library on) the library, never another
+// agent's; a person's search of the same agent follows its grants, fresh.
 func TestDocumentsPrivateAndLibrary(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	admin := e.signup("admin@example.com", "Admin") // the first account
 	alice := e.signup("alice@example.com", "Alice")
 	bob := e.signup("bob@example.com", "Bob")
 	mine := alice.createAgent("mine")
+	alice.do("PATCH", "/api/agents/"+mine, map[string]any{"policy": map[string]any{"library": true}}).want(http.StatusOK)
 	theirs := bob.createAgent("theirs")
 
 	var doc documentView

@@ -140,7 +140,7 @@ func TestAgentSettingsValidated(t *testing.T) {
 	u := e.signup("u@example.com", "U")
 	var a agentView
 	u.do("POST", "/api/agents", map[string]any{"name": "cfg"}).want(http.StatusCreated).decode(&a)
-	if p := a.Policy; p.FS != "read-write" || p.Changes != "review" || p.Network != "none" || len(p.Secrets)+len(p.Protected)+len(p.Risky) != 0 || a.State != "active" || a.Access != "owner" {
+	if p := a.Policy; p.FS != "read-write" || p.Changes != "review" || p.Network != "none" || len(p.Secrets)+len(p.Protected)+len(p.Risky) != 0 || p.Library || a.State != "active" || a.Access != "owner" {
 		t.Fatalf("new agent = %+v, want the default policy, active, owned", a)
 	}
 	tests := []struct {
@@ -161,6 +161,8 @@ func TestAgentSettingsValidated(t *testing.T) {
 		{"globs", `{"policy":{"exclude":["*.pem"],"protected":["deploy/**"],"risky":["docs/**"]}}`, 200},
 		{"bad glob", `{"policy":{"exclude":["../x"]}}`, 400},
 		{"malformed glob", `{"policy":{"risky":["[a-"]}}`, 400},
+		{"library", `{"policy":{"library":true}}`, 200},
+		{"library not a boolean", `{"policy":{"library":"yes"}}`, 400},
 	}
 	for _, tt := range tests {
 		res := u.do("PATCH", "/api/agents/"+a.ID, []byte(tt.body))
@@ -170,7 +172,7 @@ func TestAgentSettingsValidated(t *testing.T) {
 	}
 	u.do("GET", "/api/agents/"+a.ID, nil).want(http.StatusOK).decode(&a)
 	want := limitsView{MemoryBytes: 268435456, Pids: 64, RunTimeoutS: 600}
-	if a.Policy.FS != "read-only" || a.Policy.Changes != "auto" || a.Limits != want || a.Budget.Tokens != 5000 {
+	if a.Policy.FS != "read-only" || a.Policy.Changes != "auto" || !a.Policy.Library || a.Limits != want || a.Budget.Tokens != 5000 {
 		t.Fatalf("agent after updates = %+v", a)
 	}
 }

@@ -55,6 +55,7 @@ type policyView struct {
 	Secrets   []string `json:"exclude"`
 	Protected []string `json:"protected"`
 	Risky     []string `json:"risky"`
+	Library   bool     `json:"library"`
 }
 
 func nonNil(s []string) []string {
@@ -101,12 +102,15 @@ type agentView struct {
 	Driver       string      `json:"driver"`
 	Owner        userRefView `json:"owner"`
 	Access       string      `json:"access"`
-	Policy       policyView  `json:"policy"`
-	Limits       limitsView  `json:"limits"`
-	Budget       budgetView  `json:"budget"`
-	State        string      `json:"state"`
-	CreatedAt    string      `json:"created_at"`
-	UpdatedAt    string      `json:"updated_at"`
+	// Accepted: the caller accepted the agent as a delegation target of
+	// their runs (always true for its owner).
+	Accepted  bool       `json:"accepted"`
+	Policy    policyView `json:"policy"`
+	Limits    limitsView `json:"limits"`
+	Budget    budgetView `json:"budget"`
+	State     string     `json:"state"`
+	CreatedAt string     `json:"created_at"`
+	UpdatedAt string     `json:"updated_at"`
 	// PendingChanges counts the agent's change sets that wait for a
 	// person, whoever may decide them.
 	PendingChanges int `json:"pending_changes"`
@@ -123,10 +127,11 @@ func viewLimits(l corral.Limits) limitsView {
 func viewAgent(a corral.Agent) agentView {
 	return agentView{
 		ID: a.ID, Name: a.Name, Instructions: a.Instructions, Model: a.Model, Driver: agentDriver(a),
-		Owner:  userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
-		Access: a.Access.String(),
+		Owner:    userRefView{ID: a.Owner.ID, Name: a.Owner.Name},
+		Access:   a.Access.String(),
+		Accepted: a.Accepted,
 		Policy: policyView{
-			FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network,
+			FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network, Library: a.Policy.Library,
 			Secrets: nonNil(a.Policy.Secrets), Protected: nonNil(a.Policy.Protected), Risky: nonNil(a.Policy.Risky),
 		},
 		Limits:    viewLimits(a.Limits),
@@ -143,12 +148,15 @@ type grantView struct {
 	User      contactView `json:"user"`
 	Level     string      `json:"level"`
 	CreatedAt string      `json:"created_at"`
+	// Accepted: the user accepted the agent as a delegation target of
+	// their runs (POST /api/agents/{id}/accept, or by joining a link).
+	Accepted bool `json:"accepted"`
 }
 
 func viewGrant(g corral.Grant) grantView {
 	return grantView{
 		User:  contactView{ID: g.User.ID, Email: g.User.Email, Name: g.User.Name},
-		Level: g.Level.String(), CreatedAt: rfc3339(g.CreatedAt),
+		Level: g.Level.String(), CreatedAt: rfc3339(g.CreatedAt), Accepted: g.Accepted,
 	}
 }
 

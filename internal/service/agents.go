@@ -113,6 +113,9 @@ type AgentInput struct {
 	Secrets      *[]string // globs; nil leaves them as they are
 	Protected    *[]string
 	Risky        *[]string
+	// Library: search the shared library for the agent (off for a new
+	// agent).
+	Library      *bool
 	Limits       LimitsInput
 	BudgetTokens *int64
 }
@@ -151,6 +154,7 @@ func (s *Agents) createFrom(ctx context.Context, actor corral.User, in AgentInpu
 		CreatedAt: now,
 		UpdatedAt: now,
 		Access:    corral.LevelOwner,
+		Accepted:  true, // an owner's agent is always a target of their runs
 		// Who made it is recorded, so that a tree's creations are counted.
 		CreatedByRun: byRun,
 	}
@@ -249,6 +253,9 @@ func apply(a *corral.Agent, in AgentInput) error {
 	}
 	if err := setEnum(&a.Policy.Network, in.Network, "policy.network", corral.NetworkNone); err != nil {
 		return err
+	}
+	if in.Library != nil {
+		a.Policy.Library = *in.Library
 	}
 	for _, g := range []struct {
 		field string
@@ -488,6 +495,26 @@ func (s *Agents) AcceptLink(ctx context.Context, actor corral.User, token string
 		return corral.Agent{}, err
 	}
 	return s.load(ctx, actor, link.AgentID, access.ViewAgent)
+}
+
+// Accept records that the actor consents to the agent as a delegation
+// target of their runs (access.Target), which a grant alone never makes
+// it. It answers as a missing agent when the actor has no access to it;
+// an owner's agent, or one whose link the actor joined, is accepted
+// already, and accepting twice is fine.
+func (s *Agents) Accept(ctx context.Context, actor corral.User, id string) error {
+	a, err := s.load(ctx, actor, id, access.ViewAgent)
+	if err != nil {
+		return err
+	}
+	if a.Access == corral.LevelOwner {
+		return nil
+	}
+	err = s.store.AcceptGrant(ctx, id, actor.ID)
+	if corral.ErrorCode(err) == corral.ENOTFOUND && a.Accepted {
+		return nil // a link joined, and no grant: joining was accepting
+	}
+	return err
 }
 
 // Messages returns a page of the agent's thread, oldest first.

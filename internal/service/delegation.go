@@ -5,6 +5,8 @@ package service
 // root run, with that person's level on the target loaded fresh, through
 // the same admission as a message; the tree's caps are decided inside the
 // admission transaction, so parallel hops cannot both take the last slot.
+// A target must also be one the person accepted (access.Target): a grant
+// alone, which anyone can give anyone, never makes an agent a target.
 
 import (
 	"context"
@@ -42,8 +44,9 @@ func person(run corral.Run) (corral.User, error) {
 	return corral.User{ID: run.TriggeredBy.ID, Name: run.TriggeredBy.Name}, nil
 }
 
-// ListAgents returns the agents the run's person may start runs on, the
-// run's own agent included.
+// ListAgents returns the agents the run's person may hand work to: those
+// they may start runs on and own or accepted as delegation targets, the
+// run's own agent included when it is one.
 func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corral.Agent, error) {
 	actor, err := person(parent)
 	if err != nil {
@@ -55,7 +58,7 @@ func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corra
 	}
 	var out []corral.Agent
 	for _, a := range all {
-		if access.Check(a.Access, access.SendMessage) == access.Allow {
+		if access.Target(a.Access, a.Accepted) == access.Allow {
 			out = append(out, a)
 		}
 	}
@@ -65,16 +68,17 @@ func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corra
 // Delegate starts a child run of parent on agentID with task as its
 // message, for parent's tool call call, and returns it; the caller waits
 // for it. Asked again for the same call (after a restart, or a pause), it
-// returns the run that call started. The person's access to the agent is
-// checked first and fresh: an agent they may not run is not found, exactly
-// as a missing one. A cap that refuses the hop is an EADMISSION error whose
+// returns the run that call started. The person's access to the agent and
+// their consent to it as a target are checked first and fresh: an agent
+// they may not run, or have not accepted, is not found, exactly as a
+// missing one. A cap that refuses the hop is an EADMISSION error whose
 // Reason names it; so is any admission refusal of the target agent.
 func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (corral.Run, error) {
 	actor, err := person(parent)
 	if err != nil {
 		return corral.Run{}, err
 	}
-	a, err := loadAgent(ctx, d.runs.store, actor, agentID, access.SendMessage)
+	a, err := loadTarget(ctx, d.runs.store, actor, agentID)
 	if err != nil {
 		return corral.Run{}, err
 	}
@@ -95,6 +99,19 @@ func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agen
 		}
 	}
 	return child, err
+}
+
+// loadTarget reads an agent with the actor's level and consent, fresh,
+// and applies the delegation target policy (access.Target).
+func loadTarget(ctx context.Context, store agentReader, actor corral.User, id string) (corral.Agent, error) {
+	a, err := store.Agent(ctx, id, actor.ID)
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	if err := access.Target(a.Access, a.Accepted).Err("agent", access.SendMessage); err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
 }
 
 // AdmitHop is the tree's part of admitting a delegated run at depth:
@@ -126,9 +143,9 @@ func (d *Delegation) refusal(ev corral.Admission) string {
 
 // CreateAgent makes an agent for parent's tree, owned by the tree's person,
 // never more permissive than parent's agent: the same network, the same
-// protected, risky and secret globs, its changes always waiting for a
-// person, fs and every limit at most the parent's, and a budget at most
-// what the parent's has left. The tree may create caps.Create agents.
+// protected, risky and secret globs, the library only if parent's searches
+// it, its changes always waiting for a person, fs and every limit at most
+// the parent's, and a budget at most what the parent's has left. The tree may create caps.Create agents.
 func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec corral.AgentSpec) (corral.Agent, error) {
 	actor, err := person(parent)
 	if err != nil {
@@ -174,10 +191,13 @@ func narrower(p corral.Agent, spec corral.AgentSpec) (AgentInput, error) {
 		fs = spec.FS
 	}
 	secrets, protected, risky := p.Policy.Secrets, p.Policy.Protected, p.Policy.Risky
+	// What anyone can publish reaches the new agent only if it reaches
+	// this one already.
+	library := p.Policy.Library
 	in := AgentInput{
 		Name: &name, Instructions: &instructions, Model: &p.Model, Driver: &builtin,
 		FS: &fs, Changes: &review, Network: &network,
-		Secrets: &secrets, Protected: &protected, Risky: &risky,
+		Secrets: &secrets, Protected: &protected, Risky: &risky, Library: &library,
 	}
 	l := p.Limits
 	limits := LimitsInput{

@@ -183,9 +183,10 @@ func (d *Documents) Unpublish(ctx context.Context, actor corral.User, docID stri
 }
 
 // Search searches what the agent draws from, its private documents and
-// the library, for a person who may view the agent. Unlike an agent's, a
-// person's search returns the passages found below the threshold too,
-// with Answerable false, so documents can be reviewed.
+// the library when its policy.library is on, for a person who may view
+// the agent. Unlike an agent's, a person's search returns the passages
+// found below the threshold too, with Answerable false, so documents can
+// be reviewed.
 func (d *Documents) Search(ctx context.Context, actor corral.User, agentID, query string, k int) (corral.Retrieval, error) {
 	a, err := loadAgent(ctx, d.store, actor, agentID, access.ReadDocuments)
 	if err != nil {
@@ -219,7 +220,8 @@ func (d *Documents) Retrieve(ctx context.Context, run corral.Run, query string, 
 	return d.search(ctx, a, query, k, m, false)
 }
 
-// search searches for a; weak is a person's search, who sees what was
+// search searches for a: its private documents, and the library only when
+// a's policy.library is on; weak is a person's search, who sees what was
 // found even below the threshold (an agent never does).
 func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k int, m gateway.Meter, weak bool) (corral.Retrieval, error) {
 	x, err := d.stores.Private(ctx, a.ID)
@@ -230,10 +232,11 @@ func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k 
 	if d.cfg.EmbeddingModel != "" {
 		q.Embed = d.embedder(m)
 	}
-	return retrieval.Search(ctx, []retrieval.Scope{
-		{Index: x, Source: corral.SourcePrivate},
-		{Index: d.stores.Library(), Source: corral.SourceLibrary},
-	}, q)
+	scopes := []retrieval.Scope{{Index: x, Source: corral.SourcePrivate}}
+	if a.Policy.Library {
+		scopes = append(scopes, retrieval.Scope{Index: d.stores.Library(), Source: corral.SourceLibrary})
+	}
+	return retrieval.Search(ctx, scopes, q)
 }
 
 // DropAgent deletes a deleted agent's private store.

@@ -149,3 +149,33 @@ describe('limits in human units', () => {
     expect(within(document.body).queryByRole('textbox', { name: 'Memory' })).toBeNull()
   })
 })
+
+describe('the shared library', () => {
+  const cases: { name: string; from: boolean; click: boolean; sent: boolean }[] = [
+    { name: 'is off for an agent that does not use it, and stays off', from: false, click: false, sent: false },
+    { name: 'is turned on', from: false, click: true, sent: true },
+    { name: 'is on for an agent that uses it, and turned off', from: true, click: true, sent: false },
+  ]
+  for (const c of cases) {
+    it(c.name, async () => {
+      const a = agentAt('editor')
+      const calls = serve({ ...a, policy: { ...a.policy, library: c.from } })
+      render(<SettingsPage id="agt_1" />)
+      const box = (await screen.findByRole('checkbox', { name: 'Use the shared library' })) as HTMLInputElement
+      expect(box.checked).toBe(c.from)
+      expect(document.getElementById(box.getAttribute('aria-describedby') ?? '')?.textContent).toMatch(/untrusted/)
+      if (c.click) fireEvent.click(box)
+      const body = (await save(calls)) as unknown as { policy: { library: boolean } }
+      expect(body.policy.library).toBe(c.sent)
+    })
+  }
+
+  it('shows a viewer whether it is searched', async () => {
+    const a = agentAt('viewer')
+    serve({ ...a, policy: { ...a.policy, library: true } })
+    render(<SettingsPage id="agt_1" />)
+    const dt = await screen.findByText('Shared library', { selector: 'dt' })
+    expect(dt.nextElementSibling?.textContent).toBe('searched')
+    expect(screen.queryByRole('checkbox', { name: 'Use the shared library' })).toBeNull()
+  })
+})

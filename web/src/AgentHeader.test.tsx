@@ -1,9 +1,12 @@
 // The agent header shows the agent's state and its driver when an agent CLI
-// runs it, and offers Release to the owner of a quarantined agent only.
+// runs it, offers Release to the owner of a quarantined agent only, and
+// "Accept as a delegation target" to someone who may run a shared agent
+// and has not accepted it.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { fireEvent, render, screen, waitFor } from '@testing-library/react'
 import { AgentHeader } from './AgentHeader'
 import { api } from './api'
+import { ApiError } from './errors'
 import type { Agent, AgentState, Driver, Level } from './types'
 
 function agent(access: Level, state: AgentState): Agent {
@@ -15,7 +18,8 @@ function agent(access: Level, state: AgentState): Agent {
     driver: 'builtin',
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
-    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [] },
+    accepted: true,
+    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [], library: false },
     limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
     budget: { tokens: 100, used: 100, reserved: 0, left: 0 },
     state,
@@ -58,6 +62,41 @@ describe('AgentHeader', () => {
       expect(document.body.textContent?.includes('Driver:')).toBe(c.badge !== null)
     })
   }
+
+  const consent: { access: Level; accepted: boolean; offered: boolean }[] = [
+    { access: 'runner', accepted: false, offered: true },
+    { access: 'editor', accepted: false, offered: true },
+    { access: 'runner', accepted: true, offered: false },
+    // A viewer's runs could not hand work to it anyway; an owner's agent always is a target.
+    { access: 'viewer', accepted: false, offered: false },
+    { access: 'owner', accepted: true, offered: false },
+  ]
+  for (const c of consent) {
+    it(`${c.offered ? 'offers' : 'does not offer'} ${c.access === 'editor' || c.access === 'owner' ? 'an' : 'a'} ${c.access} ${c.accepted ? 'who accepted' : 'who did not accept'} to accept it as a delegation target`, () => {
+      render(<AgentHeader agent={{ ...agent(c.access, 'active'), accepted: c.accepted }} section="conversation" onChange={() => {}} />)
+      expect(screen.queryAllByRole('button', { name: 'Accept as a delegation target' })).toHaveLength(c.offered ? 1 : 0)
+      expect(document.body.textContent?.includes('cannot hand work to it')).toBe(c.offered)
+    })
+  }
+
+  it('accepts a shared agent as a delegation target and hands on that it is', async () => {
+    const spy = vi.spyOn(api, 'acceptAgent').mockResolvedValue(undefined)
+    const onChange = vi.fn()
+    const shared = { ...agent('runner', 'active'), accepted: false }
+    render(<AgentHeader agent={shared} section="conversation" onChange={onChange} />)
+    fireEvent.click(screen.getByRole('button', { name: 'Accept as a delegation target' }))
+    await waitFor(() => expect(onChange).toHaveBeenCalledWith({ ...shared, accepted: true }))
+    expect(spy).toHaveBeenCalledWith('agt_1')
+  })
+
+  it('shows why accepting failed and changes nothing', async () => {
+    vi.spyOn(api, 'acceptAgent').mockRejectedValue(new ApiError(404, 'not_found', 'agent not found'))
+    const onChange = vi.fn()
+    render(<AgentHeader agent={{ ...agent('runner', 'active'), accepted: false }} section="conversation" onChange={onChange} />)
+    fireEvent.click(screen.getByRole('button', { name: 'Accept as a delegation target' }))
+    expect((await screen.findByRole('alert')).textContent).toContain('agent not found')
+    expect(onChange).not.toHaveBeenCalled()
+  })
 
   it('releases a quarantined agent and hands on what the server answered', async () => {
     const released = { ...agent('owner', 'active') }

@@ -1,6 +1,7 @@
 // The top of every agent page: its name, the caller's access, its state
 // (with Release for the owner when quarantined), its driver when an agent
-// CLI runs it, and its sections.
+// CLI runs it, whether the caller accepted someone else's agent as a
+// delegation target (with the action that does), and its sections.
 
 import { useState } from 'react'
 import { api } from './api'
@@ -28,17 +29,23 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
     { id: 'settings', label: 'Settings', to: `${base}/settings`, show: true },
   ]
 
-  async function release() {
+  async function act(fn: () => Promise<Agent>) {
     setBusy(true)
     setError(undefined)
     try {
-      onChange(await api.releaseAgent(agent.id))
+      onChange(await fn())
     } catch (err) {
       setError(err)
     } finally {
       setBusy(false)
     }
   }
+  const release = () => act(() => api.releaseAgent(agent.id))
+  const accept = () =>
+    act(async () => {
+      await api.acceptAgent(agent.id)
+      return { ...agent, accepted: true }
+    })
 
   return (
     <div className="agent-head">
@@ -70,6 +77,17 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
               Release
             </button>
           )}
+        </div>
+      )}
+      {!agent.accepted && can(agent.access, 'send') && (
+        <div className="banner warn">
+          <p>
+            {agent.owner.name} shared this agent with you. You can use it, but your runs cannot hand work to it (list_agents,
+            delegate) until you accept it as a delegation target.
+          </p>
+          <button type="button" onClick={accept} disabled={busy}>
+            Accept as a delegation target
+          </button>
         </div>
       )}
       {agent.state === 'paused' && (

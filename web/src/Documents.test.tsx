@@ -71,6 +71,21 @@ describe('DocumentsTab per level', () => {
     })
   }
 
+  const library: { on: boolean; says: string; search: string }[] = [
+    { on: false, says: 'It does not use the shared library (an editor turns that on in its settings).', search: 'its private documents.' },
+    { on: true, says: 'Its runs also draw on the shared library, marked to the model as untrusted.', search: 'its private documents and the library’s.' },
+  ]
+  for (const c of library) {
+    it(`says whether the agent uses the shared library (${c.on ? 'on' : 'off'})`, async () => {
+      serve(() => [guide])
+      const a = agentAt('viewer')
+      render(<DocumentsTab agent={{ ...a, policy: { ...a.policy, library: c.on } }} />)
+      await screen.findByRole('table', { name: 'Documents of helper' })
+      expect(document.body.textContent).toContain(c.says)
+      expect(document.body.textContent).toContain(`What a run of this agent would be given for a question: ${c.search}`)
+    })
+  }
+
   it('never offers to delete a library document from an agent, even to its owner', async () => {
     serve(() => [{ ...handbook, can_delete: true }])
     render(<DocumentsTab agent={agentAt('owner')} />)

@@ -252,7 +252,7 @@ function SearchAnswer({ result }: { result: SearchResult }) {
 }
 
 /** A query against what the agent may draw from, to see what its runs would be given. */
-export function SearchBox({ agentId }: { agentId: string }) {
+export function SearchBox({ agentId, library }: { agentId: string; library: boolean }) {
   const [query, setQuery] = useState('')
   const [result, setResult] = useState<SearchResult>()
   const [error, setError] = useState<unknown>()
@@ -277,7 +277,9 @@ export function SearchBox({ agentId }: { agentId: string }) {
   return (
     <form onSubmit={submit} className="stack search" aria-labelledby="search-heading">
       <h3 id="search-heading">Try a search</h3>
-      <p className="muted">What a run of this agent would be given for a question: its private documents and the library’s.</p>
+      <p className="muted">
+        What a run of this agent would be given for a question: its private documents{library ? ' and the library’s' : ''}.
+      </p>
       <div className="row">
         <Field label="Search query">{(p) => <input {...p} type="search" value={query} onChange={(e) => setQuery(e.target.value)} />}</Field>
         <div>
@@ -304,8 +306,16 @@ export function DocumentsTab({ agent }: { agent: Agent }) {
     <section aria-labelledby="documents-heading">
       <h2 id="documents-heading">Documents</h2>
       <p className="muted">
-        Private documents stay with this agent: its runs, and the people it is shared with, can search them. Its runs also draw on the{' '}
-        <Link to="/library">shared library</Link>.
+        Private documents stay with this agent: its runs, and the people it is shared with, can search them.{' '}
+        {agent.policy.library ? (
+          <>
+            Its runs also draw on the <Link to="/library">shared library</Link>, marked to the model as untrusted.
+          </>
+        ) : (
+          <>
+            It does not use the <Link to="/library">shared library</Link> (an editor turns that on in its settings).
+          </>
+        )}
       </p>
       <ErrorText error={docs.error} />
       {docs.loading && !docs.data && <Loading what="documents" />}
@@ -331,7 +341,7 @@ export function DocumentsTab({ agent }: { agent: Agent }) {
         </div>
       )}
       <div className="import">
-        <SearchBox agentId={agentId} />
+        <SearchBox agentId={agentId} library={agent.policy.library} />
       </div>
     </section>
   )

@@ -31,12 +31,12 @@ afterEach(() => {
 })
 
 describe('LibraryPage', () => {
-  it('says every user’s agents draw on it and private documents stay with one agent', async () => {
+  it('says which agents draw on it, as untrusted, and that private documents stay with one agent', async () => {
     serve(() => [])
     render(<LibraryPage />)
     expect(await screen.findByText('The library is empty.')).toBeTruthy()
     expect(document.body.textContent).toContain(
-      'Every signed-in user’s agents can draw from the library; private documents, uploaded on an agent’s Documents tab, stay with that one agent.',
+      'The agents set to use the shared library (in their settings; off for a new agent) draw from it, its passages marked to their models as untrusted material written by other people. Private documents, uploaded on an agent’s Documents tab, stay with that one agent.',
     )
   })
 

@@ -1,5 +1,6 @@
-// Sharing an agent (owner only): grants to people by email, and share
-// links whose token is shown once.
+// Sharing an agent (owner only): grants to people by email (each saying
+// whether its grantee accepted the agent as a delegation target), and
+// share links whose token is shown once.
 
 import { useState, type FormEvent } from 'react'
 import { api } from './api'
@@ -67,6 +68,7 @@ function People({ agent }: { agent: Agent }) {
               <th scope="col">Email</th>
               <th scope="col">Access</th>
               <th scope="col">Since</th>
+              <th scope="col">Delegation target</th>
               <th scope="col">
                 <span className="visually-hidden">Actions</span>
               </th>
@@ -92,6 +94,9 @@ function People({ agent }: { agent: Agent }) {
                   </select>
                 </td>
                 <td>{formatTime(g.created_at)}</td>
+                <td title="Whether their runs may hand work to this agent: they accept it themselves.">
+                  {g.accepted ? 'accepted' : 'not accepted yet'}
+                </td>
                 <td>
                   <button type="button" className="secondary" disabled={busy} onClick={() => void act(() => api.revokeGrant(agent.id, g.user.id))}>
                     Revoke

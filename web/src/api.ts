@@ -155,6 +155,8 @@ export const api = {
   updateAgent: (id: string, body: AgentRequest) => request<Agent>('PATCH', `/api/agents/${enc(id)}`, body),
   deleteAgent: (id: string) => request<void>('DELETE', `/api/agents/${enc(id)}`),
   releaseAgent: (id: string) => request<Agent>('POST', `/api/agents/${enc(id)}/release`),
+  /** Accept an agent shared with the caller as a delegation target of their runs. */
+  acceptAgent: (id: string) => request<void>('POST', `/api/agents/${enc(id)}/accept`),
 
   grants: (id: string) => request<Items<Grant>>('GET', `/api/agents/${enc(id)}/grants`).then((a) => a.items),
   grantByEmail: (id: string, email: string, level: GrantLevel) =>

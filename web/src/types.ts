@@ -29,6 +29,8 @@ export interface Policy {
   exclude: string[]
   protected: string[]
   risky: string[]
+  /** Whether the shared library (documents anyone publishes) is searched for the agent; false for a new agent. */
+  library: boolean
 }
 
 export interface Limits {
@@ -73,6 +75,11 @@ export interface Agent {
   driver: Driver
   owner: UserRef
   access: Level
+  /**
+   * Whether the caller accepted the agent as a delegation target of their runs (list_agents, delegate):
+   * always true for its owner; for an agent shared with the caller, once they accepted it or joined a link of it.
+   */
+  accepted: boolean
   policy: Policy
   limits: Limits
   budget: Budget
@@ -89,7 +96,7 @@ export interface AgentRequest {
   instructions?: string
   model?: string
   driver?: Driver
-  policy?: Partial<Pick<Policy, 'fs' | 'changes'>>
+  policy?: Partial<Pick<Policy, 'fs' | 'changes' | 'library'>>
   limits?: Partial<Limits>
   budget?: { tokens: number }
 }
@@ -98,6 +105,8 @@ export interface Grant {
   user: Contact
   level: GrantLevel
   created_at: string
+  /** Whether the grantee accepted the agent as a delegation target of their runs. */
+  accepted: boolean
 }
 
 export interface Link {

@@ -15,10 +15,11 @@ import (
 
 // agentColumns selects an agent, its owner's name and the number of its
 // change sets waiting for a person from agents a joined with users o.
-// scanAgent reads them in this order, then the access rank. The count is
-// a lookup in the partial index change_sets_pending_disk.
+// scanAgent reads them in this order, then the access rank and whether
+// the user accepted the agent as a delegation target. The count is a
+// lookup in the partial index change_sets_pending_disk.
 const agentColumns = `a.id, a.name, a.instructions, a.model, a.owner_id, o.name,
-	a.fs, a.changes, a.network,
+	a.fs, a.changes, a.network, a.library,
 	a.max_prompt_bytes, a.max_runs, a.run_timeout_s, a.cpu_millis, a.memory_bytes, a.pids, a.output_bytes,
 	a.disk_bytes, a.disk_inodes, a.pending_disk_bytes,
 	a.budget_tokens, a.budget_used, a.budget_reserved, a.state, a.created_at, a.updated_at, a.globs, a.driver, a.created_by_run,
@@ -39,7 +40,9 @@ func rank(col string) string {
 var ownerRank = fmt.Sprint(int(corral.LevelOwner))
 
 // agentQuery loads one agent (?1) with the access of one user (?2): owner,
-// or else the higher of the user's grant and the links the user joined.
+// or else the higher of the user's grant and the links the user joined;
+// and whether the user accepted it as a delegation target: owner, an
+// accepted grant, or a joined link (joining one is accepting it).
 var agentQuery = `
 	SELECT ` + agentColumns + `,
 		CASE WHEN a.owner_id = ?2 THEN ` + ownerRank + ` ELSE max(
@@ -48,27 +51,36 @@ var agentQuery = `
 			coalesce((SELECT max(` + rank("l.level") + `) FROM link_members m
 				JOIN links l ON l.id = m.link_id
 				WHERE l.agent_id = a.id AND m.user_id = ?2), 0))
+		END,
+		CASE WHEN a.owner_id = ?2 THEN 1 ELSE (
+			coalesce((SELECT g.accepted FROM grants g
+				WHERE g.agent_id = a.id AND g.user_id = ?2), 0)
+			OR EXISTS (SELECT 1 FROM link_members m
+				JOIN links l ON l.id = m.link_id
+				WHERE l.agent_id = a.id AND m.user_id = ?2))
 		END
 	FROM agents a JOIN users o ON o.id = a.owner_id
 	WHERE a.id = ?1`
 
 // agentsForQuery lists the agents one user (?1) can reach, one row per
-// path: owned, granted, or through a joined link. Each branch is an index
+// path: owned, granted, or through a joined link, each with whether that
+// path is consent to the agent as a delegation target (an owner's and a
+// joined link's are; a grant's once accepted). Each branch is an index
 // lookup joined to the agent and its owner; AgentsFor keeps the highest
-// level of an agent reached twice, and sorts. A CTE grouping the paths and
+// level of an agent reached twice, and any path's consent, and sorts. A CTE grouping the paths and
 // sorting in SQL reads the same rows, but through two temporary b-trees
 // that cost SQLite more than the whole rest of the query for a user's few
 // dozen agents.
 var agentsForQuery = `
-	SELECT ` + agentColumns + `, ` + ownerRank + `
+	SELECT ` + agentColumns + `, ` + ownerRank + `, 1
 	FROM agents a JOIN users o ON o.id = a.owner_id
 	WHERE a.owner_id = ?1
 	UNION ALL
-	SELECT ` + agentColumns + `, ` + rank("g.level") + `
+	SELECT ` + agentColumns + `, ` + rank("g.level") + `, g.accepted
 	FROM grants g JOIN agents a ON a.id = g.agent_id JOIN users o ON o.id = a.owner_id
 	WHERE g.user_id = ?1 AND a.owner_id <> ?1
 	UNION ALL
-	SELECT ` + agentColumns + `, ` + rank("l.level") + `
+	SELECT ` + agentColumns + `, ` + rank("l.level") + `, 1
 	FROM link_members m JOIN links l ON l.id = m.link_id
 		JOIN agents a ON a.id = l.agent_id JOIN users o ON o.id = a.owner_id
 	WHERE m.user_id = ?1 AND a.owner_id <> ?1`
@@ -100,12 +112,12 @@ func scanAgent(s scanner) (corral.Agent, error) {
 	var access int
 	var globs string
 	err := s.Scan(&a.ID, &a.Name, &a.Instructions, &a.Model, &a.Owner.ID, &a.Owner.Name,
-		&a.Policy.FS, &a.Policy.Changes, &a.Policy.Network,
+		&a.Policy.FS, &a.Policy.Changes, &a.Policy.Network, &a.Policy.Library,
 		&a.Limits.MaxPromptBytes, &a.Limits.MaxRuns, &a.Limits.RunTimeoutS, &a.Limits.CPUMillis,
 		&a.Limits.MemoryBytes, &a.Limits.Pids, &a.Limits.OutputBytes,
 		&a.Limits.DiskBytes, &a.Limits.DiskInodes, &a.Limits.PendingDiskBytes,
 		&a.Budget.Tokens, &a.Budget.Used, &a.Budget.Reserved, &a.State, &created, &updated, &globs, &a.Driver, &a.CreatedByRun,
-		&a.PendingChanges, &access)
+		&a.PendingChanges, &access, &a.Accepted)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -148,13 +160,13 @@ func insertAgent(ctx context.Context, x interface {
 		updated = created
 	}
 	_, err := x.ExecContext(ctx, `
-		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network,
+		INSERT INTO agents (id, owner_id, name, instructions, model, fs, changes, network, library,
 			max_prompt_bytes, max_runs, run_timeout_s, cpu_millis, memory_bytes, pids, output_bytes,
 			disk_bytes, disk_inodes, pending_disk_bytes,
 			budget_tokens, budget_used, state, created_at, updated_at, globs, driver, created_by_run)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Owner.ID, a.Name, a.Instructions, a.Model,
-		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
+		a.Policy.FS, a.Policy.Changes, a.Policy.Network, a.Policy.Library,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
 		a.Limits.DiskBytes, a.Limits.DiskInodes, a.Limits.PendingDiskBytes,
@@ -203,6 +215,7 @@ func (db *DB) AgentsFor(ctx context.Context, userID string) ([]corral.Agent, err
 	for _, a := range paths {
 		if i, ok := at[a.ID]; ok {
 			agents[i].Access = max(agents[i].Access, a.Access)
+			agents[i].Accepted = agents[i].Accepted || a.Accepted
 			continue
 		}
 		at[a.ID] = len(agents)
@@ -226,14 +239,14 @@ func (db *DB) UpdateAgent(ctx context.Context, a corral.Agent) error {
 	const op = "sqlite.UpdateAgent"
 	res, err := db.exec(ctx, `
 		UPDATE agents SET name = ?, instructions = ?, model = ?,
-			fs = ?, changes = ?, network = ?,
+			fs = ?, changes = ?, network = ?, library = ?,
 			max_prompt_bytes = ?, max_runs = ?, run_timeout_s = ?, cpu_millis = ?,
 			memory_bytes = ?, pids = ?, output_bytes = ?,
 			disk_bytes = ?, disk_inodes = ?, pending_disk_bytes = ?,
 			budget_tokens = ?, updated_at = ?, globs = ?, driver = ?
 		WHERE id = ?`,
 		a.Name, a.Instructions, a.Model,
-		a.Policy.FS, a.Policy.Changes, a.Policy.Network,
+		a.Policy.FS, a.Policy.Changes, a.Policy.Network, a.Policy.Library,
 		a.Limits.MaxPromptBytes, a.Limits.MaxRuns, a.Limits.RunTimeoutS, a.Limits.CPUMillis,
 		a.Limits.MemoryBytes, a.Limits.Pids, a.Limits.OutputBytes,
 		a.Limits.DiskBytes, a.Limits.DiskInodes, a.Limits.PendingDiskBytes,
@@ -270,7 +283,8 @@ func (db *DB) DeleteAgent(ctx context.Context, id string) error {
 }
 
 // PutGrant creates or changes userID's level on an agent. Only the levels
-// a grant can hold are accepted: viewer, runner, editor.
+// a grant can hold are accepted: viewer, runner, editor. A new grant is
+// not accepted as a delegation target; a changed one keeps its answer.
 func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral.Level, now time.Time) error {
 	const op = "sqlite.PutGrant"
 	if level < corral.LevelViewer || level > corral.LevelEditor {
@@ -317,12 +331,28 @@ func (db *DB) DeleteGrant(ctx context.Context, agentID, userID string) error {
 	return rowsAffected(op, "grant", res)
 }
 
+// AcceptGrant records that userID accepted their grant on an agent as a
+// delegation target. Accepting again changes nothing.
+func (db *DB) AcceptGrant(ctx context.Context, agentID, userID string) error {
+	const op = "sqlite.AcceptGrant"
+	res, err := db.exec(ctx,
+		`UPDATE grants SET accepted = 1 WHERE agent_id = ? AND user_id = ?`, agentID, userID)
+	if err != nil {
+		return corral.Internal(op, err)
+	}
+	return rowsAffected(op, "grant", res)
+}
+
 // Grants lists an agent's grants, oldest first. Each User has ID, Email and
-// Name; an unknown agent has none.
+// Name; an unknown agent has none. A grant is accepted when its user
+// accepted it or joined a link of the agent, as agentQuery decides.
 func (db *DB) Grants(ctx context.Context, agentID string) ([]corral.Grant, error) {
 	const op = "sqlite.Grants"
 	rows, err := db.query(ctx, `
-		SELECT g.agent_id, u.id, u.email, u.name, g.level, g.created_at
+		SELECT g.agent_id, u.id, u.email, u.name, g.level, g.created_at,
+			g.accepted OR EXISTS (SELECT 1 FROM link_members m
+				JOIN links l ON l.id = m.link_id
+				WHERE l.agent_id = g.agent_id AND m.user_id = g.user_id)
 		FROM grants g JOIN users u ON u.id = g.user_id
 		WHERE g.agent_id = ?
 		ORDER BY g.created_at, u.id`, agentID)
@@ -335,7 +365,7 @@ func (db *DB) Grants(ctx context.Context, agentID string) ([]corral.Grant, error
 		var g corral.Grant
 		var level string
 		var created int64
-		if err := rows.Scan(&g.AgentID, &g.User.ID, &g.User.Email, &g.User.Name, &level, &created); err != nil {
+		if err := rows.Scan(&g.AgentID, &g.User.ID, &g.User.Email, &g.User.Name, &level, &created, &g.Accepted); err != nil {
 			return nil, corral.Internal(op, err)
 		}
 		if g.Level, err = corral.ParseLevel(level); err != nil {

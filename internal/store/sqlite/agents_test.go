@@ -21,6 +21,7 @@ func mustAgent(t *testing.T, db *DB, owner corral.User, name string, offset time
 	}
 	a.UpdatedAt = a.CreatedAt
 	a.Access = corral.LevelOwner
+	a.Accepted = true // an owner's agent is always a delegation target
 	return a
 }
 
@@ -76,7 +77,7 @@ func TestAgentCRUD(t *testing.T) {
 	a.Name = "renamed"
 	a.Instructions = "be brief"
 	a.Model = "small"
-	a.Policy = corral.Policy{FS: corral.FSReadOnly, Changes: corral.ChangesAuto, Network: corral.NetworkNone}
+	a.Policy = corral.Policy{FS: corral.FSReadOnly, Changes: corral.ChangesAuto, Network: corral.NetworkNone, Library: true}
 	a.Limits = corral.Limits{MaxPromptBytes: 1, MaxRuns: 2, RunTimeoutS: 3, CPUMillis: 4, MemoryBytes: 5, Pids: 6, OutputBytes: 7}
 	a.Budget = corral.Budget{Tokens: 1000, Used: 10}
 	a.State = corral.StatePaused

@@ -1,4 +1,4 @@
-// The shared library: documents every signed-in user's agents can draw on,
+// The shared library: documents the agents set to use it can draw on,
 // kept apart from any agent's private ones. Anyone signed in publishes;
 // a document's author or an admin deletes it (the server says which, as
 // can_delete).
@@ -17,8 +17,9 @@ export function LibraryPage() {
     <section>
       <h1>Library</h1>
       <p>
-        Every signed-in user’s agents can draw from the library; private documents, uploaded on an agent’s Documents tab, stay with that one
-        agent.
+        Anyone on this server can publish to the library. The agents set to use the shared library (in their settings; off for a new agent)
+        draw from it, its passages marked to their models as untrusted material written by other people. Private documents, uploaded on an
+        agent’s Documents tab, stay with that one agent.
       </p>
       <ErrorText error={docs.error} />
       {docs.loading && !docs.data && <Loading what="the library" />}
@@ -34,7 +35,7 @@ export function LibraryPage() {
       )}
       <div className="stack import">
         <h2>Publish documents</h2>
-        <p className="muted">What you publish here, every agent on this server can find; only you and the admins can delete it.</p>
+        <p className="muted">What you publish here, every agent that uses the shared library can find; only you and the admins can delete it.</p>
         <DocumentUploader upload={(name, body, type, onProgress) => api.uploadLibraryDocument(name, body, type, onProgress)} onUploaded={() => void docs.reload()} />
       </div>
     </section>

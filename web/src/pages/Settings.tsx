@@ -22,6 +22,7 @@ interface FormValues {
   driver: Driver
   fs: Policy['fs']
   changes: Policy['changes']
+  library: boolean
   limits: Record<keyof Limits, HumanValue>
   budget: string
 }
@@ -36,10 +37,15 @@ function valuesOf(a?: Agent): FormValues {
     driver: a?.driver ?? 'builtin',
     fs: a?.policy.fs ?? 'read-write',
     changes: a?.policy.changes ?? 'review',
+    library: a?.policy.library ?? false,
     limits,
     budget: String(a?.budget.tokens ?? 0),
   }
 }
+
+const libraryHint =
+  'Search the documents anyone on this server publishes to the library, besides the agent’s own. ' +
+  'They reach the model marked as untrusted material written by other people, not instructions.'
 
 /** Builds the request body, or throws an ApiError-like message for a number that is not one. */
 function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
@@ -62,7 +68,7 @@ function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
     instructions: v.instructions,
     model: v.model.trim(),
     driver: v.driver,
-    policy: { fs: v.fs, changes: v.changes },
+    policy: { fs: v.fs, changes: v.changes, library: v.library },
     limits,
   }
   if (withBudget) body.budget = { tokens: whole('Token budget', v.budget) }
@@ -192,6 +198,20 @@ export function AgentForm({
             )}
           </Field>
         </div>
+        <div className="field">
+          <label className="choice">
+            <input
+              type="checkbox"
+              checked={v.library}
+              aria-describedby="library-hint"
+              onChange={(e) => set('library', e.target.checked)}
+            />{' '}
+            Use the shared library
+          </label>
+          <p id="library-hint" className="hint">
+            {libraryHint}
+          </p>
+        </div>
       </fieldset>
       <fieldset>
         <legend>Limits</legend>
@@ -293,6 +313,10 @@ function ReadOnlySettings({ agent }: { agent: Agent }) {
         <div className="fact">
           <dt>Changes</dt>
           <dd>{agent.policy.changes}</dd>
+        </div>
+        <div className="fact">
+          <dt>Shared library</dt>
+          <dd>{agent.policy.library ? 'searched' : 'not searched'}</dd>
         </div>
         {limitFields.map((f) => (
           <div key={f.key} className="fact">
