@@ -279,7 +279,13 @@ func TestRestartMidRunReconciles(t *testing.T) {
 	c, agentID := signedIn(t, srv)
 	var posted struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "long job"}, http.StatusAccepted, &posted)
-	waitFor(t, "the tool to run", func() bool { return len(processesWith(marker)) > 0 })
+	// The shell's own command line names the marker before its echo has
+	// run: wait for the file too, or a loaded machine crashes the server
+	// with nothing staged (as CI once did).
+	waitFor(t, "the tool to run", func() bool {
+		staged, _ := filepath.Glob(filepath.Join(data, "stages", "*", "tree", "begun.txt"))
+		return len(staged) > 0 && len(processesWith(marker)) > 0
+	})
 
 	crash(srv)
 	st, err := supervisor.ReadState(filepath.Join(data, "sessions", posted.Run.ID))
