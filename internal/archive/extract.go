@@ -91,12 +91,8 @@ type extractor struct {
 	root *os.Root
 	lim  Limits
 	// names holds every path seen, by sanitize.Fold of it, with its
-	// flags; spelled holds the path as the archive gave it, for the few
-	// that differ from their folded form (a capital letter). Kept apart,
-	// a name costs its string and a byte: MaxDirs directory entries,
-	// which write nothing, cost no more than they must.
-	names     map[string]uint8
-	spelled   map[string]string
+	// flags and, when it differs, its spelling (see nameSet).
+	names     *nameSet
 	nameBytes int64
 	dirs      int64 // directory entries seen
 	res       Result
@@ -106,7 +102,7 @@ type extractor struct {
 // newExtractor writes under root within lim, copying through a buffer of
 // bufSize bytes.
 func newExtractor(root *os.Root, lim Limits, bufSize int) *extractor {
-	return &extractor{root: root, lim: lim, names: map[string]uint8{}, spelled: map[string]string{}, buf: make([]byte, bufSize)}
+	return &extractor{root: root, lim: lim, names: newNameSet(), buf: make([]byte, bufSize)}
 }
 
 func (x *extractor) tar(body *bodyReader, gz bool) error {
@@ -337,19 +333,14 @@ func (x *extractor) claim(name, p string, dir bool) error {
 	case flags&nameExplicit != 0:
 		return refuse(name, "appears twice in the archive")
 	}
-	x.names[fp] = flags | nameExplicit
+	x.names.setFlags(fp, flags|nameExplicit)
 	return nil
 }
 
 // seen returns the flags and the spelling of the path that folds to
 // folded, if one was seen.
 func (x *extractor) seen(folded string) (flags uint8, spelling string, ok bool) {
-	flags, ok = x.names[folded]
-	spelling, differs := x.spelled[folded]
-	if !differs {
-		spelling = folded
-	}
-	return flags, spelling, ok
+	return x.names.get(folded)
 }
 
 // remember keeps one name, within MaxNameBytes (counted as if both its
@@ -359,10 +350,7 @@ func (x *extractor) remember(folded, name string, flags uint8) error {
 	if x.nameBytes > x.lim.MaxNameBytes {
 		return tooLarge("the archive's names are longer than the %d-byte limit in all", x.lim.MaxNameBytes)
 	}
-	x.names[folded] = flags
-	if name != folded {
-		x.spelled[folded] = name
-	}
+	x.names.add(folded, name, flags)
 	return nil
 }
 
