@@ -17,7 +17,7 @@ FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName
 TOOLS_DIR ?= $(CURDIR)/build/tools
 export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
-.PHONY: all build run test deps tools e2fsprogs iproute2 vet fmt-check unit unit-short fuzz bench clean web web-deps web-test browser
+.PHONY: all build run test deps tools e2fsprogs iproute2 cc vet fmt-check unit unit-short race fuzz bench clean web web-deps web-test browser
 
 all: build
 
@@ -35,7 +35,7 @@ run: build e2fsprogs tools
 	@[ -n "$$CORRAL_MODEL_BASE_URL" ] || echo "note: no model provider is set, so agents will not answer: run it as CORRAL_MODEL_BASE_URL=https://api.openai.com/v1 CORRAL_MODEL_API_KEY=sk-... CORRAL_MODEL=gpt-4.1-mini make run (or http://127.0.0.1:11434/v1 for Ollama)"
 	./$(BIN) serve
 
-test: deps tools e2fsprogs iproute2 fmt-check vet fuzz unit web-test
+test: deps tools e2fsprogs iproute2 fmt-check vet fuzz unit race web-test
 
 # The web app: Node 20.19+ (Vite 8) and the npm packages of web/, installed
 # from the lock file when it changed.
@@ -123,6 +123,30 @@ vet:
 UNIT_TIMEOUT ?= 30m
 unit:
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+
+# The race detector over the packages whose own code runs goroutines and
+# locks: the gateway and the model API, the relay and its RPC, the fleet,
+# the store, the supervisor, the runner, the services, the node, retrieval,
+# git. It needs cgo, and so a C compiler (make cc). The packages that
+# mostly drive real sandboxes end to end (internal/api, internal/workspace,
+# cmd/corral) run in `unit` only: under the detector they take five to ten
+# times as long, past what CI allows. These take about 4 minutes here.
+RACE_PKGS := ./internal/gateway ./internal/modelapi ./internal/relay/... ./internal/fleet \
+	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
+	./internal/nodeagent ./internal/egress ./internal/archive ./internal/protocol ./internal/runner \
+	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
+	./internal/sanitize ./internal/gitrepo
+race: cc
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(RACE_PKGS)
+
+# A C compiler for the race detector's cgo: gcc, installed when missing
+# (as root, from Debian's packages).
+cc:
+	@command -v gcc >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing gcc (the race detector needs cgo)"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; \
+		else echo "gcc is missing and cannot be installed here (needs root and apt-get): make race needs it" >&2; exit 1; fi; }
 
 # The inner loop: the same, but the slowest tests skip under -short
 # (the sandbox's escape suites, the agent CLIs' longer walks, the split
