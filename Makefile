@@ -7,7 +7,7 @@ export CGO_ENABLED ?= 0
 
 BIN      := bin/corral
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+LDFLAGS  := -s -w -X corral/internal/app.version=$(VERSION)
 FUZZTIME ?= 30000x
 FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
 # The agent CLIs (Codex, Claude Code, OpenCode) at the versions pinned in

@@ -275,3 +275,12 @@ type AgentSpec struct {
 	Limits       Limits
 	BudgetTokens int64
 }
+
+// Admitted is a run that admission let through: the run, the message that
+// starts it (empty for a terminal's) and the admission's evidence as
+// stored. Whoever asked for it starts it (the runner's Start).
+type Admitted struct {
+	Run       Run
+	Message   Message
+	Admission Admission
+}

@@ -14,18 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"corral"
+	"corral/internal/app"
 	"corral/internal/auth"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usage = `usage:
   corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
@@ -82,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return code
 	case "version", "--version":
-		fmt.Fprintln(stdout, "corral", buildVersion())
+		fmt.Fprintln(stdout, "corral", app.Version())
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
@@ -102,7 +99,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return 0
 }
 
-var errUsage = errors.New("usage")
+// errUsage marks a command line that does not hold together: exit
+// status 2. A server Config that does not is one too.
+var errUsage = app.ErrConfig
 
 // describe shows a user-facing message, and the internal cause too: the
 // command line's reader is the operator, who needs it.
@@ -112,20 +111,6 @@ func describe(err error) string {
 		return e.Message
 	}
 	return err.Error()
-}
-
-func buildVersion() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
-		}
-	}
-	return version
 }
 
 // envOr returns the environment variable's value, or def when it is unset.
@@ -218,4 +203,18 @@ func readPassword(r io.Reader) (string, error) {
 		return "", corral.Errorf(corral.EINVALID, "give the password on stdin, for example: printf '%%s\\n' \"$PASSWORD\" | corral user create ...")
 	}
 	return line, nil
+}
+
+// absData resolves a --data once, at start: every path below it is handed
+// to child processes (a session's supervisor starts in "/"), where a
+// relative one would name a place under the host's root.
+func absData(data string) (string, error) {
+	if data == "" {
+		return "", fmt.Errorf("%w: --data must name a directory", errUsage)
+	}
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		return "", fmt.Errorf("%w: --data: %v", errUsage, err)
+	}
+	return abs, nil
 }

@@ -38,7 +38,7 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		return err
 	}
 	defer db.Close()
-	token, expires, err := service.NewNodes(db, service.NodesConfig{}).JoinToken(ctx)
+	token, expires, err := service.NewEnrollment(db, service.NodesConfig{}).JoinToken(ctx)
 	if err != nil {
 		return err
 	}

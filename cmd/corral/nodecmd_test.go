@@ -30,7 +30,7 @@ func TestNodeToken(t *testing.T) {
 	if !strings.HasPrefix(token, "cnj_") || strings.Contains(stderr.String(), token) {
 		t.Fatalf("stdout %q, stderr %q: want the token on stdout only", stdout.String(), stderr.String())
 	}
-	nodes := service.NewNodes(db, service.NodesConfig{})
+	nodes := service.NewEnrollment(db, service.NodesConfig{})
 	if _, _, _, err := nodes.Join(ctx, token, "sandbox-a"); err != nil {
 		t.Fatalf("join with the printed token: %v", err)
 	}

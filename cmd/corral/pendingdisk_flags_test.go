@@ -42,7 +42,7 @@ func TestServePendingDiskFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseServe(%q): %v", tt.args, err)
 			}
-			if got := serviceConfig(c, nil).PendingDisk; got != tt.want {
+			if got := c.PendingDisk; got != tt.want {
 				t.Fatalf("parseServe(%q) gives the service %+v, want %+v", tt.args, got, tt.want)
 			}
 		})

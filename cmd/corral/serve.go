@@ -2,105 +2,31 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"corral"
 
-	"corral/internal/api"
+	"corral/internal/app"
 	"corral/internal/archive"
-	"corral/internal/auth"
-	"corral/internal/driver"
 	"corral/internal/egress"
-	"corral/internal/fleet"
 	"corral/internal/gateway"
 	"corral/internal/gitrepo"
-	"corral/internal/modelapi"
 	"corral/internal/netguard"
-	"corral/internal/retrieval"
 	"corral/internal/role"
-	"corral/internal/runner"
-	"corral/internal/sandbox"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
-	"corral/internal/webui"
-	"corral/internal/workspace"
 )
 
-// serveConfig is everything serve reads from flags and the environment.
-type serveConfig struct {
-	Addr, Data, Role, Signup string
-	SecureCookies            bool
-	ChangeTTL                time.Duration
-	// The model provider: CORRAL_MODEL_BASE_URL, CORRAL_MODEL_API_KEY and
-	// CORRAL_MODEL, from the environment only, so the key never shows in
-	// a process listing.
-	Model gateway.Config
-	// SecretKey is CORRAL_SECRET_KEY (environment only, never logged):
-	// the base64 of the key that seals credentials; empty uses
-	// DATA/secret.key.
-	SecretKey string
-	// QuarantineAfter violations within QuarantineWindow quarantine an
-	// agent.
-	QuarantineAfter  int
-	QuarantineWindow time.Duration
-	// SessionGrace is how long a run's session outlives a server that
-	// went away without coming back.
-	SessionGrace time.Duration
-	// ToolsDir holds the agent CLIs (make tools), mounted read-only into
-	// the sessions of runs that use one.
-	ToolsDir string
-	// MaxSessions is the most runs' sessions this machine runs at once
-	// (roles all and sandbox); 0: no bound.
-	MaxSessions int
-	// MaxConns caps open connections in all: 0 takes
-	// netguard.DefaultMaxConns, or what the descriptor limit allows after
-	// its reserve when that is less; more than the limit allows is lowered.
-	// MaxConnsPerAddr caps those of one client address; 0 is no such cap.
-	MaxConns, MaxConnsPerAddr int
-	// TrustedProxies are reverse proxies: their X-Forwarded-For names the
-	// client, and they are exempt from the per-address cap.
-	TrustedProxies []netip.Prefix
-	// GitCAFile, when set, is the only CA git trusts for https (a
-	// self-hosted git server with a private CA); CloneMaxBytes bounds a
-	// clone on disk (0: gitrepo's default).
-	GitCAFile     string
-	CloneMaxBytes int64
-	// EgressAllowPrivate are the private, loopback or link-local ranges a
-	// clone or push may reach all the same (--egress-allow-private): by
-	// default only public addresses are.
-	EgressAllowPrivate []netip.Prefix
-	// Imports bounds an archive import (zero fields: archive's defaults).
-	Imports archive.Limits
-	// Delegation caps trees of delegated runs (zero fields: defaults).
-	Delegation corral.TreeCaps
-	// PendingDisk bounds what pending change sets hold on disk, of all
-	// one person's agents and of every agent.
-	PendingDisk service.PendingDiskBounds
-	// DocumentMaxBytes bounds one document; EmbedModel is the provider's
-	// embedding model ("" ranks documents by BM25 alone).
-	DocumentMaxBytes   int64
-	EmbedModel         string
-	RetrievalThreshold float64
-	// A sandbox node's: control's URL, the one-time join token of its
-	// first start (CORRAL_JOIN: environment only, like every secret), and
-	// its name as admins see it.
-	Control, Join, NodeName string
-}
+// serveConfig is everything serve reads from flags and the environment:
+// the server's Config.
+type serveConfig = app.Config
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
 	var c serveConfig
@@ -262,23 +188,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	c.TrustedProxies = proxies.list
-	if c.Role == string(role.Sandbox) {
-		if c.Control == "" {
-			return c, fmt.Errorf("%w: --role sandbox needs --control, control's URL (and --join TOKEN on its first start)", errUsage)
-		}
-		if u, err := url.Parse(c.Control); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return c, fmt.Errorf("%w: --control must be control's http or https URL, such as https://corral.example.org", errUsage)
-		}
-	}
-	if c.RetrievalThreshold < 0 || c.RetrievalThreshold > 1 {
-		return c, fmt.Errorf("%w: --retrieval-threshold must be from 0 to 1", errUsage)
-	}
-	if c.MaxConns < 0 || c.MaxConnsPerAddr < 0 {
-		return c, fmt.Errorf("%w: --max-conns and --max-conns-per-addr must not be negative", errUsage)
-	}
-	if c.MaxSessions < 0 {
-		return c, fmt.Errorf("%w: --max-sessions must not be negative (0: no bound)", errUsage)
-	}
+	// On the command line a size of 0 means nothing (in a Config, the
+	// default): refuse it.
 	for _, sz := range sizes {
 		if *sz.dst <= 0 {
 			return c, fmt.Errorf("%w: --%s must be positive", errUsage, sz.flag)
@@ -287,33 +198,17 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	if c.EgressAllowPrivate, err = egress.ParsePrefixes(*allowPrivate); err != nil {
 		return c, fmt.Errorf("%w: --egress-allow-private: %s", errUsage, corral.ErrorMessage(err))
 	}
-	if c.GitCAFile != "" {
-		if _, err := os.Stat(c.GitCAFile); err != nil {
-			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
-		}
-		// git runs in a workspace, where a relative path names nothing.
-		if c.GitCAFile, err = filepath.Abs(c.GitCAFile); err != nil {
-			return c, fmt.Errorf("%w: --git-ca-file: %v", errUsage, err)
-		}
-	}
-	// Every path handed to a child process (a session's supervisor starts
-	// in "/") must be absolute: resolve them once, here.
-	if c.Data, err = absData(c.Data); err != nil {
-		return c, err
-	}
-	if c.ToolsDir, err = filepath.Abs(c.ToolsDir); err != nil {
-		return c, fmt.Errorf("%w: --tools-dir: %v", errUsage, err)
-	}
-	if c.SessionGrace <= 0 {
+	c.Delegation = delegationCaps(c.Delegation)
+	// The same of durations, and a quarantine needs a violation.
+	switch {
+	case c.SessionGrace <= 0:
 		return c, fmt.Errorf("%w: --session-grace must be positive", errUsage)
-	}
-	if c.ChangeTTL <= 0 {
+	case c.ChangeTTL <= 0:
 		return c, fmt.Errorf("%w: --change-ttl must be positive", errUsage)
-	}
-	if c.QuarantineAfter < 1 || c.QuarantineWindow <= 0 {
+	case c.QuarantineAfter < 1 || c.QuarantineWindow <= 0:
 		return c, fmt.Errorf("%w: --quarantine-after must be at least 1 and --quarantine-window positive", errUsage)
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
@@ -324,341 +219,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	return runServer(ctx, c, newLogger(stderr, getenv), nil)
 }
 
-// runServer starts what the role needs, serves until ctx is cancelled, then
-// shuts down gracefully. ready, when not nil, receives the listen address.
+// runServer builds the server c describes, serves until ctx is
+// cancelled, then shuts down gracefully. ready, when not nil, receives the
+// listen address.
 func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- string) error {
-	ctx, cancel := context.WithCancel(ctx) // ends background work however we return
-	defer cancel()
-	r, err := role.Parse(c.Role)
+	a, err := app.New(ctx, c, app.WithLog(log))
 	if err != nil {
 		return err
 	}
-	if err := role.Supported(r); err != nil {
-		return err
-	}
-
-	// One server per data directory: the lock comes before anything in it
-	// is read, recovered or reconciled, and the address is bound before
-	// that too, so a second server, or one whose address is taken, exits
-	// having touched nothing.
-	lock, err := lockDataDir(c.Data)
-	if err != nil {
-		return err
-	}
-	defer lock.release()
-	if r == role.Sandbox {
-		// A node dials control and listens on nothing.
-		return runNode(ctx, c, log)
-	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
-	}
-	defer ln.Close()
-	guard := guardListener(ln, c, log)
-	defer guard.Close()
-
-	if role.HoldsWorktree(r) {
-		if err := prepareDataDir(c.Data, log); err != nil {
-			return err
-		}
-	}
-	var db *sqlite.DB
-	if role.NeedsDatabase(r) {
-		if db, err = sqlite.Open(ctx, dbPath(c.Data)); err != nil {
-			return err
-		}
-		defer db.Close()
-	}
-	if role.HoldsWorktree(r) {
-		// Runs arrive with the runs capability; say now whether they could.
-		if err := sandbox.Available(); err != nil {
-			log.Warn("agent runs will be refused: "+describe(err), "role", r)
-		} else {
-			log.Info("sandbox ready", "role", r)
-		}
-	}
-
-	mux := http.NewServeMux()
-	// Role control serves its nodes' relays while it starts: reconciling
-	// the runs a stopped control left behind asks the nodes about their
-	// sessions, so they must be able to connect first. Everything else
-	// answers 503 until the server is ready.
-	var opened atomic.Bool
-	srv := newHTTPServer(gated(mux, &opened), log, defaultTimeouts)
-	errc := make(chan error, 1)
-	early := r == role.Control
-	if early {
-		go func() { errc <- srv.Serve(guard) }()
-	}
-	if role.ServesBrowsers(r) {
-		cfg := serviceConfig(c, log)
-		accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, cfg)
-		if err != nil {
-			return err
-		}
-		key, err := loadSecretKey(c, log)
-		if err != nil {
-			return err
-		}
-		creds := service.NewCredentials(db, key, cfg)
-		agents := service.NewAgents(db, cfg)
-		// The machine that holds the workspaces, staged trees and
-		// sessions: this one (role all), or the sandbox nodes (control).
-		var sessions corral.Node
-		var nodes *service.Nodes
-		var fl *fleet.Fleet
-		if r == role.Control {
-			nodes = service.NewNodes(db, service.NodesConfig{})
-			fl = fleet.New(nodes, fleet.Config{Log: log})
-			defer fl.Close()
-			router := fleet.NewRouter(fl, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
-			nodes.SetMover(db, router.Move)
-			nodes.SetLive(func(ctx context.Context, rec corral.NodeRecord) service.NodeLive {
-				r := fl.Refused(rec.ID)
-				live := service.NodeLive{Status: fl.Status(rec), Refused: r.Count, LastRefused: r.Last}
-				if live.Status == corral.NodeLost {
-					return live
-				}
-				load, err := router.Load(ctx, rec.ID)
-				if err != nil { // the node's own count is not to be had: this control's
-					load = corral.NodeLoad{Sessions: router.Sessions(rec.ID)}
-				}
-				live.Load = load
-				return live
-			})
-			sessions = router
-			mux.Handle(fleet.RelayPath, fl.Handler())
-			mux.Handle(fleet.JoinPath, fl.Handler())
-		} else {
-			// What an earlier process left half done of an import or a
-			// clone goes.
-			local, err := newLocalNode(c, log)
-			if err != nil {
-				return err
-			}
-			defer local.Close() // after the runs' loops: the sessions go on
-			sessions = local
-		}
-		changes := service.NewChanges(db, sessions, c.ChangeTTL, cfg)
-		// Before anything touches a workspace: finish or roll back every
-		// apply a crash interrupted.
-		if err := changes.Recover(ctx); err != nil {
-			return err
-		}
-		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds, Trace: db})
-		defer changes.CloseRepositories() // stops running clones before the database closes
-		if n, err := changes.ReconcileRepositories(ctx); err != nil {
-			return err
-		} else if n > 0 {
-			log.Warn("clones interrupted by the last stop were failed", "repositories", n)
-		}
-		model, err := gateway.New(c.Model)
-		if err != nil {
-			return err
-		}
-		if err := model.Configured(); err != nil {
-			log.Warn("messages will be refused until a model provider is configured: " + describe(err))
-		} else {
-			log.Info("model provider configured", "base_url", c.Model.BaseURL, "model", c.Model.Model)
-		}
-		runs := runner.New(db, model, changes, sessions, runner.Config{
-			QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Log: log,
-		})
-		defer runs.Close()
-		// The gateway agent CLIs reach from their sessions, before any run
-		// is re-attached: a CLI that outlived the last server calls again.
-		// In role control they arrive over the nodes' relays.
-		gwHandler := modelapi.Handler(modelapi.Runner(runs), model, log)
-		var gwLn net.Listener
-		if fl != nil {
-			gwLn = fl.Gateway()
-		} else if gwLn, err = modelapi.Listen(filepath.Join(c.Data, gatewaySocket)); err != nil {
-			return err
-		}
-		gwSrv := modelapi.Serve(gwLn, gwHandler)
-		defer gwSrv.Close()
-		if role.HoldsWorktree(r) {
-			for _, d := range corral.AgentDrivers[1:] {
-				if err := driver.Installed(c.ToolsDir, d); err != nil {
-					log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
-				}
-			}
-		}
-		ready := func() error {
-			if err := model.Configured(); err != nil {
-				return err
-			}
-			if fl != nil {
-				if len(fl.Connected()) == 0 {
-					return corral.Errorf(corral.EUNAVAIL, "no sandbox node is connected: start one with corral serve --role sandbox --control URL --join TOKEN")
-				}
-				return nil
-			}
-			if err := sandbox.Available(); err != nil {
-				return err
-			}
-			return workspace.DiskAvailable()
-		}
-		runService := service.NewRuns(db, runs, ready, cfg)
-		runService.UseNode(sessions)
-		// Delegation before any run is re-attached: a parent taken up
-		// again asks for its child at once.
-		runs.UseDelegation(service.NewDelegation(runService, agents, delegationCaps(c.Delegation)))
-		// Documents: each agent's private store and the library, files of
-		// their own apart from the database.
-		stores, err := retrieval.OpenStores(ctx, filepath.Join(c.Data, "documents"))
-		if err != nil {
-			return err
-		}
-		defer stores.Close()
-		documents := service.NewDocuments(db, stores, model, service.DocumentsConfig{
-			MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
-		agents.OnDelete(documents.DropAgent)
-		// And what its node holds: workspace, staged trees, journal.
-		agents.OnDelete(func(id string) error {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			return sessions.DropAgent(dctx, id)
-		})
-		runs.UseRetrieval(documents)
-		// Then settle the runs a stopped server left behind.
-		n, back, err := runs.Reconcile(ctx)
-		if err != nil {
-			return err
-		}
-		if back > 0 {
-			log.Info("runs whose sessions outlived the last stop were re-attached", "runs", back)
-		}
-		if n > 0 {
-			log.Warn("runs interrupted by the last stop were reconciled", "runs", n)
-		}
-		agents.SetResume(runs.Resume)
-		go sweepChanges(ctx, changes, log)
-		// Streams hold connections: at most half of them, so ordinary
-		// requests always find room.
-		apiCfg := api.Config{SecureCookies: c.SecureCookies, Log: log, Done: ctx.Done(),
-			TrustedProxies: c.TrustedProxies, MaxStreams: max(1, guard.MaxConns()/2)}
-		apiServer := api.New(apiCfg, accounts, agents, changes, runService)
-		apiServer.SetCredentials(creds)
-		apiServer.SetDocuments(documents)
-		apiServer.SetModels(service.NewModels(model))
-		if nodes != nil {
-			apiServer.SetNodes(nodes)
-		}
-		mux.Handle("/api/", apiServer)
-		mux.Handle("/v1/", api.NotFound())
-		mux.Handle("/", webui.Handler())
-		if !webui.Built() {
-			log.Info("this binary has no web app (built without -tags ui): make run builds it")
-		}
-	}
-
-	if db != nil {
-		go sweepSessions(ctx, db, log)
-	}
-	addr := ln.Addr().String()
-	opened.Store(true)
-	log.Info("corral serving", "version", buildVersion(), "role", r, "addr", "http://"+addr, "data", c.Data, "signup", c.Signup)
-	if !early {
-		go func() { errc <- srv.Serve(guard) }()
-	}
-	if ready != nil {
-		ready <- addr
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing requests in flight")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
-	return nil
-}
-
-// httpTimeouts bound how long a client may take.
-type httpTimeouts struct {
-	// Header bounds reading a request's headers, from the connection's
-	// start (on a kept-alive one, from its next request's first byte): a
-	// slowloris trickling headers, or a connection that sends nothing, is
-	// cut off.
-	Header time.Duration
-	// Request bounds reading the whole request, headers and body: a slow
-	// body is cut off. net/http lifts the read deadline once the body is
-	// read, so it bounds neither the handler nor an event stream (those
-	// set their own write deadlines, see api.Config.StreamWriteTimeout).
-	Request time.Duration
-	// Idle bounds a kept-alive connection's wait for its next request.
-	Idle time.Duration
-	// Write bounds writing an answer, from the request's start: a client
-	// that never reads a large answer (a file, a trace) is dropped instead
-	// of holding a goroutine and its buffers. An event stream moves the
-	// deadline before each of its writes, so it may last as long as it
-	// writes.
-	Write time.Duration
-}
-
-// defaultTimeouts: ten seconds for headers, which any client sends in one
-// packet; a minute for a request, which carries at most api.MaxBody (2 MiB:
-// 35 KB/s suffices); a minute idle, so connections a browser keeps give
-// their slot back soon.
-var defaultTimeouts = httpTimeouts{Header: 10 * time.Second, Request: 60 * time.Second, Idle: 60 * time.Second, Write: 2 * time.Minute}
-
-// newHTTPServer is the server's HTTP settings. There is no WriteTimeout: it
-// would cut every event stream at that age; each request gets a write
-// deadline of t.Write instead, which a stream moves as it writes.
-func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Server {
-	if t.Write > 0 {
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.Write))
-			next.ServeHTTP(w, r)
-		})
-	}
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: t.Header,
-		ReadTimeout:       t.Request,
-		IdleTimeout:       t.Idle,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
-
-// guardListener puts the connection caps on ln (see netguard), after raising
-// the descriptor limit: the total is lowered to what the limit allows after
-// netguard's reserve, so that a flood of connections can never take the
-// descriptors the database, the sandbox, staging and the trace need (a run
-// ending meanwhile must be able to record its end). An operator's
-// --max-conns above that is lowered with a warning rather than refused: the
-// reserve is not negotiable, and a limit changed under a service manager
-// should not keep the server from starting.
-func guardListener(ln net.Listener, c serveConfig, log *slog.Logger) *netguard.Listener {
-	maxConns := c.MaxConns
-	limit, err := netguard.RaiseFileLimit()
-	budget, reserve := netguard.Budget(limit)
-	switch {
-	case err != nil || budget == 0:
-		log.Warn("the descriptor limit is unknown: no descriptors are held back from connections", "err", err)
-		if maxConns == 0 {
-			maxConns = netguard.DefaultMaxConns
-		}
-	case maxConns == 0:
-		maxConns = min(netguard.DefaultMaxConns, budget)
-	case maxConns > budget:
-		log.Warn("--max-conns lowered to what the descriptor limit allows after the reserve",
-			"asked", maxConns, "max_conns", budget, "nofile", limit, "reserve", reserve)
-		maxConns = budget
-	}
-	log.Info("connection limits", "max_conns", maxConns, "max_conns_per_addr", c.MaxConnsPerAddr,
-		"nofile", limit, "reserve", reserve, "trusted_proxies", len(c.TrustedProxies))
-	return netguard.Wrap(ln, netguard.Config{MaxConns: maxConns, MaxConnsPerAddr: c.MaxConnsPerAddr,
-		Exempt: c.TrustedProxies, Log: log})
+	defer a.Close()
+	return a.Run(ctx, ready)
 }
 
 // prefixList is the --trusted-proxy flag: repeatable, each value a
@@ -699,96 +269,6 @@ func (p *prefixList) Set(v string) error {
 	return nil
 }
 
-// sweepChanges expires change sets nobody decided in time, once a minute.
-func sweepChanges(ctx context.Context, changes *service.Changes, log *slog.Logger) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		if n, err := changes.ExpireDue(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("expiring change sets", "err", err)
-		} else if n > 0 {
-			log.Info("expired change sets", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// sweepSessions deletes expired sessions once an hour. Expired sessions are
-// refused on lookup anyway; this only keeps the table small.
-func sweepSessions(ctx context.Context, db *sqlite.DB, log *slog.Logger) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
-		if n, err := db.DeleteExpiredSessions(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			log.Warn("sweeping expired sessions", "err", err)
-		} else if n > 0 {
-			log.Info("swept expired sessions", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// prepareDataDir makes the data directory traversable by the sandbox's
-// user, who must reach the staged trees inside it (nothing in it becomes
-// readable: the database stays 0600), and warns when a directory above it
-// stops that user, which would make every run fail.
-func prepareDataDir(data string, log *slog.Logger) error {
-	abs, err := filepath.Abs(data)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(abs, 0o711); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	if st.Mode().Perm()&0o001 == 0 {
-		if err := os.Chmod(abs, st.Mode().Perm()|0o011); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		}
-	}
-	uid := sandboxUser()
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
-		st, err := os.Stat(dir)
-		if err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		}
-		owner := -1
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			owner = int(sys.Uid)
-		}
-		if uid != 0 && owner != uid && st.Mode().Perm()&0o001 == 0 {
-			log.Warn("agent runs will fail: the sandbox's user cannot pass through "+dir+
-				" to reach the data directory; use a --data outside it (e.g. /var/lib/corral) or chmod o+x "+dir,
-				"data", abs)
-			break
-		}
-		if dir == "/" {
-			break
-		}
-	}
-	return nil
-}
-
-// gatewaySocket is where, under the data directory, the gateway listens
-// for agent CLIs (their sessions' supervisors join them to it).
-const gatewaySocket = "gateway.sock"
-
-// serviceConfig is what the use cases take of serve's settings.
-func serviceConfig(c serveConfig, log *slog.Logger) service.Config {
-	return service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Log: log}
-}
-
 // delegationCaps turns the flags' caps into the domain's: a flag's 0 is
 // "none allowed", which corral.TreeCaps spells as a negative number (its
 // zero is "the default").
@@ -799,19 +279,4 @@ func delegationCaps(c corral.TreeCaps) corral.TreeCaps {
 		}
 	}
 	return c
-}
-
-// gated answers 503 to everything but the nodes' relay until open: what a
-// starting control serves.
-func gated(h http.Handler, open *atomic.Bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !open.Load() && !strings.HasPrefix(r.URL.Path, fleet.RelayPath) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":{"code":"unavailable","message":"the server is starting"}}`+"\n")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

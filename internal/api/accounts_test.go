@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/api"
 	"corral/internal/auth"
 )
 
@@ -31,7 +32,7 @@ func TestSignupLoginMeLogout(t *testing.T) {
 	res := e.anon().do("POST", "/api/auth/login", map[string]string{"email": "first@example.com", "password": password}).want(http.StatusOK)
 	var c *http.Cookie
 	for _, ck := range (&http.Response{Header: res.header}).Cookies() {
-		if ck.Name == CookieName {
+		if ck.Name == api.CookieName {
 			c = ck
 		}
 	}
@@ -42,7 +43,7 @@ func TestSignupLoginMeLogout(t *testing.T) {
 		t.Fatalf("session token %q is not a 256-bit token", c.Value)
 	}
 	session := &client{e: e, cookie: c.Value}
-	var me userAnswer
+	var me api.UserAnswer
 	session.do("GET", "/api/me", nil).want(http.StatusOK).decode(&me)
 	if me.User.ID != first.user.ID {
 		t.Fatalf("/api/me = %+v, want %s", me.User, first.user.ID)
@@ -240,7 +241,7 @@ func TestDisableEndsSessionsAndTokens(t *testing.T) {
 	admin := e.signup("admin@example.com", "Admin")
 	bob := e.signup("bob@example.com", "Bob")
 	second := &client{e: e, cookie: loginCookie(t, e, "bob@example.com")}
-	var tok tokenView
+	var tok api.TokenView
 	bob.do("POST", "/api/tokens", map[string]string{"name": "script"}).want(http.StatusCreated).decode(&tok)
 	script := &client{e: e, bearer: tok.Token}
 	script.do("GET", "/api/me", nil).want(http.StatusOK)
@@ -262,7 +263,7 @@ func TestAPITokens(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	u := e.signup("u@example.com", "U")
 	other := e.signup("o@example.com", "O")
-	var tok tokenView
+	var tok api.TokenView
 	u.do("POST", "/api/tokens", map[string]string{"name": "deploy"}).want(http.StatusCreated).decode(&tok)
 	if !strings.HasPrefix(tok.Token, "cat_") {
 		t.Fatalf("token = %q, want the cat_ prefix", tok.Token)
@@ -270,7 +271,7 @@ func TestAPITokens(t *testing.T) {
 	script := &client{e: e, bearer: tok.Token}
 	script.do("POST", "/api/agents", map[string]string{"name": "from-a-script"}).want(http.StatusCreated)
 
-	var listed list[tokenView]
+	var listed api.List[api.TokenView]
 	u.do("GET", "/api/tokens", nil).want(http.StatusOK).decode(&listed)
 	if len(listed.Items) != 1 || listed.Items[0].Token != "" || listed.Items[0].LastUsedAt == nil {
 		t.Fatalf("tokens = %+v, want one, without its secret, with a last use", listed.Items)
@@ -305,7 +306,7 @@ func TestSignupModes(t *testing.T) {
 	t.Run("invite", func(t *testing.T) {
 		e := newEnv(t, envOptions{signup: "invite"})
 		// The first admin comes from the command line in invite mode.
-		if _, err := e.api.accounts.CreateUser(context.Background(), "admin@example.com", "Admin", password, true); err != nil {
+		if _, err := e.api.Accounts().CreateUser(context.Background(), "admin@example.com", "Admin", password, true); err != nil {
 			t.Fatal(err)
 		}
 		admin := &client{e: e, cookie: loginCookie(t, e, "admin@example.com")}
@@ -314,7 +315,7 @@ func TestSignupModes(t *testing.T) {
 		}
 		signup("a@example.com", "").want(http.StatusForbidden)
 		signup("a@example.com", "cin_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").want(http.StatusForbidden)
-		var inv inviteView
+		var inv api.InviteView
 		admin.do("POST", "/api/invites", nil).want(http.StatusCreated).decode(&inv)
 		signup("a@example.com", inv.Token).want(http.StatusCreated)
 		signup("b@example.com", inv.Token).want(http.StatusForbidden) // single use
@@ -336,7 +337,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	send := func(header, value string) int {
 		req, _ := http.NewRequest("POST", e.srv.URL+"/api/agents", strings.NewReader(`{"name":"x"}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: u.cookie})
+		req.AddCookie(&http.Cookie{Name: api.CookieName, Value: u.cookie})
 		if header != "" {
 			req.Header.Set(header, value)
 		}

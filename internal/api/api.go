@@ -65,14 +65,25 @@ type Server struct {
 	handler  http.Handler
 	streams  *streamSlots
 
-	// credentials is set by SetCredentials; nil answers unavailable.
+	// Each nil answers unavailable.
 	credentials *service.Credentials
-	// documents is set by SetDocuments; nil answers unavailable.
-	documents *service.Documents
-	// nodes is set by SetNodes (role control); nil answers unavailable.
-	nodes *service.Nodes
-	// models is set by SetModels; nil answers unavailable.
-	models *service.Models
+	documents   *service.Documents
+	nodes       *service.Nodes
+	models      *service.Models
+}
+
+// Services are the use cases the API serves. Accounts, Agents, Changes
+// and Runs are required; without one of the others its routes answer
+// unavailable (Nodes: role control only).
+type Services struct {
+	Accounts    *service.Accounts
+	Agents      *service.Agents
+	Changes     *service.Changes
+	Runs        *service.Runs
+	Credentials *service.Credentials
+	Documents   *service.Documents
+	Models      *service.Models
+	Nodes       *service.Nodes
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -167,7 +178,7 @@ func (s *Server) routes() []route {
 }
 
 // New returns the API server.
-func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes *service.Changes, runs *service.Runs) *Server {
+func New(cfg Config, svc Services) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -180,8 +191,9 @@ func New(cfg Config, accounts *service.Accounts, agents *service.Agents, changes
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
-	s := &Server{accounts: accounts, agents: agents, changes: changes, runs: runs, cfg: cfg,
-		streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
+	s := &Server{accounts: svc.Accounts, agents: svc.Agents, changes: svc.Changes, runs: svc.Runs,
+		credentials: svc.Credentials, documents: svc.Documents, nodes: svc.Nodes, models: svc.Models,
+		cfg: cfg, streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))

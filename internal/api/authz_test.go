@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 )
 
 // actors of the authorization matrix, from nobody to the owner.
@@ -24,12 +25,12 @@ var levelRank = map[string]int{"viewer": 1, "runner": 2, "editor": 3, "owner": 4
 // destructive request cannot change what the next cell sees.
 type fixture struct {
 	agent     string
-	link      linkView // a live viewer link, joined by nobody
-	otherUser string   // an account with no access, for PUT grant
-	viewerID  string   // an account holding a grant, for DELETE grant
-	run       string   // the agent's run, when the row asks for one
-	change    string   // the agent's pending change set, when the row asks for one
-	document  string   // the agent's private document, when the row acts on one
+	link      api.LinkView // a live viewer link, joined by nobody
+	otherUser string       // an account with no access, for PUT grant
+	viewerID  string       // an account holding a grant, for DELETE grant
+	run       string       // the agent's run, when the row asks for one
+	change    string       // the agent's pending change set, when the row asks for one
+	document  string       // the agent's private document, when the row acts on one
 }
 
 // people are the accounts of the matrix, created once.
@@ -44,7 +45,7 @@ type people struct {
 // account of its own no cell acts as, and an admin may delete.
 func (p *people) libraryDoc() string {
 	if p.library == "" {
-		var d documentView
+		var d api.DocumentView
 		p.e.signup("publisher@example.com", "Publisher").do("POST", "/api/library/documents?name=shared.md", "# Shared\n\nFor everyone.").want(http.StatusCreated).decode(&d)
 		p.library = d.ID
 	}
@@ -84,7 +85,7 @@ func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
 		owner.do("PUT", "/api/agents/"+id+"/files"+rt.query, "to delete").want(http.StatusOK)
 	}
 	if strings.Contains(rt.path, "{doc_id}") {
-		var d documentView
+		var d api.DocumentView
 		owner.do("POST", "/api/agents/"+id+"/documents?name=notes.md", "# Notes\n\nTo delete.").want(http.StatusCreated).decode(&d)
 		f.document = d.ID
 	}
@@ -107,7 +108,7 @@ func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
 // storeRun records a run of agent by the given user straight in the store,
 // as admission and the runner would leave it, without running anything: the
 // matrix is about who may touch a run, not about running one.
-func (p *people) storeRun(t *testing.T, agentID string, by userView, kind runKind) string {
+func (p *people) storeRun(t *testing.T, agentID string, by api.UserView, kind runKind) string {
 	t.Helper()
 	ctx := context.Background()
 	now := p.e.clock.Now()
@@ -346,18 +347,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 	// Coverage first, so a missing row is reported even if a cell fails.
 	table := map[string]bool{}
 	var uncovered []string
-	for _, rt := range (&Server{}).routes() {
-		key := rt.method + " " + rt.path
+	for _, rt := range api.Routes() {
+		key := rt.Method + " " + rt.Path
 		table[key] = true
 		if len(agentRows[key]) == 0 && len(accountRows[key]) == 0 {
 			uncovered = append(uncovered, key)
 		}
 		for _, row := range accountRows[key] {
-			if rt.auth != (row.anon == http.StatusUnauthorized) {
-				t.Errorf("%s: the route table says sign-in needed = %v, but its row expects %d for anonymous", key, rt.auth, row.anon)
+			if rt.Auth != (row.anon == http.StatusUnauthorized) {
+				t.Errorf("%s: the route table says sign-in needed = %v, but its row expects %d for anonymous", key, rt.Auth, row.anon)
 			}
 		}
-		if len(agentRows[key]) > 0 && !rt.auth {
+		if len(agentRows[key]) > 0 && !rt.Auth {
 			t.Errorf("%s: agentRoutes expects 401 for anonymous, but the route table serves it without sign-in", key)
 		}
 	}
@@ -382,8 +383,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 	e := newEnv(t, envOptions{})
 	p := newPeople(e)
-	for _, rt := range (&Server{}).routes() {
-		key := rt.method + " " + rt.path
+	for _, rt := range api.Routes() {
+		key := rt.Method + " " + rt.Path
 		for _, row := range agentRows[key] {
 			for _, actor := range actors {
 				t.Run(fmt.Sprintf("%s as %s needs %s", row, actor, row.need), func(t *testing.T) {
@@ -445,7 +446,7 @@ func accountCell(t *testing.T, p *people, rt accountRoute, actor string) {
 func loginCookie(t *testing.T, e *env, email string) string {
 	t.Helper()
 	res := e.anon().do("POST", "/api/auth/login", map[string]string{"email": email, "password": "correct horse battery"}).want(http.StatusOK)
-	return res.cookie(CookieName)
+	return res.cookie(api.CookieName)
 }
 
 // TestRevocationBitesOnNextRequest: no grant is cached anywhere.
@@ -465,12 +466,12 @@ func TestRevocationBitesOnNextRequest(t *testing.T) {
 	bob.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusNotFound)
 
 	l := owner.link(id, "runner")
-	var a agentView
+	var a api.AgentView
 	carol.do("POST", "/api/links/"+l.Token+"/accept", nil).want(http.StatusOK).decode(&a)
 	if a.Access != "runner" || a.ID != id {
 		t.Fatalf("accepted link gives %q on %q, want runner on %q", a.Access, a.ID, id)
 	}
-	var listed list[agentView]
+	var listed api.List[api.AgentView]
 	carol.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&listed)
 	if len(listed.Items) != 1 || listed.Items[0].Access != "runner" {
 		t.Fatalf("carol lists %+v, want the shared agent with access runner", listed.Items)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package api
+package api_test
 
 import (
 	"syscall"

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"corral/internal/api"
 )
 
 // BenchmarkListAgents measures an authenticated GET /api/agents (session
@@ -49,7 +51,7 @@ func BenchmarkListAgents(b *testing.B) {
 	for i := range 5 {
 		reader.createAgent(fmt.Sprintf("own-%d", i))
 	}
-	var listed list[agentView]
+	var listed api.List[api.AgentView]
 	res := reader.do("GET", "/api/agents", nil).want(http.StatusOK)
 	res.decode(&listed)
 	if len(listed.Items) != agents {
@@ -72,7 +74,7 @@ func BenchmarkListAgents(b *testing.B) {
 				for range batch / workers {
 					req, _ := http.NewRequest("GET", url, nil)
 					if cookie != "" {
-						req.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
+						req.AddCookie(&http.Cookie{Name: api.CookieName, Value: cookie})
 					}
 					res, err := client.Do(req)
 					if err != nil {

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -55,7 +56,12 @@ func TestBudgetHoldsUnderABurst(t *testing.T) {
 	e := newEnv(t, envOptions{maxOutput: maxOutput})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("bursty")
-	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex, "budget": map[string]int{"tokens": 100_000_000}}).want(http.StatusOK)
+	// The burst runs 100 subshells at once, each with a child, beside
+	// the CLI: room for them all, so that the pids limit (128 by default)
+	// never ends the run before the budget is tested, however slowly
+	// they finish on a loaded machine.
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex, "budget": map[string]int{"tokens": 100_000_000},
+		"limits": map[string]int{"pids": 1024}}).want(http.StatusOK)
 	// The provider holds the burst's answers until an 11th call reaches
 	// it (which the budget must prevent), or for a few seconds, so that
 	// all 100 are in flight at once rather than one after the other.
@@ -112,7 +118,7 @@ func TestBudgetHoldsUnderABurst(t *testing.T) {
 	if paused.Status != "paused" {
 		t.Fatalf("run = %s (%s), want paused: the CLI's next call does not fit\ntrace: %s", paused.Status, paused.Reason, brief(events))
 	}
-	var agent agentView
+	var agent api.AgentView
 	owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 	if agent.Budget.Used > agent.Budget.Tokens || agent.Budget.Reserved != 0 {
 		t.Fatalf("budget %+v: spent past it", agent.Budget)
@@ -136,7 +142,7 @@ func TestBudgetHoldsUnderABurst(t *testing.T) {
 }
 
 // lastToolOutput is the output of the last tool call the trace holds.
-func lastToolOutput(events []traceView) string {
+func lastToolOutput(events []api.TraceView) string {
 	out := ""
 	for _, ev := range events {
 		if ev.Type == "tool_result" {
@@ -261,7 +267,7 @@ func TestImpossibleUsageIsMeteredAtTheCeiling(t *testing.T) {
 				if ceilings == 0 || done.Tokens.Input+done.Tokens.Output != ceilings {
 					t.Fatalf("run tokens %+v, ceilings metered %d", done.Tokens, ceilings)
 				}
-				var agent agentView
+				var agent api.AgentView
 				owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 				if agent.Budget.Used != ceilings || agent.Budget.Reserved != 0 {
 					t.Fatalf("budget %+v, want %d used", agent.Budget, ceilings)

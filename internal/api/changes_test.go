@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 )
 
 // propose stages the agent's workspace as a run would, lets edit change the
@@ -74,7 +75,7 @@ func TestChangeSetReviewFlow(t *testing.T) {
 	}
 	path := "/api/changes/" + cs.ID
 
-	var got changeSetView
+	var got api.ChangeSetView
 	viewer.do("GET", path, nil).want(http.StatusOK).decode(&got)
 	classes := map[string]string{}
 	for _, en := range got.Entries {
@@ -104,7 +105,7 @@ func TestChangeSetReviewFlow(t *testing.T) {
 		t.Error("a change set answer shows a server path")
 	}
 
-	var listed list[changeSetView]
+	var listed api.List[api.ChangeSetView]
 	viewer.do("GET", "/api/agents/"+id+"/changes", nil).want(http.StatusOK).decode(&listed)
 	if len(listed.Items) != 1 || listed.Items[0].ID != cs.ID {
 		t.Fatalf("changes = %+v", listed.Items)
@@ -131,7 +132,7 @@ func TestChangeSetReviewFlow(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, "passwd")); !os.IsNotExist(err) {
 		t.Errorf("a protected symlink was applied: %v", err)
 	}
-	var file fileView
+	var file api.FileView
 	viewer.do("GET", "/api/agents/"+id+"/files?path=docs/readme.md", nil).want(http.StatusOK).decode(&file)
 	if file.Content == nil || *file.Content != "# docs\n" {
 		t.Errorf("docs/readme.md = %+v", file)
@@ -153,7 +154,7 @@ func TestChangeSetConflictRejectExpiry(t *testing.T) {
 	if res.code() != "conflict" {
 		t.Fatalf("approve after a concurrent change = %s", res.body)
 	}
-	var got changeSetView
+	var got api.ChangeSetView
 	owner.do("GET", "/api/changes/"+cs.ID, nil).want(http.StatusOK).decode(&got)
 	if got.Status != "conflicted" {
 		t.Fatalf("status = %s, want conflicted", got.Status)
@@ -249,7 +250,7 @@ func TestFilesRefuseHostilePaths(t *testing.T) {
 	if _, err := os.Stat("/etc/evil"); !os.IsNotExist(err) {
 		t.Fatal("/etc/evil exists")
 	}
-	var dir fileView
+	var dir api.FileView
 	owner.do("GET", "/api/agents/"+id+"/files?path=", nil).want(http.StatusOK).decode(&dir)
 	if dir.Type != "dir" {
 		t.Fatalf("root listing = %+v", dir)

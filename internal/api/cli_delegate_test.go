@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -172,7 +173,7 @@ var wallTime = regexp.MustCompile(`Wall time: [0-9.]+ seconds`)
 
 // delegateResult tells whether the trace has the delegate call's
 // tool_result, naming the child run.
-func delegateResult(events []traceView, childID string) bool {
+func delegateResult(events []api.TraceView, childID string) bool {
 	for _, ev := range events {
 		if ev.Type != "tool_result" {
 			continue

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -53,7 +54,7 @@ func TestAgentCLIsSearchDocuments(t *testing.T) {
 			alice.do("PATCH", "/api/agents/"+cli, map[string]any{"driver": tc.driver}).want(http.StatusOK)
 			bobs := bob.roleAgent("bob's private", "private")
 
-			var doc documentView
+			var doc api.DocumentView
 			alice.do("POST", "/api/agents/"+cli+"/documents?name=runbook.md", runbook).want(http.StatusCreated).decode(&doc)
 			bob.do("POST", "/api/agents/"+bobs+"/documents?name=bob-runbook.md",
 				"# Canary\n\n"+bobMarker+": the canary stage of ledger-api lasts 45 minutes before promotion.").want(http.StatusCreated)
@@ -128,7 +129,7 @@ func TestAgentCLIsSearchDocuments(t *testing.T) {
 
 			// The thread: the message as written, and an answer naming
 			// its source.
-			var msgs list[messageView]
+			var msgs api.List[api.MessageView]
 			alice.do("GET", "/api/agents/"+cli+"/messages", nil).want(http.StatusOK).decode(&msgs)
 			if len(msgs.Items) != 2 || msgs.Items[0].Content != cliSearchPrompt {
 				t.Fatalf("thread = %+v, want the message as written and the answer", msgs.Items)
@@ -150,7 +151,7 @@ func TestAgentCLIsSearchDocuments(t *testing.T) {
 
 // searchRetrieved tells whether the trace has a retrieved event of a
 // search_documents call (with its tool_call_id) whose items hold docID.
-func searchRetrieved(events []traceView, docID string) bool {
+func searchRetrieved(events []api.TraceView, docID string) bool {
 	for _, ev := range events {
 		if ev.Type != "retrieved" {
 			continue

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bufio"
@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/driver"
 	"corral/internal/modeltest"
-	"corral/internal/runner"
 )
 
 // needTools skips a test of the agent CLIs where make tools has not
@@ -146,7 +146,7 @@ func TestAgentCLIs(t *testing.T) {
 			if done.ChangeSetID == nil {
 				t.Fatal("the run has no change set")
 			}
-			var cs changeSetView
+			var cs api.ChangeSetView
 			owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 			sum := sha256.Sum256([]byte(proofContent))
 			found := false
@@ -194,7 +194,7 @@ func TestAgentCLIs(t *testing.T) {
 }
 
 // brief is a trace in one line per event, for a failure's message.
-func brief(events []traceView) string {
+func brief(events []api.TraceView) string {
 	var b strings.Builder
 	for _, e := range events {
 		d, _ := json.Marshal(e.Data)
@@ -209,7 +209,7 @@ func brief(events []traceView) string {
 // lastAssistant is the content of the agent's newest assistant message.
 func lastAssistant(t *testing.T, c *client, agentID string) string {
 	t.Helper()
-	var l list[messageView]
+	var l api.List[api.MessageView]
 	c.do("GET", "/api/agents/"+agentID+"/messages", nil).want(http.StatusOK).decode(&l)
 	for i := len(l.Items) - 1; i >= 0; i-- {
 		if l.Items[i].Role == "assistant" {
@@ -289,7 +289,7 @@ func TestAgentCLIPausesAtItsBudget(t *testing.T) {
 	if !strings.Contains(got, "paused resumed") {
 		t.Errorf("trace = %s, want a pause then a resume", got)
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	paths := map[string]bool{}
 	for _, en := range cs.Entries {
@@ -375,12 +375,9 @@ func TestAgentCLIReattached(t *testing.T) {
 		}
 		return false
 	})
-	e.runner.Close() // the server stops; the CLI goes on in its session
-	second := runner.New(e.db, e.provider, e.changes, e.sessions, runner.Config{QuarantineAfter: 2, Now: e.clock.Now})
-	t.Cleanup(second.Close)
-	e.gateway.use(second)
-	if n, back, err := second.Reconcile(context.Background()); err != nil || n != 0 || back != 1 {
-		t.Fatalf("Reconcile = %d reconciled, %d re-attached, %v; want 0, 1", n, back, err)
+	// The server stops; the CLI goes on in its session.
+	if n, back := e.restart(); n != 0 || back != 1 {
+		t.Fatalf("the restart reconciled %d runs and re-attached %d; want 0, 1", n, back)
 	}
 	stored, err := e.db.Run(context.Background(), run.ID)
 	if err != nil {
@@ -417,7 +414,7 @@ func TestAgentCLIReattached(t *testing.T) {
 	if steps == 0 {
 		t.Error("no transcript step recorded")
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	if len(cs.Entries) == 0 || cs.Entries[0].Path != "after.txt" {
 		t.Errorf("change set = %+v, want after.txt", cs.Entries)
@@ -491,7 +488,7 @@ func TestAgentCLIsNative(t *testing.T) {
 			if done.Tokens.Input != reqs*modeltest.DefaultInputTokens || done.Tokens.Output != reqs*modeltest.DefaultOutputTokens {
 				t.Errorf("run tokens = %+v after %d provider calls", done.Tokens, reqs)
 			}
-			var cs changeSetView
+			var cs api.ChangeSetView
 			owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 			if len(cs.Entries) != 1 || cs.Entries[0].Path != "proof.txt" {
 				t.Errorf("change set = %+v", cs.Entries)

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -54,7 +55,7 @@ func listThenDelegate(secret string) modeltest.Script {
 // runTools sends content to agentID as c, waits for the run to complete,
 // and returns it with the tool results its model got, by tool call id:
 // only those of this run's requests, after its message.
-func (c *client) runTools(agentID, content string) (runView, map[string]string) {
+func (c *client) runTools(agentID, content string) (api.RunView, map[string]string) {
 	c.e.t.Helper()
 	before := len(c.e.model.Requests())
 	run := c.waitRun(c.send(agentID, content).ID, "completed")
@@ -92,16 +93,16 @@ func listedIDs(t *testing.T, result string) map[string]bool {
 	return out
 }
 
-func agentOf(c *client, id string) agentView {
+func agentOf(c *client, id string) api.AgentView {
 	c.e.t.Helper()
-	var a agentView
+	var a api.AgentView
 	c.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&a)
 	return a
 }
 
-func grantOf(c *client, agentID, userID string) grantView {
+func grantOf(c *client, agentID, userID string) api.GrantView {
 	c.e.t.Helper()
-	var l list[grantView]
+	var l api.List[api.GrantView]
 	c.do("GET", "/api/agents/"+agentID+"/grants", nil).want(http.StatusOK).decode(&l)
 	for _, g := range l.Items {
 		if g.User.ID == userID {
@@ -109,7 +110,7 @@ func grantOf(c *client, agentID, userID string) grantView {
 		}
 	}
 	c.e.t.Fatalf("no grant of %s on %s among %+v", userID, agentID, l.Items)
-	return grantView{}
+	return api.GrantView{}
 }
 
 // TestDelegationNeedsConsent is the attack: Mallory grants Alice runner on
@@ -186,7 +187,7 @@ func TestDelegationNeedsConsent(t *testing.T) {
 	if g := grantOf(mallory, mals, alice.user.ID); !g.Accepted {
 		t.Errorf("after accepting, Mallory's grant to Alice = %+v, want accepted", g)
 	}
-	var all list[agentView]
+	var all api.List[api.AgentView]
 	alice.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&all)
 	for _, a := range all.Items {
 		if a.ID == mals && !a.Accepted {
@@ -226,7 +227,7 @@ func TestDelegationNeedsConsent(t *testing.T) {
 
 // refusedFor tells whether the trace has a delegation_refused event whose
 // target is agentID.
-func refusedFor(events []traceView, agentID string) bool {
+func refusedFor(events []api.TraceView, agentID string) bool {
 	for _, ev := range events {
 		if ev.Type != "delegation_refused" {
 			continue
@@ -244,7 +245,7 @@ func refusedFor(events []traceView, agentID string) bool {
 // threadHolds counts the agent's messages, and tells whether one holds s.
 func threadHolds(c *client, agentID, s string) (int, bool) {
 	c.e.t.Helper()
-	var msgs list[messageView]
+	var msgs api.List[api.MessageView]
 	c.do("GET", "/api/agents/"+agentID+"/messages", nil).want(http.StatusOK).decode(&msgs)
 	for _, m := range msgs.Items {
 		if strings.Contains(m.Content, s) {
@@ -305,9 +306,9 @@ func TestLibraryNeedsPolicy(t *testing.T) {
 		}
 		return prompt, tool
 	}
-	search := func() retrievalView {
+	search := func() api.RetrievalView {
 		t.Helper()
-		var r retrievalView
+		var r api.RetrievalView
 		alice.do("POST", "/api/agents/"+id+"/search", map[string]any{"query": "canary stage ledger-api promotion", "k": 10}).want(http.StatusOK).decode(&r)
 		return r
 	}
@@ -329,7 +330,7 @@ func TestLibraryNeedsPolicy(t *testing.T) {
 	carol := e.signup("carol@example.com", "Carol")
 	alice.grant(id, carol.user.ID, "runner")
 	carol.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]any{"library": true}}).want(http.StatusForbidden)
-	var on agentView
+	var on api.AgentView
 	alice.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]any{"library": true}}).want(http.StatusOK).decode(&on)
 	if !on.Policy.Library || !agentOf(alice, id).Policy.Library {
 		t.Fatalf("policy.library after turning it on = %v, want on", on.Policy.Library)

@@ -7,10 +7,6 @@ import (
 	"corral/internal/service"
 )
 
-// SetCredentials serves /api/credentials with c. Without it those routes
-// answer unavailable. Call it before serving.
-func (s *Server) SetCredentials(c *service.Credentials) { s.credentials = c }
-
 type credentialRequest struct {
 	Name         string   `json:"name"`
 	Host         string   `json:"host"`

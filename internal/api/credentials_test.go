@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"corral/internal/api"
 )
 
 // apiCredSecret is distinctive so that any copy of it is found.
@@ -35,13 +37,13 @@ func (b *lockedBuffer) String() string {
 
 func TestCredentialsAPI(t *testing.T) {
 	var logs lockedBuffer
-	e := newEnv(t, envOptions{api: Config{Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
+	e := newEnv(t, envOptions{api: api.Config{Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 	alice := e.signup("alice@example.com", "Alice")
 	bob := e.signup("bob@example.com", "Bob")
 
 	body := map[string]any{"name": "work", "host": "GitLab.example.com:443", "username": "alice", "secret": apiCredSecret,
 		"repositories": []string{"https://gitlab.example.com/team/app.git", "gitlab.example.com/team/app", "GitLab.example.com/lib/*/"}}
-	var created credentialView
+	var created api.CredentialView
 	alice.do("POST", "/api/credentials", body).want(http.StatusCreated).decode(&created)
 	if created.ID == "" || created.Name != "work" || created.Host != "gitlab.example.com" || created.Username != "alice" || created.CreatedAt == "" ||
 		!reflect.DeepEqual(created.Repositories, []string{"gitlab.example.com/team/app", "gitlab.example.com/lib/*"}) {
@@ -77,7 +79,7 @@ func TestCredentialsAPI(t *testing.T) {
 		})
 	}
 
-	var mine list[credentialView]
+	var mine api.List[api.CredentialView]
 	alice.do("GET", "/api/credentials", nil).want(http.StatusOK).decode(&mine)
 	if len(mine.Items) != 1 || !reflect.DeepEqual(mine.Items[0], created) {
 		t.Fatalf("GET /api/credentials as alice = %+v, want only %+v", mine.Items, created)
@@ -91,12 +93,12 @@ func TestCredentialsAPI(t *testing.T) {
 	}
 	alice.do("PATCH", path, map[string]any{"repositories": []string{"github.com/a/b"}}).want(http.StatusBadRequest)
 	alice.do("PATCH", path, map[string]any{}).want(http.StatusBadRequest)
-	var patched credentialView
+	var patched api.CredentialView
 	alice.do("PATCH", path, map[string]any{"repositories": []string{"gitlab.example.com/team/*"}}).want(http.StatusOK).decode(&patched)
 	if !reflect.DeepEqual(patched.Repositories, []string{"gitlab.example.com/team/*"}) || patched.ID != created.ID {
 		t.Fatalf("PATCH = %+v", patched)
 	}
-	var theirs list[credentialView]
+	var theirs api.List[api.CredentialView]
 	bob.do("GET", "/api/credentials", nil).want(http.StatusOK).decode(&theirs)
 	if len(theirs.Items) != 1 || theirs.Items[0].ID == created.ID {
 		t.Fatalf("GET /api/credentials as bob = %+v, want only bob's own", theirs.Items)
@@ -153,11 +155,12 @@ func assertAbsent(t *testing.T, e *env, log, secret string, sealed []byte) {
 	}
 }
 
-// TestCredentialsUnavailableWithoutKey: a server given no credentials
+// TestCredentialsUnavailableWithoutKey: an API given no credentials
 // service answers 503, never a crash.
 func TestCredentialsUnavailableWithoutKey(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.api.SetCredentials(nil)
+	a := e.app
+	e.serve(api.New(api.Config{}, api.Services{Accounts: a.Accounts, Agents: a.Agents, Changes: a.Changes, Runs: a.Runs}))
 	alice := e.signup("alice@example.com", "Alice")
 	for _, r := range []struct{ method, path string }{{"GET", "/api/credentials"}, {"POST", "/api/credentials"}, {"DELETE", "/api/credentials/crd_x"}} {
 		if got := alice.do(r.method, r.path, map[string]string{}); got.status != http.StatusServiceUnavailable {

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
-	"corral/internal/runner"
 )
 
 // Delegation end to end: real runs in real sandboxes, the scripted model
@@ -82,16 +82,16 @@ func delegator(req modeltest.Request) modeltest.Reply {
 	return modeltest.Calls(delegateCall("d1", m[1], "please answer"))
 }
 
-func (c *client) tree(runID string) []runView {
+func (c *client) tree(runID string) []api.RunView {
 	c.e.t.Helper()
-	var l list[runView]
+	var l api.List[api.RunView]
 	c.do("GET", "/api/runs/"+runID+"/tree", nil).want(http.StatusOK).decode(&l)
 	return l.Items
 }
 
-func (c *client) runsOf(agentID string) []runView {
+func (c *client) runsOf(agentID string) []api.RunView {
 	c.e.t.Helper()
-	var l list[runView]
+	var l api.List[api.RunView]
 	c.do("GET", "/api/agents/"+agentID+"/runs", nil).want(http.StatusOK).decode(&l)
 	return l.Items
 }
@@ -190,7 +190,7 @@ func TestDelegationAuthorization(t *testing.T) {
 	carol.do("GET", "/api/runs/"+child.ID, nil).want(http.StatusNotFound)
 }
 
-func hasEvent(events []traceView, typ string) bool {
+func hasEvent(events []api.TraceView, typ string) bool {
 	for _, e := range events {
 		if e.Type == typ {
 			return true
@@ -200,7 +200,7 @@ func hasEvent(events []traceView, typ string) bool {
 }
 
 // capOf returns the caps of the tree's delegation_refused events.
-func capsOf(events []traceView) map[string]int {
+func capsOf(events []api.TraceView) map[string]int {
 	out := map[string]int{}
 	for _, e := range events {
 		if e.Type != "delegation_refused" {
@@ -354,8 +354,8 @@ func TestDelegationCaps(t *testing.T) {
 	})
 }
 
-func listAgents(c *client) []agentView {
-	var l list[agentView]
+func listAgents(c *client) []api.AgentView {
+	var l api.List[api.AgentView]
 	c.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&l)
 	return l.Items
 }
@@ -438,7 +438,7 @@ func TestDelegationPausedChild(t *testing.T) {
 	if got := alice.run(root.ID); !strings.Contains(got.Reason, child.ID) {
 		t.Errorf("the paused root says %q, want the paused child named", got.Reason)
 	}
-	var boss0 agentView
+	var boss0 api.AgentView
 	alice.do("GET", "/api/agents/"+boss, nil).want(http.StatusOK).decode(&boss0)
 	if boss0.State != "active" {
 		t.Errorf("the boss agent is %s, want active: its budget is not spent", boss0.State)
@@ -468,7 +468,7 @@ func TestDelegationRevokedMidTree(t *testing.T) {
 		},
 	}))
 	root := alice.send(boss, "delegate to "+bobs)
-	var child runView
+	var child api.RunView
 	waitFor(t, "the worker's first command", func() bool {
 		tree := alice.tree(root.ID)
 		if len(tree) < 2 {
@@ -622,12 +622,9 @@ func TestDelegationTreeReattached(t *testing.T) {
 		t.Fatalf("tree = %d runs, want 2", len(tree))
 	}
 
-	e.runner.Close() // the server stops; both sessions go on
-	second := runner.New(e.db, e.provider, e.changes, e.sessions, runner.Config{QuarantineAfter: 2, Now: e.clock.Now})
-	t.Cleanup(second.Close)
-	second.UseDelegation(e.deleg)
-	if n, back, err := second.Reconcile(context.Background()); err != nil || n != 0 || back != 2 {
-		t.Fatalf("Reconcile = %d reconciled, %d re-attached, %v; want the whole tree (2) re-attached", n, back, err)
+	// The server stops; both sessions go on.
+	if n, back := e.restart(); n != 0 || back != 2 {
+		t.Fatalf("the restart reconciled %d runs and re-attached %d; want the whole tree (2) re-attached", n, back)
 	}
 	stored, err := e.db.Run(context.Background(), tree[1].ID)
 	if err != nil {

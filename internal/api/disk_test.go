@@ -1,6 +1,6 @@
 //go:build linux
 
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"corral/internal/api"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/workspace"
@@ -38,7 +39,7 @@ func TestDiskLimitsAreSettings(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("writer")
-	var a agentView
+	var a api.AgentView
 	owner.do("PATCH", "/api/agents/"+id, map[string]any{"limits": map[string]int64{
 		"disk_bytes": 16 << 20, "disk_inodes": 1000, "pending_disk_bytes": 1 << 30,
 	}}).want(http.StatusOK).decode(&a)
@@ -120,7 +121,7 @@ func TestRunPastItsDiskLimit(t *testing.T) {
 	if done.ChangeSetID == nil {
 		t.Fatalf("run %+v has no change set", done)
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	if cs.Status != "pending" || len(cs.Entries) != 1 || cs.Entries[0].Path != "big" ||
 		cs.Entries[0].Size < limit || cs.Entries[0].Size >= 64<<20 {
@@ -146,7 +147,7 @@ func TestPendingChangeSetsDiskQuota(t *testing.T) {
 	calls := len(e.model.Requests())
 
 	res := owner.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": "and another"}).want(http.StatusUnprocessableEntity)
-	var body errorBody
+	var body api.ErrorBody
 	res.decode(&body)
 	if body.Error.Code != "admission_denied" || body.Error.Reason != "disk_quota" || body.Error.Message == "" {
 		t.Fatalf("refusal = %s, want admission_denied disk_quota", res.body)

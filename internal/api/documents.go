@@ -7,10 +7,6 @@ import (
 	"corral/internal/service"
 )
 
-// SetDocuments serves the document routes with d. Without it they answer
-// unavailable. Call it before serving.
-func (s *Server) SetDocuments(d *service.Documents) { s.documents = d }
-
 func (s *Server) documentsService() (*service.Documents, error) {
 	if s.documents == nil {
 		return nil, corral.Errorf(corral.EUNAVAIL, "this server has no document stores")

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/gateway"
 )
 
@@ -61,7 +62,7 @@ func TestDocumentIsolationProperty(t *testing.T) {
 			marker := fmt.Sprintf("marker%c%c", 'a'+a, 'a'+d)
 			markers = append(markers, marker)
 			text := fmt.Sprintf("# %s\n\n%s %s.\n\n%s", words(2), words(12), marker, words(20))
-			var doc documentView
+			var doc api.DocumentView
 			users[owner[a]].do("POST", "/api/agents/"+agents[a]+"/documents?name=doc.md", text).want(201).decode(&doc)
 			private[a][doc.ID] = true
 		}
@@ -70,7 +71,7 @@ func TestDocumentIsolationProperty(t *testing.T) {
 	for d := 0; d < 4; d++ {
 		marker := fmt.Sprintf("markerlib%c", 'a'+d)
 		markers = append(markers, marker)
-		var doc documentView
+		var doc api.DocumentView
 		users[rng.IntN(nUsers)].do("POST", "/api/library/documents?name=lib.md",
 			fmt.Sprintf("# %s\n\n%s %s %s", words(2), words(10), marker, words(15))).want(201).decode(&doc)
 		library[doc.ID] = true

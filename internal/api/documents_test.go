@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
 	"corral/internal/retrieval"
 )
@@ -61,7 +62,7 @@ func TestDocumentUploadRefusals(t *testing.T) {
 			}
 		})
 	}
-	var l list[documentView]
+	var l api.List[api.DocumentView]
 	owner.do("GET", "/api/agents/"+id+"/documents", nil).want(http.StatusOK).decode(&l)
 	if len(l.Items) != 0 {
 		t.Fatalf("refused uploads were indexed: %+v", l.Items)
@@ -84,7 +85,7 @@ func TestDocumentsPrivateAndLibrary(t *testing.T) {
 	alice.do("PATCH", "/api/agents/"+mine, map[string]any{"policy": map[string]any{"library": true}}).want(http.StatusOK)
 	theirs := bob.createAgent("theirs")
 
-	var doc documentView
+	var doc api.DocumentView
 	alice.do("POST", "/api/agents/"+mine+"/documents?name=deploys.md", deployGuide).want(http.StatusCreated).decode(&doc)
 	if doc.Source != "private" || doc.Chunks < 2 || doc.Bytes != int64(len(deployGuide)) || doc.Author == nil || doc.Author.Name != "Alice" || !doc.CanDelete {
 		t.Fatalf("uploaded = %+v", doc)
@@ -92,12 +93,12 @@ func TestDocumentsPrivateAndLibrary(t *testing.T) {
 	// Bob's agent has its own canary notes, with the same words.
 	bob.do("POST", "/api/agents/"+theirs+"/documents?name=bob-canary.md",
 		"# Canary\n\nBob's canary stage of ledger-api lasts 45 minutes before promotion.").want(http.StatusCreated)
-	var lib documentView
+	var lib api.DocumentView
 	bob.do("POST", "/api/library/documents?name=glossary.md",
 		"# Glossary\n\nA canary is a small pool that gets a release first. Promotion moves the release to the fleet.").want(http.StatusCreated).decode(&lib)
 
-	search := func(c *client, agent, q string) (*response, retrievalView) {
-		var r retrievalView
+	search := func(c *client, agent, q string) (*response, api.RetrievalView) {
+		var r api.RetrievalView
 		res := c.do("POST", "/api/agents/"+agent+"/search", map[string]any{"query": q, "k": 10})
 		if res.status == http.StatusOK {
 			res.decode(&r)
@@ -141,7 +142,7 @@ func TestDocumentsPrivateAndLibrary(t *testing.T) {
 	}
 
 	// The library: Alice may not delete Bob's document; Bob may.
-	var ll list[documentView]
+	var ll api.List[api.DocumentView]
 	alice.do("GET", "/api/library/documents", nil).want(http.StatusOK).decode(&ll)
 	if len(ll.Items) != 1 || ll.Items[0].CanDelete {
 		t.Fatalf("Alice's library = %+v, want Bob's glossary she cannot delete", ll.Items)
@@ -150,7 +151,7 @@ func TestDocumentsPrivateAndLibrary(t *testing.T) {
 	bob.do("DELETE", "/api/library/documents/"+lib.ID, nil).want(http.StatusNoContent)
 	bob.do("DELETE", "/api/library/documents/"+lib.ID, nil).want(http.StatusNotFound)
 	// An admin may delete anyone's.
-	var other documentView
+	var other api.DocumentView
 	alice.do("POST", "/api/library/documents?name=alice.md", "# Mine\n\nAlice's notes.").want(http.StatusCreated).decode(&other)
 	admin.do("DELETE", "/api/library/documents/"+other.ID, nil).want(http.StatusNoContent)
 
@@ -187,7 +188,7 @@ func TestRunRetrievesDocuments(t *testing.T) {
 	bob := e.signup("bob@example.com", "Bob")
 	id := alice.createAgent("ops")
 	theirs := bob.createAgent("theirs")
-	var doc documentView
+	var doc api.DocumentView
 	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", deployGuide).want(http.StatusCreated).decode(&doc)
 	bob.do("POST", "/api/agents/"+theirs+"/documents?name=bob-canary.md",
 		"# Canary\n\nBOB-PRIVATE-MARKER: the canary stage of ledger-api lasts 45 minutes before promotion.").want(http.StatusCreated)
@@ -217,7 +218,7 @@ func TestRunRetrievesDocuments(t *testing.T) {
 	if !strings.HasPrefix(prompt, question+"\n\n") || !strings.Contains(prompt, "lasts 20 minutes") || !strings.Contains(prompt, "deploys.md") {
 		t.Fatalf("the model's first user turn = %q, want the question then the deploy guide's passage", prompt)
 	}
-	var msgs list[messageView]
+	var msgs api.List[api.MessageView]
 	alice.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusOK).decode(&msgs)
 	if len(msgs.Items) != 2 || msgs.Items[0].Content != question {
 		t.Fatalf("thread = %+v, want the question as written", msgs.Items)
@@ -254,7 +255,7 @@ func TestRunRetrievesDocuments(t *testing.T) {
 
 	// Nothing of Bob's, nothing of the scaffolding, anywhere the agent or
 	// a person looks.
-	var search retrievalView
+	var search api.RetrievalView
 	alice.do("POST", "/api/agents/"+id+"/search", map[string]any{"query": "canary stage ledger-api lasts promotion always forever", "k": 20}).want(http.StatusOK).decode(&search)
 	seen := []string{prompt, strings.Join(results, "\n"), answer.Content}
 	for _, it := range search.Items {
@@ -311,19 +312,19 @@ func TestDocumentsEmbeddings(t *testing.T) {
 		return n, words
 	}
 
-	var doc documentView
+	var doc api.DocumentView
 	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", deployGuide).want(http.StatusCreated).decode(&doc)
 	calls, tokens := embedCalls()
 	if !doc.Embedded || calls != 1 || tokens == 0 {
 		t.Fatalf("upload = %+v after %d embeddings calls, want embedded in one", doc, calls)
 	}
-	var agent agentView
+	var agent api.AgentView
 	alice.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 	if agent.Budget.Used != int64(tokens) {
 		t.Fatalf("budget used = %d, want the %d tokens the provider reported for the embeddings", agent.Budget.Used, tokens)
 	}
 
-	var r retrievalView
+	var r api.RetrievalView
 	alice.do("POST", "/api/agents/"+id+"/search", map[string]any{"query": "how do I roll back a bad release?"}).want(http.StatusOK).decode(&r)
 	if r.Ranker != "fused" || r.Note != "" || len(r.Items) == 0 || r.Items[0].DocumentID != doc.ID {
 		t.Fatalf("search = %+v, want fused, the deploy guide first", r)
@@ -337,7 +338,7 @@ func TestDocumentsEmbeddings(t *testing.T) {
 	if r.Ranker != "bm25" || !strings.Contains(r.Note, "embeddings were not used") || len(r.Items) == 0 || r.Items[0].DocumentID != doc.ID {
 		t.Fatalf("search with embeddings failing = %+v, want BM25 alone with a note", r)
 	}
-	var plain documentView
+	var plain api.DocumentView
 	alice.do("POST", "/api/agents/"+id+"/documents?name=later.md", "# Later\n\nWritten while the embedder was down.").want(http.StatusCreated).decode(&plain)
 	if plain.Embedded {
 		t.Fatalf("upload while embeddings fail = %+v, want indexed without vectors", plain)
@@ -355,14 +356,14 @@ func TestDocumentsReplaceByName(t *testing.T) {
 	alice, bob := e.signup("alice@example.com", "Alice"), e.signup("bob@example.com", "Bob")
 	id := alice.createAgent("ops")
 	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", "# Canary\n\nThe canary stage lasts 20 minutes.").want(http.StatusCreated)
-	var v2 documentView
+	var v2 api.DocumentView
 	alice.do("POST", "/api/agents/"+id+"/documents?name=deploys.md", "# Canary\n\nThe canary stage lasts 35 minutes now.").want(http.StatusCreated).decode(&v2)
-	var l list[documentView]
+	var l api.List[api.DocumentView]
 	alice.do("GET", "/api/agents/"+id+"/documents", nil).want(http.StatusOK).decode(&l)
 	if len(l.Items) != 1 || l.Items[0].ID != v2.ID {
 		t.Fatalf("documents = %+v, want only the new deploys.md", l.Items)
 	}
-	var r retrievalView
+	var r api.RetrievalView
 	alice.do("POST", "/api/agents/"+id+"/search", map[string]any{"query": "how long does the canary stage last?"}).want(http.StatusOK).decode(&r)
 	for _, it := range r.Items {
 		if strings.Contains(it.Text, "20 minutes") {

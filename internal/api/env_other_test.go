@@ -1,6 +1,6 @@
 //go:build !linux
 
-package api
+package api_test
 
 // unmountStages has nothing to do where staging is not supported.
 func unmountStages(string) {}

@@ -1,12 +1,13 @@
-package api
+package api_test
 
 import (
 	"bytes"
 	"context"
+	"corral/internal/api"
+	"corral/internal/app"
 	"database/sql"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -23,15 +24,11 @@ import (
 	"corral/internal/auth"
 	"corral/internal/egress"
 	"corral/internal/gateway"
-	"corral/internal/gitrepo"
-	"corral/internal/modelapi"
 	"corral/internal/modeltest"
 	"corral/internal/node"
 	"corral/internal/protocol"
 	"corral/internal/retrieval"
 	"corral/internal/runner"
-	"corral/internal/sandbox"
-	"corral/internal/secrets"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -41,7 +38,7 @@ type env struct {
 	t        testing.TB
 	db       *sqlite.DB
 	dbPath   string
-	api      *Server
+	api      *api.Server
 	srv      *httptest.Server
 	clock    *fakeClock
 	changes  *service.Changes
@@ -50,13 +47,18 @@ type env struct {
 	model    *modeltest.Provider
 	runner   *runner.Runner
 	creds    *service.Credentials
-	gateway  *gatewayRuns // the runner the gateway authorizes by
 	provider *gateway.Gateway
 	native   *native // with envOptions.native
 	runs     *service.Runs
 	deleg    *service.Delegation
 	docs     *service.Documents
 	stores   *retrieval.Stores
+	// app is the server the fields above are parts of (restart builds a
+	// new one); config and options are what it is built from.
+	app     *app.App
+	config  app.Config
+	options []app.Option
+	handler http.Handler // when set, served in place of the app's (serve)
 
 	script modeltest.Script // what the fake model answers; set with e.answer
 
@@ -70,7 +72,7 @@ type envOptions struct {
 	// noModel leaves the model provider unconfigured.
 	noModel bool
 	// api is the API's own configuration (stream caps, trusted proxies).
-	api Config
+	api api.Config
 	// imports bounds archive imports (serve's --import-max-* flags).
 	imports archive.Limits
 	// gitCA is the only CA the node's git trusts: the test git server's
@@ -131,20 +133,10 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	if opt.params == (auth.Params{}) {
 		opt.params = cheapParams
 	}
-	path := filepath.Join(t.TempDir(), "corral.db")
-	db, err := sqlite.Open(context.Background(), path)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
 	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	cfg := service.Config{Signup: opt.signup, PendingDisk: opt.pendingDisk, Now: clock.Now}
-	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now}), opt.params, cfg)
-	if err != nil {
-		t.Fatalf("accounts: %v", err)
-	}
-	e := &env{t: t, db: db, dbPath: path, clock: clock}
+	e := &env{t: t, clock: clock}
 	e.dataDir = t.TempDir()
+	e.dbPath = app.DBPath(e.dataDir)
 	// The sandbox's user must reach staged trees under it; t.TempDir
 	// makes its parent private.
 	if err := os.Chmod(filepath.Dir(e.dataDir), 0o711); err != nil {
@@ -153,18 +145,6 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	// Pending change sets keep their staged trees (overlay mounts) for
 	// review across restarts; a test's must go before its temp dir does.
 	t.Cleanup(func() { unmountStages(e.dataDir) })
-	sessions, err := node.New(node.Config{Data: e.dataDir, UID: sandboxUID(), GID: sandboxUID(), Imports: opt.imports, Git: gitrepo.Config{CAFile: opt.gitCA, Egress: egressOf(opt)},
-		// The agent CLIs, as make tools installed them (cli_test.go).
-		ToolsDir: os.Getenv("CORRAL_TOOLS_DIR"), GatewaySocket: filepath.Join(e.dataDir, "gateway.sock")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.changes = service.NewChanges(db, sessions, time.Hour, cfg)
-	t.Cleanup(func() {
-		sessions.EndAll(context.Background())
-		sessions.Close()
-	})
-	e.sessions = sessions
 	e.model = modeltest.New(func(r modeltest.Request) modeltest.Reply {
 		e.mu.Lock()
 		script := e.script
@@ -175,74 +155,83 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		return script(r)
 	})
 	t.Cleanup(e.model.Close)
-	gw := &gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model", MaxOutput: opt.maxOutput}
+	gw := gateway.Config{BaseURL: e.model.URL(), APIKey: testModelKey, Model: "test-model", MaxOutput: opt.maxOutput}
 	if opt.native {
 		e.native = nativeProvider(t, e.model.URL())
 		gw.BaseURL, gw.Native = e.native.srv.URL+"/v1", []string{gateway.NativeResponses, gateway.NativeMessages}
 	}
 	if opt.noModel {
-		gw = &gateway.Config{}
+		gw = gateway.Config{}
 	}
-	model, err := gateway.New(*gw)
-	if err != nil {
-		t.Fatal(err)
+	// The server as serve builds it (role all), served by the test.
+	e.config = app.Config{
+		Data: e.dataDir, Role: "all", Signup: opt.signup, Model: gw, ChangeTTL: time.Hour,
+		QuarantineAfter: 2, TrustedProxies: opt.api.TrustedProxies, SecureCookies: opt.api.SecureCookies, Imports: opt.imports, GitCAFile: opt.gitCA,
+		EgressAllowPrivate: egressOf(opt).AllowPrivate, PendingDisk: opt.pendingDisk, Delegation: opt.caps,
+		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold,
+		// The agent CLIs, as make tools installed them (cli_test.go).
+		ToolsDir: os.Getenv("CORRAL_TOOLS_DIR"),
 	}
-	e.provider = model
-	e.runner = runner.New(db, model, e.changes, sessions, runner.Config{QuarantineAfter: 2, Now: clock.Now})
-	t.Cleanup(e.runner.Close)
-	// The gateway agent CLIs reach from their sessions, as serve makes it.
-	gwLn, err := modelapi.Listen(filepath.Join(e.dataDir, "gateway.sock"))
-	if err != nil {
-		t.Fatal(err)
+	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api)}
+	if opt.api.Log != nil {
+		e.options = append(e.options, app.WithLog(opt.api.Log))
 	}
-	e.gateway = &gatewayRuns{}
-	e.gateway.use(e.runner)
-	gwSrv := modelapi.Serve(gwLn, modelapi.Handler(e.gateway, model, slog.New(slog.DiscardHandler)))
-	t.Cleanup(func() { gwSrv.Close() })
-	agents := service.NewAgents(db, cfg)
-	agents.SetResume(e.runner.Resume)
-	ready := func() error {
-		if err := model.Configured(); err != nil {
-			return err
-		}
-		return sandbox.Available()
-	}
-	runs := service.NewRuns(db, e.runner, ready, cfg)
 	if opt.wrapNode != nil {
-		runs.UseNode(opt.wrapNode(sessions))
-	} else {
-		runs.UseNode(sessions)
+		e.options = append(e.options, app.WithTerminals(func(n corral.Node) service.Terminals { return opt.wrapNode(n) }))
 	}
-	e.runs = runs
-	e.deleg = service.NewDelegation(runs, agents, opt.caps)
-	e.runner.UseDelegation(e.deleg)
-	// Documents, as serve wires them: stores of their own under the data
-	// directory, embeddings when the test names a model.
-	stores, err := retrieval.OpenStores(context.Background(), filepath.Join(e.dataDir, "documents"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stores.Close() })
-	e.stores = stores
-	e.docs = service.NewDocuments(db, stores, model, service.DocumentsConfig{EmbeddingModel: opt.embedModel, Threshold: opt.threshold})
-	agents.OnDelete(e.docs.DropAgent)
-	agents.OnDelete(func(id string) error { return sessions.DropAgent(context.Background(), id) })
-	e.runner.UseRetrieval(e.docs)
-	e.api = New(opt.api, accounts, agents, e.changes, runs)
-	e.api.SetDocuments(e.docs)
-	e.api.SetModels(service.NewModels(model))
-	key, _, err := secrets.LoadKeyFile(filepath.Join(e.dataDir, secrets.KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.creds = service.NewCredentials(db, key, cfg)
-	e.api.SetCredentials(e.creds)
-	// Git repositories; a test with a git server calls useGit for its CA.
-	e.changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: e.creds, Trace: db})
-	t.Cleanup(func() { e.changes.CloseRepositories() })
-	e.srv = httptest.NewServer(e.api)
+	e.start()
+	t.Cleanup(e.stop)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		h := e.app.Handler()
+		if e.handler != nil {
+			h = e.handler
+		}
+		e.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// start builds the server through app.New, as serve does.
+func (e *env) start() {
+	e.t.Helper()
+	a, err := app.New(context.Background(), e.config, e.options...)
+	if err != nil {
+		e.t.Fatalf("app.New: %v", err)
+	}
+	a.Open()
+	e.mu.Lock()
+	e.app = a
+	e.mu.Unlock()
+	e.db, e.api, e.changes, e.sessions, e.runner = a.Store, a.API, a.Changes, a.Node, a.Runner
+	e.creds, e.provider, e.runs, e.deleg, e.docs, e.stores = a.Credentials, a.Model, a.Runs, a.Delegation, a.Documents, a.Stores
+}
+
+// serve makes the test's server serve h in place of the app's handler.
+func (e *env) serve(h http.Handler) {
+	e.mu.Lock()
+	e.handler = h
+	e.mu.Unlock()
+}
+
+// stop closes the server and ends the sessions it leaves running.
+func (e *env) stop() {
+	e.app.Close()
+	e.sessions.EndAll(context.Background())
+	e.sessions.Close()
+}
+
+// restart stops the server as a crash would (the runs' sessions go on)
+// and builds it again over the same data directory, and returns what the
+// new one's start-up did with the runs the old one left: reconciled, and
+// re-attached to their sessions.
+func (e *env) restart() (reconciled, reattached int) {
+	e.t.Helper()
+	e.app.Close()
+	e.start()
+	return e.app.Reconciled, e.app.Reattached
 }
 
 // client is one caller: anonymous, or signed in with a cookie or a bearer
@@ -251,7 +240,7 @@ type client struct {
 	e      *env
 	cookie string
 	bearer string
-	user   userView
+	user   api.UserView
 }
 
 func (e *env) anon() *client { return &client{e: e} }
@@ -262,8 +251,8 @@ func (e *env) signup(email, name string) *client {
 	c := e.anon()
 	res := c.do("POST", "/api/auth/signup", map[string]string{"email": email, "name": name, "password": "correct horse battery"})
 	res.want(http.StatusCreated)
-	c.cookie = res.cookie(CookieName)
-	var got userAnswer
+	c.cookie = res.cookie(api.CookieName)
+	var got api.UserAnswer
 	res.decode(&got)
 	c.user = got.User
 	return c
@@ -301,7 +290,7 @@ func (c *client) do(method, path string, body any) *response {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+		req.AddCookie(&http.Cookie{Name: api.CookieName, Value: c.cookie})
 	}
 	if c.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.bearer)
@@ -337,7 +326,7 @@ func (r *response) decode(v any) {
 }
 
 func (r *response) code() string {
-	var b errorBody
+	var b api.ErrorBody
 	_ = json.Unmarshal(r.body, &b)
 	return b.Error.Code
 }
@@ -355,7 +344,7 @@ func (r *response) cookie(name string) string {
 // createAgent makes an agent owned by c and returns its id.
 func (c *client) createAgent(name string) string {
 	c.e.t.Helper()
-	var a agentView
+	var a api.AgentView
 	c.do("POST", "/api/agents", map[string]any{"name": name}).want(http.StatusCreated).decode(&a)
 	return a.ID
 }
@@ -365,9 +354,9 @@ func (c *client) grant(agentID, userID, level string) {
 	c.do("PUT", "/api/agents/"+agentID+"/grants/"+userID, map[string]string{"level": level}).want(http.StatusOK)
 }
 
-func (c *client) link(agentID, level string) linkView {
+func (c *client) link(agentID, level string) api.LinkView {
 	c.e.t.Helper()
-	var l linkView
+	var l api.LinkView
 	c.do("POST", "/api/agents/"+agentID+"/links", map[string]string{"level": level}).want(http.StatusCreated).decode(&l)
 	return l
 }
@@ -423,26 +412,6 @@ func (e *env) answer(script modeltest.Script) {
 	e.mu.Lock()
 	e.script = script
 	e.mu.Unlock()
-}
-
-// gatewayRuns is the runner the env's gateway authorizes by: a test that
-// restarts the runner (as a server restart would) points it at the new one.
-type gatewayRuns struct {
-	mu   sync.Mutex
-	runs modelapi.Runs
-}
-
-func (g *gatewayRuns) use(r *runner.Runner) {
-	g.mu.Lock()
-	g.runs = modelapi.Runner(r)
-	g.mu.Unlock()
-}
-
-func (g *gatewayRuns) Authorize(ctx context.Context, token string) (modelapi.Grant, error) {
-	g.mu.Lock()
-	runs := g.runs
-	g.mu.Unlock()
-	return runs.Authorize(ctx, token)
 }
 
 // native is a provider that speaks the Responses API and Anthropic Messages

@@ -1,6 +1,8 @@
-package api
+package api_test
 
 import (
+	"corral/internal/api"
+	"corral/internal/service"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,7 +19,7 @@ import (
 // name: pending/total" per change set, newest first.
 func (c *client) inbox(t *testing.T) []string {
 	t.Helper()
-	var got list[waitingView]
+	var got api.List[api.WaitingView]
 	c.do("GET", "/api/changes?status=pending", nil).want(http.StatusOK).decode(&got)
 	out := []string{}
 	for _, w := range got.Items {
@@ -31,9 +33,9 @@ func (c *client) inbox(t *testing.T) []string {
 
 func (c *client) pendingChanges(t *testing.T, agentID string) int {
 	t.Helper()
-	var a agentView
+	var a api.AgentView
 	c.do("GET", "/api/agents/"+agentID, nil).want(http.StatusOK).decode(&a)
-	var listed list[agentView]
+	var listed api.List[api.AgentView]
 	c.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&listed)
 	for _, l := range listed.Items {
 		if l.ID == agentID && l.PendingChanges != a.PendingChanges {
@@ -85,7 +87,7 @@ func TestInbox(t *testing.T) {
 			}
 		})
 	}
-	var items list[waitingView]
+	var items api.List[api.WaitingView]
 	editor.do("GET", "/api/changes?status=pending", nil).want(http.StatusOK).decode(&items)
 	if w := items.Items[0]; w.ID != two.ID || w.AgentID != shared || w.RunID != nil || w.CreatedAt == "" || w.ExpiresAt == "" {
 		t.Fatalf("inbox item = %+v, want change set %s of agent %s with no run", w, two.ID, shared)
@@ -158,20 +160,20 @@ func TestModels(t *testing.T) {
 		name   string
 		opt    envOptions
 		listed []string // what the provider answers on GET /v1/models; nil: 404
-		want   modelsView
+		want   api.ModelsView
 	}{
 		{"the provider lists its models", envOptions{}, []string{"zeta-model", "test-model", "alpha-model", "alpha-model", "bad\nname"},
-			modelsView{Models: []modelView{{ID: "test-model"}, {ID: "alpha-model"}, {ID: "zeta-model"}}, Default: "test-model", Configured: true, Listed: true}},
+			api.ModelsView{Models: []api.ModelView{{ID: "test-model"}, {ID: "alpha-model"}, {ID: "zeta-model"}}, Default: "test-model", Configured: true, Listed: true}},
 		{"the provider lists none", envOptions{}, nil,
-			modelsView{Models: []modelView{{ID: "test-model"}}, Default: "test-model", Configured: true}},
-		{"no provider", envOptions{noModel: true}, nil, modelsView{Models: []modelView{}, Configured: false}},
+			api.ModelsView{Models: []api.ModelView{{ID: "test-model"}}, Default: "test-model", Configured: true}},
+		{"no provider", envOptions{noModel: true}, nil, api.ModelsView{Models: []api.ModelView{}, Configured: false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, c.opt)
 			e.model.SetModels(c.listed...)
 			u := e.signup("u@example.com", "U")
 			res := u.do("GET", "/api/models", nil).want(http.StatusOK)
-			var got modelsView
+			var got api.ModelsView
 			res.decode(&got)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("models = %+v, want %+v", got, c.want)
@@ -186,7 +188,7 @@ func TestModels(t *testing.T) {
 			}
 			// Asked again within minutes: the list is kept, not asked for.
 			e.model.SetModels("newer-model")
-			var again modelsView
+			var again api.ModelsView
 			u.do("GET", "/api/models", nil).want(http.StatusOK).decode(&again)
 			if !reflect.DeepEqual(again, c.want) {
 				t.Fatalf("models asked again = %+v, want the list kept: %+v", again, c.want)
@@ -210,7 +212,7 @@ func TestLimits(t *testing.T) {
 	res.decode(&got)
 	n := func(v int64) *int64 { return &v }
 	want := map[string]*int64{
-		"max_prompt_bytes":   n(e.runs.DefaultMaxPrompt),
+		"max_prompt_bytes":   n(service.DefaultMaxPrompt),
 		"max_runs":           nil,
 		"run_timeout_s":      n(corral.DefaultRunTimeoutS),
 		"cpu_millis":         n(corral.DefaultRunTimeoutS * 1000),
@@ -229,7 +231,7 @@ func TestLimits(t *testing.T) {
 	if got.Notes["max_runs"] == "" || got.Notes["cpu_millis"] == "" {
 		t.Errorf("notes = %v, want words for max_runs and cpu_millis", got.Notes)
 	}
-	var fields limitsView
+	var fields api.LimitsView
 	b, _ := json.Marshal(fields)
 	var names map[string]any
 	json.Unmarshal(b, &names)

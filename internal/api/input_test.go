@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/sanitize"
 )
 
@@ -55,7 +56,7 @@ func TestHostileNamesRefusedEverywhere(t *testing.T) {
 			t.Errorf("POST /api/tokens name=%q = %d %s, want 400 invalid_name", name, res.status, res.body)
 		}
 	}
-	var listed list[agentView]
+	var listed api.List[api.AgentView]
 	u.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&listed)
 	if len(listed.Items) != 1 || listed.Items[0].Name != "ok-name" {
 		t.Fatalf("agents after hostile names = %+v, want only ok-name", listed.Items)
@@ -89,7 +90,7 @@ func TestMessageContent(t *testing.T) {
 		{"two objects", `{"content":"x"}{"content":"y"}`, 400, "invalid_input", ""},
 		{"wrong type", `{"content":42}`, 400, "invalid_input", ""},
 		{"no body", ``, 400, "invalid_input", ""},
-		{"body too large", `{"content":"` + strings.Repeat("y", MaxBody) + `"}`, 413, "too_large", ""},
+		{"body too large", `{"content":"` + strings.Repeat("y", api.MaxBody) + `"}`, 413, "too_large", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +101,7 @@ func TestMessageContent(t *testing.T) {
 			if tt.status != 202 {
 				return
 			}
-			var got postedMessage
+			var got api.PostedMessage
 			res.decode(&got)
 			if got.Message.Content != tt.content || got.Message.Author == nil || got.Message.Author.ID != u.user.ID || got.Message.Role != "user" {
 				t.Fatalf("stored %+v, want content %q authored by %s", got.Message, truncate([]byte(tt.content)), u.user.ID)
@@ -109,9 +110,9 @@ func TestMessageContent(t *testing.T) {
 			u.waitRun(got.Run.ID, "completed")
 		})
 	}
-	var all list[messageView]
+	var all api.List[api.MessageView]
 	u.do("GET", path, nil).want(http.StatusOK).decode(&all)
-	var thread list[messageView] // the people's messages, between the model's answers
+	var thread api.List[api.MessageView] // the people's messages, between the model's answers
 	for _, m := range all.Items {
 		if m.Role == "user" {
 			thread.Items = append(thread.Items, m)
@@ -120,7 +121,7 @@ func TestMessageContent(t *testing.T) {
 	if len(thread.Items) != 4 || thread.Items[0].Content != "fix the tests" || len(all.Items) != 8 {
 		t.Fatalf("thread has %d messages of people (%d in all), first %q; want the 4 accepted ones in order, each answered", len(thread.Items), len(all.Items), thread.Items[0].Content)
 	}
-	var page list[messageView]
+	var page api.List[api.MessageView]
 	u.do("GET", path+"?limit=2&before="+all.Items[6].ID, nil).want(http.StatusOK).decode(&page)
 	if len(page.Items) != 2 || page.Items[0].ID != all.Items[4].ID || page.Items[1].ID != all.Items[5].ID {
 		t.Fatalf("page before the 7th = %+v, want the 5th and 6th", page.Items)
@@ -138,7 +139,7 @@ func truncate(b []byte) string {
 func TestAgentSettingsValidated(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	u := e.signup("u@example.com", "U")
-	var a agentView
+	var a api.AgentView
 	u.do("POST", "/api/agents", map[string]any{"name": "cfg"}).want(http.StatusCreated).decode(&a)
 	if p := a.Policy; p.FS != "read-write" || p.Changes != "review" || p.Network != "none" || len(p.Secrets)+len(p.Protected)+len(p.Risky) != 0 || p.Library || a.State != "active" || a.Access != "owner" {
 		t.Fatalf("new agent = %+v, want the default policy, active, owned", a)
@@ -171,7 +172,7 @@ func TestAgentSettingsValidated(t *testing.T) {
 		}
 	}
 	u.do("GET", "/api/agents/"+a.ID, nil).want(http.StatusOK).decode(&a)
-	want := limitsView{MemoryBytes: 268435456, Pids: 64, RunTimeoutS: 600}
+	want := api.LimitsView{MemoryBytes: 268435456, Pids: 64, RunTimeoutS: 600}
 	if a.Policy.FS != "read-only" || a.Policy.Changes != "auto" || !a.Policy.Library || a.Limits != want || a.Budget.Tokens != 5000 {
 		t.Fatalf("agent after updates = %+v", a)
 	}
@@ -234,13 +235,13 @@ func TestDecode(t *testing.T) {
 		{"trailing object", `{"content":"x"}{}`, "invalid_input", ""},
 		{"trailing garbage", `{"content":"x"} x`, "invalid_input", ""},
 		{"wrong type", `{"content":1}`, "invalid_input", ""},
-		{"too large", `{"content":"` + strings.Repeat("a", MaxBody) + `"}`, "too_large", ""},
+		{"too large", `{"content":"` + strings.Repeat("a", api.MaxBody) + `"}`, "too_large", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
 			var got req
-			err := decode(httptest.NewRecorder(), r, &got)
+			err := api.Decode(httptest.NewRecorder(), r, &got)
 			if code := corral.ErrorCode(err); code != tt.code {
 				t.Fatalf("decode(%+q) = %v (code %q), want code %q", truncate([]byte(tt.body)), err, code, tt.code)
 			}

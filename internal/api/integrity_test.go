@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -53,9 +54,9 @@ func TestEditDuringRunIsNotLost(t *testing.T) {
 		t.Fatalf("run = %+v", done)
 	}
 
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
-	byPath := map[string]changeEntryView{}
+	byPath := map[string]api.ChangeEntryView{}
 	for _, en := range cs.Entries {
 		byPath[en.Path] = en
 	}
@@ -123,9 +124,9 @@ func TestPartialDecisions(t *testing.T) {
 		})
 	}
 
-	var got changeSetView
+	var got api.ChangeSetView
 	owner.do("POST", path+"/approve", map[string]any{"paths": []string{"fix.go"}}).want(http.StatusOK).decode(&got)
-	states := func(v changeSetView) map[string]string {
+	states := func(v api.ChangeSetView) map[string]string {
 		m := map[string]string{}
 		for _, en := range v.Entries {
 			m[en.Path] = en.State
@@ -209,7 +210,7 @@ func TestDotfilesAndSecretsThroughTheFilesAPI(t *testing.T) {
 	for _, p := range []string{".env", "config/.env.local"} {
 		viewer.do("GET", "/api/agents/"+id+"/files?path="+p, nil).want(http.StatusNotFound)
 	}
-	var dir fileView
+	var dir api.FileView
 	viewer.do("GET", "/api/agents/"+id+"/files?path=", nil).want(http.StatusOK).decode(&dir)
 	names := map[string]bool{}
 	for _, en := range dir.Entries {
@@ -280,7 +281,7 @@ func TestHostileNamesFromARun(t *testing.T) {
 	if done.Status != "completed" || done.ChangeSetID == nil {
 		t.Fatalf("run = %+v; tool results %q", done, e.toolResults())
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	res := owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK)
 	res.decode(&cs)
 	for _, c := range string(res.body) {
@@ -288,7 +289,7 @@ func TestHostileNamesFromARun(t *testing.T) {
 			t.Fatalf("the change set answer carries a raw control or invisible character %U", c)
 		}
 	}
-	byEscaped := map[string]changeEntryView{}
+	byEscaped := map[string]api.ChangeEntryView{}
 	for _, en := range cs.Entries {
 		byEscaped[en.PathEscaped] = en
 	}

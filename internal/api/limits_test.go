@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -51,7 +52,7 @@ func TestClientAddrOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := clientAddrOf(tt.peer, tt.forwarded, tt.trusted)
+			got := api.ClientAddrOf(tt.peer, tt.forwarded, tt.trusted)
 			if got != netip.MustParseAddr(tt.want) {
 				t.Fatalf("clientAddrOf(%q, %q) = %s, want %s", tt.peer, tt.forwarded, got, tt.want)
 			}
@@ -85,7 +86,7 @@ func TestSignupThrottleCountsTheForwardedClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{api: Config{TrustedProxies: tt.trusted}})
+			e := newEnv(t, envOptions{api: api.Config{TrustedProxies: tt.trusted}})
 			signup := func(n int, forwarded string) *httptest.ResponseRecorder {
 				body := fmt.Sprintf(`{"email":"u%d@example.com","name":"U","password":%q}`, n, password)
 				req := httptest.NewRequest("POST", "/api/auth/signup", strings.NewReader(body))
@@ -119,7 +120,7 @@ func (c *client) openStream(t *testing.T, runID string) *http.Response {
 	if c.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.bearer)
 	} else {
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+		req.AddCookie(&http.Cookie{Name: api.CookieName, Value: c.cookie})
 	}
 	res, err := c.e.srv.Client().Do(req)
 	if err != nil {
@@ -131,9 +132,7 @@ func (c *client) openStream(t *testing.T, runID string) *http.Response {
 
 // liveStreams is how many event streams hold a slot.
 func (e *env) liveStreams() int {
-	e.api.streams.mu.Lock()
-	defer e.api.streams.mu.Unlock()
-	return e.api.streams.total
+	return e.api.LiveStreams()
 }
 
 func wantThrottled(t *testing.T, res *http.Response, what string) {
@@ -141,7 +140,7 @@ func wantThrottled(t *testing.T, res *http.Response, what string) {
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("%s = %d (Retry-After %q), want 429 with Retry-After", what, res.StatusCode, res.Header.Get("Retry-After"))
 	}
-	var b errorBody
+	var b api.ErrorBody
 	if err := json.NewDecoder(res.Body).Decode(&b); err != nil || b.Error.Code != "throttled" || b.Error.Message == "" {
 		t.Fatalf("%s answered %+v (%v), want code throttled with a message", what, b, err)
 	}
@@ -157,7 +156,7 @@ func TestEventStreamsPerSession(t *testing.T) {
 	run := owner.send(id, "take your time")
 
 	var first *http.Response
-	for i := range DefaultMaxStreamsPerSession {
+	for i := range api.DefaultMaxStreamsPerSession {
 		res := owner.openStream(t, run.ID)
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("stream %d = %d, want 200", i+1, res.StatusCode)
@@ -166,7 +165,7 @@ func TestEventStreamsPerSession(t *testing.T) {
 			first = res
 		}
 	}
-	wantThrottled(t, owner.openStream(t, run.ID), fmt.Sprintf("stream %d of one session", DefaultMaxStreamsPerSession+1))
+	wantThrottled(t, owner.openStream(t, run.ID), fmt.Sprintf("stream %d of one session", api.DefaultMaxStreamsPerSession+1))
 
 	// The cap is the session's, not the user's: the same person signed in
 	// again, or with an API token, has their own.
@@ -174,7 +173,7 @@ func TestEventStreamsPerSession(t *testing.T) {
 	if res := again.openStream(t, run.ID); res.StatusCode != http.StatusOK {
 		t.Fatalf("a stream of another session = %d, want 200", res.StatusCode)
 	}
-	var tok tokenView
+	var tok api.TokenView
 	owner.do("POST", "/api/tokens", map[string]string{"name": "script"}).want(http.StatusCreated).decode(&tok)
 	script := &client{e: e, bearer: tok.Token}
 	if res := script.openStream(t, run.ID); res.StatusCode != http.StatusOK {
@@ -183,7 +182,7 @@ func TestEventStreamsPerSession(t *testing.T) {
 
 	// A client that goes away gives its slot back.
 	first.Body.Close()
-	waitFor(t, "the closed stream's slot to come back", func() bool { return e.liveStreams() == DefaultMaxStreamsPerSession+1 })
+	waitFor(t, "the closed stream's slot to come back", func() bool { return e.liveStreams() == api.DefaultMaxStreamsPerSession+1 })
 	if res := owner.openStream(t, run.ID); res.StatusCode != http.StatusOK {
 		t.Fatalf("a stream after one closed = %d, want 200", res.StatusCode)
 	}
@@ -196,7 +195,7 @@ func TestEventStreamsPerSession(t *testing.T) {
 
 func TestEventStreamsTotalCap(t *testing.T) {
 	needSandbox(t)
-	e := newEnv(t, envOptions{api: Config{MaxStreams: 2}})
+	e := newEnv(t, envOptions{api: api.Config{MaxStreams: 2}})
 	owner := e.signup("owner@example.com", "Owner")
 	viewer := e.signup("viewer@example.com", "Viewer")
 	other := e.signup("other@example.com", "Other")
@@ -227,7 +226,7 @@ func TestEventStreamsTotalCap(t *testing.T) {
 // holds no slot, goroutine or buffer while the run goes on.
 func TestStalledWatcherIsDropped(t *testing.T) {
 	needSandbox(t)
-	e := newEnv(t, envOptions{api: Config{StreamWriteTimeout: 200 * time.Millisecond}})
+	e := newEnv(t, envOptions{api: api.Config{StreamWriteTimeout: 200 * time.Millisecond}})
 	// The env's server with tiny socket buffers, so that a stalled reader
 	// blocks the server's writes after kilobytes rather than megabytes.
 	srv := httptest.NewUnstartedServer(e.api)
@@ -252,7 +251,7 @@ func TestStalledWatcherIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "GET /api/runs/%s/events HTTP/1.1\r\nHost: corral\r\nCookie: %s=%s\r\n\r\n", run.ID, CookieName, owner.cookie)
+	fmt.Fprintf(conn, "GET /api/runs/%s/events HTTP/1.1\r\nHost: corral\r\nCookie: %s=%s\r\n\r\n", run.ID, api.CookieName, owner.cookie)
 	status, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200") {
 		t.Fatalf("stream answered %q, %v", status, err)

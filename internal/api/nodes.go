@@ -7,10 +7,6 @@ import (
 	"corral/internal/service"
 )
 
-// SetNodes serves /api/nodes with n (role control). Without it those
-// routes answer that this server has no sandbox nodes.
-func (s *Server) SetNodes(n *service.Nodes) { s.nodes = n }
-
 func (s *Server) nodesService() (*service.Nodes, error) {
 	if s.nodes == nil {
 		return nil, corral.Errorf(corral.EUNAVAIL, "this server runs its sandboxes itself (role all): it has no sandbox nodes")

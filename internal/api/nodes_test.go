@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/service"
 )
 
@@ -16,25 +17,36 @@ func TestNodesAPI(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	admin := e.signup("admin@example.com", "Admin")
 	user := e.signup("user@example.com", "User")
-	nodes := service.NewNodes(e.db, service.NodesConfig{})
+	enrollment := service.NewEnrollment(e.db, service.NodesConfig{})
 	refusedAt := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
-	nodes.SetLive(func(_ context.Context, rec corral.NodeRecord) service.NodeLive {
-		if rec.Draining {
-			return service.NodeLive{Status: corral.NodeDraining, Load: corral.NodeLoad{Sessions: 1, MaxSessions: 4}}
-		}
-		return service.NodeLive{Status: corral.NodeReady, Load: corral.NodeLoad{Sessions: 2, MaxSessions: 4}, Refused: 3, LastRefused: refusedAt}
+	// The fleet of a role control, as far as the API sees it: how each
+	// node is, and moves.
+	var moved []string
+	nodes := service.NewNodes(service.NodesDeps{Store: e.db, Checks: e.db,
+		Live: func(_ context.Context, rec corral.NodeRecord) service.NodeLive {
+			if rec.Draining {
+				return service.NodeLive{Status: corral.NodeDraining, Load: corral.NodeLoad{Sessions: 1, MaxSessions: 4}}
+			}
+			return service.NodeLive{Status: corral.NodeReady, Load: corral.NodeLoad{Sessions: 2, MaxSessions: 4}, Refused: 3, LastRefused: refusedAt}
+		},
+		Move: func(_ context.Context, agentID, nodeID string) error {
+			moved = append(moved, agentID+"→"+nodeID)
+			return nil
+		},
 	})
-	e.api.SetNodes(nodes)
+	a := e.app
+	e.serve(api.New(api.Config{}, api.Services{Accounts: a.Accounts, Agents: a.Agents, Changes: a.Changes, Runs: a.Runs,
+		Credentials: a.Credentials, Documents: a.Documents, Models: a.Models, Nodes: nodes}))
 	ctx := context.Background()
-	token, _, err := nodes.JoinToken(ctx)
+	token, _, err := enrollment.JoinToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _, _, err := nodes.Join(ctx, token, "sandbox-a")
+	n, _, _, err := enrollment.Join(ctx, token, "sandbox-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l list[nodeView]
+	var l api.List[api.NodeView]
 	admin.do("GET", "/api/nodes", nil).want(http.StatusOK).decode(&l)
 	if len(l.Items) != 1 || l.Items[0].ID != n.ID || l.Items[0].Name != "sandbox-a" || l.Items[0].Status != "ready" || l.Items[0].Runs != 2 || l.Items[0].MaxSessions != 4 {
 		t.Fatalf("nodes = %+v", l.Items)
@@ -59,11 +71,6 @@ func TestNodesAPI(t *testing.T) {
 	}
 
 	// Moving an agent: an admin's, of an agent with nothing under way.
-	var moved []string
-	nodes.SetMover(e.db, func(_ context.Context, agentID, nodeID string) error {
-		moved = append(moved, agentID+"→"+nodeID)
-		return nil
-	})
 	id := user.createAgent("mover")
 	body := map[string]string{"agent_id": id}
 	user.do("POST", "/api/nodes/"+n.ID+"/agents", body).want(http.StatusForbidden)

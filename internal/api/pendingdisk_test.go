@@ -1,6 +1,6 @@
 //go:build linux
 
-package api
+package api_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/modeltest"
 	"corral/internal/service"
 )
@@ -58,7 +59,7 @@ func TestPendingDiskPerPerson(t *testing.T) {
 	}
 
 	// The inbox shows what each holds.
-	var inbox list[waitingView]
+	var inbox api.List[api.WaitingView]
 	owner.do("GET", "/api/changes?status=pending", nil).want(http.StatusOK).decode(&inbox)
 	held := map[string]int64{}
 	var sum int64
@@ -73,7 +74,7 @@ func TestPendingDiskPerPerson(t *testing.T) {
 	// The next message, to an agent whose own sets are small, is refused.
 	calls := len(e.model.Requests())
 	res := owner.do("POST", "/api/agents/"+ids["one"]+"/messages", map[string]string{"content": "and another"}).want(http.StatusUnprocessableEntity)
-	var body errorBody
+	var body api.ErrorBody
 	res.decode(&body)
 	msg := body.Error.Message
 	if body.Error.Code != "admission_denied" || body.Error.Reason != "pending_disk_user" {
@@ -152,9 +153,9 @@ func TestPendingDiskServerBound(t *testing.T) {
 	}
 	big := pending(theirs, 1<<20)
 
-	refusal := func(c *client, agentID string) errorView {
+	refusal := func(c *client, agentID string) api.ErrorView {
 		t.Helper()
-		var body errorBody
+		var body api.ErrorBody
 		c.do("POST", "/api/agents/"+agentID+"/messages", map[string]string{"content": "go"}).want(http.StatusUnprocessableEntity).decode(&body)
 		if body.Error.Reason != "pending_disk_server" || !strings.Contains(body.Error.Message, "--pending-disk-total") ||
 			!strings.Contains(body.Error.Message, "1.0 MiB held") {

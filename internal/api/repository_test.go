@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -20,12 +20,11 @@ import (
 
 	"corral"
 
+	"corral/internal/api"
 	"corral/internal/egress"
 	"corral/internal/gittest"
 	"corral/internal/modeltest"
-	"corral/internal/node"
 	"corral/internal/secrets/secrettest"
-	"corral/internal/service"
 )
 
 const (
@@ -50,9 +49,9 @@ func (c *client) addCredential(s *gittest.Server, name, secret string, repositor
 }
 
 // clone starts a clone and waits until it is no longer cloning.
-func (c *client) clone(agentID string, body map[string]string) repositoryView {
+func (c *client) clone(agentID string, body map[string]string) api.RepositoryView {
 	c.e.t.Helper()
-	var r repositoryView
+	var r api.RepositoryView
 	c.do("PUT", "/api/agents/"+agentID+"/repository", body).want(http.StatusAccepted).decode(&r)
 	if r.Status != "cloning" || r.URL != body["url"] {
 		c.e.t.Fatalf("PUT repository = %+v, want cloning %s", r, body["url"])
@@ -149,7 +148,7 @@ func TestRepositoryClone(t *testing.T) {
 			// A failed clone may be tried again.
 			owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL(), "credential_id": good}).want(http.StatusAccepted)
 			waitFor(t, "the retry", func() bool {
-				var r repositoryView
+				var r api.RepositoryView
 				owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
 				if r.Status == "failed" {
 					t.Fatalf("the retry failed: %+v", r)
@@ -216,20 +215,20 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	if !strings.Contains(results, "scan-done") || strings.Contains(results, "/proc/") || strings.Contains(results, gitSecret) {
 		t.Fatalf("the sandbox scan for the credential found something: %q", results)
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	approver.do("POST", "/api/changes/"+*done.ChangeSetID+"/approve", nil).want(http.StatusOK).decode(&cs)
 	if cs.Status != "applied" {
 		t.Fatalf("change set = %s, want applied", cs.Status)
 	}
 
-	var commits list[commitView]
+	var commits api.List[api.CommitView]
 	owner.do("GET", "/api/agents/"+id+"/repository/commits", nil).want(http.StatusOK).decode(&commits)
 	if len(commits.Items) != 2 || commits.Items[0].ChangeSetID == nil || *commits.Items[0].ChangeSetID != cs.ID ||
-		commits.Items[0].Author != (identityView{Name: "Ann Asker", Email: "ann@example.com"}) {
+		commits.Items[0].Author != (api.IdentityView{Name: "Ann Asker", Email: "ann@example.com"}) {
 		t.Fatalf("commits = %+v, want the change set's commit by Ann Asker on top of the clone's", commits.Items)
 	}
 
-	var pushed pushView
+	var pushed api.PushView
 	owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusOK).decode(&pushed)
 	if pushed.Branch != "corral/tidy" || pushed.Commits != 1 || pushed.Head != commits.Items[0].SHA {
 		t.Fatalf("push = %+v, want 1 commit, head %s", pushed, commits.Items[0].SHA)
@@ -255,7 +254,7 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 		t.Errorf("server tree = %v, want the two changed files and .prettierrc", files)
 	}
 	s.Fsck(t)
-	var repo repositoryView
+	var repo api.RepositoryView
 	owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&repo)
 	if repo.LastPush == nil || repo.LastPush.Branch != "corral/tidy" || repo.LastPush.Head != pushed.Head || repo.LastPush.By.ID != owner.user.ID {
 		t.Errorf("last push = %+v", repo.LastPush)
@@ -291,7 +290,7 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 
 	// The agent's own chain: the clone, the push and the refused push (the
 	// 403 and the 400 were refused before any push was tried).
-	var agentTrace list[traceView]
+	var agentTrace api.List[api.TraceView]
 	asker.do("GET", "/api/agents/"+id+"/trace", nil).want(http.StatusOK).decode(&agentTrace)
 	verify(t, id, agentTrace.Items)
 	var types []string
@@ -343,7 +342,7 @@ func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
 	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusAccepted)
 	<-arrived // git is talking to the server
 	e.changes.CloseRepositories()
-	var r repositoryView
+	var r api.RepositoryView
 	owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
 	if r.Status != "failed" || r.Error != "the server stopped during the clone" {
 		t.Fatalf("after shutdown, repository = %+v", r)
@@ -358,17 +357,14 @@ func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
 	// A process killed mid-clone leaves the row cloning and a partial
 	// directory: the next start fails the one and its node removes the
 	// other.
-	e.changes.UseRepositories(service.RepositoryConfig{Store: e.db, Secrets: e.creds, Trace: e.db})
 	other := owner.createAgent("killed")
 	if err := e.db.CreateRepository(context.Background(), corral.Repository{AgentID: other, URL: s.URL(), Status: corral.RepoCloning, CreatedBy: owner.user.ID}); err != nil {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(e.dataDir, "clones", other, "partial"), "x")
-	if _, err := node.New(node.Config{Data: e.dataDir}); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := e.changes.ReconcileRepositories(context.Background()); err != nil || n != 1 {
-		t.Fatalf("ReconcileRepositories = %d, %v; want 1", n, err)
+	e.restart()
+	if n := e.app.FailedClones; n != 1 {
+		t.Fatalf("the restart failed %d clones, want 1", n)
 	}
 	owner.do("GET", "/api/agents/"+other+"/repository", nil).want(http.StatusOK).decode(&r)
 	if r.Status != "failed" || r.Error != "the server stopped during the clone" {
@@ -469,7 +465,7 @@ func TestBenchCloneChild(t *testing.T) {
 	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": repo, "credential_id": cred.ID}).want(http.StatusAccepted)
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
-		var r repositoryView
+		var r api.RepositoryView
 		owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
 		if r.Status == "failed" {
 			t.Fatalf("clone failed: %s", r.Error)

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/api"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
@@ -47,9 +48,9 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // send posts a message and returns the admitted run.
-func (c *client) send(agentID, content string) runView {
+func (c *client) send(agentID, content string) api.RunView {
 	c.e.t.Helper()
-	var got postedMessage
+	var got api.PostedMessage
 	c.do("POST", "/api/agents/"+agentID+"/messages", map[string]string{"content": content}).want(http.StatusAccepted).decode(&got)
 	if got.Run.ID == "" || got.Run.Status != "admitted" || got.Message.RunID == nil || *got.Message.RunID != got.Run.ID {
 		c.e.t.Fatalf("posted message answered %+v, want an admitted run linked to the message", got)
@@ -58,15 +59,15 @@ func (c *client) send(agentID, content string) runView {
 }
 
 // run reads a run.
-func (c *client) run(id string) runView {
+func (c *client) run(id string) api.RunView {
 	c.e.t.Helper()
-	var r runView
+	var r api.RunView
 	c.do("GET", "/api/runs/"+id, nil).want(http.StatusOK).decode(&r)
 	return r
 }
 
 // waitRun waits until the run's status is one of statuses.
-func (c *client) waitRun(id string, statuses ...string) runView {
+func (c *client) waitRun(id string, statuses ...string) api.RunView {
 	c.e.t.Helper()
 	deadline := time.Now().Add(patience)
 	for {
@@ -85,7 +86,7 @@ func (c *client) waitRun(id string, statuses ...string) runView {
 
 // waitTrace waits until the run's trace holds an event of type typ and
 // returns the trace.
-func (c *client) waitTrace(id, typ string) []traceView {
+func (c *client) waitTrace(id, typ string) []api.TraceView {
 	c.e.t.Helper()
 	deadline := time.Now().Add(patience)
 	for {
@@ -102,16 +103,16 @@ func (c *client) waitTrace(id, typ string) []traceView {
 	}
 }
 
-func (c *client) trace(id string) []traceView {
+func (c *client) trace(id string) []api.TraceView {
 	c.e.t.Helper()
-	var l list[traceView]
+	var l api.List[api.TraceView]
 	c.do("GET", "/api/runs/"+id+"/trace", nil).want(http.StatusOK).decode(&l)
 	return l.Items
 }
 
 // verify checks a trace as any viewer can: with trace.Verify over what the
 // API answered.
-func verify(t *testing.T, runID string, events []traceView) {
+func verify(t *testing.T, runID string, events []api.TraceView) {
 	t.Helper()
 	evs := make([]trace.Event, len(events))
 	for i, e := range events {
@@ -126,7 +127,7 @@ func verify(t *testing.T, runID string, events []traceView) {
 	}
 }
 
-func types(events []traceView) []string {
+func types(events []api.TraceView) []string {
 	var out []string
 	for _, e := range events {
 		out = append(out, e.Type)
@@ -178,10 +179,10 @@ func TestRunWritesFilesIntoAChangeSet(t *testing.T) {
 	}
 	// Two model calls at the fake's default usage, counted from the
 	// provider's figures on the run and the agent.
-	if done.Tokens != (tokensView{Input: 2 * modeltest.DefaultInputTokens, Output: 2 * modeltest.DefaultOutputTokens}) {
+	if done.Tokens != (api.TokensView{Input: 2 * modeltest.DefaultInputTokens, Output: 2 * modeltest.DefaultOutputTokens}) {
 		t.Fatalf("tokens = %+v", done.Tokens)
 	}
-	var agent agentView
+	var agent api.AgentView
 	owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 	if agent.Budget.Used != 30 {
 		t.Fatalf("budget used = %d, want 30", agent.Budget.Used)
@@ -205,7 +206,7 @@ func TestRunWritesFilesIntoAChangeSet(t *testing.T) {
 	}
 
 	// The change set is what Corral measured, with the right hashes.
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	want := map[string]string{"hello.txt": "create " + sha("hello\n"), "src/main.go": "create " + sha("package main\n"), "old.txt": "delete "}
 	if cs.Status != "pending" || cs.RunID == nil || *cs.RunID != run.ID || len(cs.Entries) != len(want) {
@@ -224,7 +225,7 @@ func TestRunWritesFilesIntoAChangeSet(t *testing.T) {
 	}
 
 	// The thread has the answer; the trace has every step and verifies.
-	var thread list[messageView]
+	var thread api.List[api.MessageView]
 	owner.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusOK).decode(&thread)
 	if n := len(thread.Items); n != 2 || thread.Items[1].Role != "assistant" || thread.Items[1].Content != "Done: hello.txt and src/main.go." ||
 		thread.Items[1].RunID == nil || *thread.Items[1].RunID != run.ID {
@@ -324,7 +325,7 @@ func TestNoProviderSaysHowToConfigureOne(t *testing.T) {
 	if !strings.Contains(string(res.body), "CORRAL_MODEL_BASE_URL") || !strings.Contains(string(res.body), "CORRAL_MODEL") {
 		t.Fatalf("answer = %s", res.body)
 	}
-	var runs list[runView]
+	var runs api.List[api.RunView]
 	owner.do("GET", "/api/agents/"+id+"/runs", nil).want(http.StatusOK).decode(&runs)
 	if len(runs.Items) != 0 {
 		t.Fatalf("runs = %+v", runs.Items)
@@ -414,11 +415,11 @@ func TestAdmissionRefusals(t *testing.T) {
 			e.answer(modeltest.Sequence(modeltest.Text("ok")))
 			tt.setup(e, owner, id)
 			calls := len(e.model.Requests())
-			var before list[runView]
+			var before api.List[api.RunView]
 			owner.do("GET", "/api/agents/"+id+"/runs", nil).want(http.StatusOK).decode(&before)
 
 			res := owner.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": tt.prompt}).want(http.StatusUnprocessableEntity)
-			var body errorBody
+			var body api.ErrorBody
 			res.decode(&body)
 			if body.Error.Code != "admission_denied" || body.Error.Reason != tt.reason || body.Error.Message == "" {
 				t.Fatalf("refusal = %s, want admission_denied %s", res.body, tt.reason)
@@ -426,12 +427,12 @@ func TestAdmissionRefusals(t *testing.T) {
 			if n := len(e.model.Requests()); n != calls {
 				t.Fatalf("a refused message made %d model calls", n-calls)
 			}
-			var after list[runView]
+			var after api.List[api.RunView]
 			owner.do("GET", "/api/agents/"+id+"/runs", nil).want(http.StatusOK).decode(&after)
 			if len(after.Items) != len(before.Items) {
 				t.Fatalf("a refused message made a run: %d runs, was %d", len(after.Items), len(before.Items))
 			}
-			var thread list[messageView]
+			var thread api.List[api.MessageView]
 			owner.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusOK).decode(&thread)
 			for _, m := range thread.Items {
 				if m.Content == tt.prompt {
@@ -463,7 +464,7 @@ func TestBudgetPausesAndRaisingItResumes(t *testing.T) {
 	if paused.Status != "paused" || len(e.model.Requests()) != 2 {
 		t.Fatalf("run = %+v after %d calls, want paused after 2", paused, len(e.model.Requests()))
 	}
-	var agent agentView
+	var agent api.AgentView
 	owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 	if agent.State != "paused" || agent.Budget.Used != 60_020 || agent.Budget.Reserved != 0 || agent.Budget.Left == nil || *agent.Budget.Left != 80_000-60_020 {
 		t.Fatalf("agent = %s, budget %+v; want paused at 60,020 used, nothing reserved", agent.State, agent.Budget)
@@ -489,7 +490,7 @@ func TestBudgetPausesAndRaisingItResumes(t *testing.T) {
 	if last.CountRole("tool") != 2 || last.CountRole("user") != 1 {
 		t.Fatalf("resumed request = %+v", last.Messages)
 	}
-	var cs changeSetView
+	var cs api.ChangeSetView
 	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 	if len(cs.Entries) != 2 {
 		t.Fatalf("change set entries = %+v, want one.txt and two.txt", cs.Entries)
@@ -535,7 +536,7 @@ func TestStopEndsAtTheNextSafePoint(t *testing.T) {
 		if done.Status != "cancelled" || done.ChangeSetID == nil {
 			t.Fatalf("run = %+v, want cancelled with its work kept as a change set", done)
 		}
-		var cs changeSetView
+		var cs api.ChangeSetView
 		owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
 		if cs.Mode != "review" || cs.Status != "pending" {
 			t.Fatalf("a stopped run's changes = %s %s, want pending review", cs.Mode, cs.Status)
@@ -608,7 +609,7 @@ func TestRepeatedViolationsQuarantine(t *testing.T) {
 			t.Fatalf("run %d = %+v, want errored with the output violation", i, done)
 		}
 	}
-	var agent agentView
+	var agent api.AgentView
 	owner.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&agent)
 	if agent.State != "quarantined" {
 		t.Fatalf("agent = %s after 2 violations", agent.State)
@@ -681,7 +682,7 @@ func (c *client) events(runID string) *sse {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	c.e.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.e.srv.URL+"/api/runs/"+runID+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+	req.AddCookie(&http.Cookie{Name: api.CookieName, Value: c.cookie})
 	res, err := c.e.srv.Client().Do(req)
 	if err != nil {
 		c.e.t.Fatal(err)
@@ -726,7 +727,7 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 	))
 	run := owner.send(id, "watch me")
 	stream := owner.events(run.ID)
-	var seen []traceView
+	var seen []api.TraceView
 	var deltas, outputs strings.Builder
 	released := false
 	for {
@@ -736,7 +737,7 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 		}
 		switch typ {
 		case "trace":
-			var ev traceView
+			var ev api.TraceView
 			if err := json.Unmarshal([]byte(data), &ev); err != nil {
 				t.Fatal(err)
 			}
@@ -834,12 +835,12 @@ func TestGrantByEmail(t *testing.T) {
 	bob := e.signup("bob@example.com", "Bob")
 	id := owner.createAgent("shared")
 	path := "/api/agents/" + id + "/grants"
-	var g grantView
+	var g api.GrantView
 	owner.do("POST", path, map[string]string{"email": "Bob@Example.com", "level": "runner"}).want(http.StatusOK).decode(&g)
 	if g.User.ID != bob.user.ID || g.Level != "runner" {
 		t.Fatalf("grant = %+v", g)
 	}
-	var a agentView
+	var a api.AgentView
 	bob.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&a)
 	if a.Access != "runner" {
 		t.Fatalf("bob's access = %s", a.Access)
@@ -893,7 +894,7 @@ func TestToolOutputStreamsWhileTheCommandRuns(t *testing.T) {
 			break
 		}
 		if typ == "trace" {
-			var ev traceView
+			var ev api.TraceView
 			json.Unmarshal([]byte(data), &ev)
 			rest = append(rest, ev.Type)
 		}

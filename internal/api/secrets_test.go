@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -63,7 +64,7 @@ func (e *env) assertNoSecrets(t *testing.T) {
 			}
 		}
 		var v any
-		if len(bytes.TrimSpace(body)) == 0 || bytes.Equal(body, openAPI) {
+		if len(bytes.TrimSpace(body)) == 0 || bytes.Equal(body, api.OpenAPI) {
 			continue // the API's description names password fields by design
 		}
 		if err := json.Unmarshal(body, &v); err != nil {
@@ -105,7 +106,7 @@ func TestNoAnswerCarriesSecrets(t *testing.T) {
 	admin.do("POST", "/api/invites", nil).want(http.StatusCreated)
 	admin.do("POST", "/api/users/"+carol.user.ID+"/disable", nil).want(http.StatusOK)
 	admin.do("POST", "/api/users/"+carol.user.ID+"/enable", nil).want(http.StatusOK)
-	var tok tokenView
+	var tok api.TokenView
 	bob.do("POST", "/api/tokens", map[string]string{"name": "t"}).want(http.StatusCreated).decode(&tok)
 	bob.do("GET", "/api/tokens", nil).want(http.StatusOK)
 	script := &client{e: e, bearer: tok.Token}
@@ -118,7 +119,7 @@ func TestNoAnswerCarriesSecrets(t *testing.T) {
 	signedIn.do("POST", "/api/links/"+l.Token+"/accept", nil).want(http.StatusOK)
 	script.do("PATCH", "/api/agents/"+id, map[string]any{"instructions": "x", "budget": map[string]int{"tokens": 9}}).want(http.StatusOK)
 	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "env; echo hi > hi.txt")), modeltest.Text("done")))
-	var posted postedMessage
+	var posted api.PostedMessage
 	script.do("POST", "/api/agents/"+id+"/messages", map[string]string{"content": "hi"}).want(http.StatusAccepted).decode(&posted)
 	done := script.waitRun(posted.Run.ID, "completed", "paused")
 	script.do("GET", "/api/agents/"+id+"/messages", nil).want(http.StatusOK)

@@ -4,19 +4,11 @@ import (
 	"net/http"
 
 	"corral"
-	"corral/internal/service"
 )
 
 // What the browser asks about the server itself, around its forms: whether
 // it is brand new (the sign-in page), the models an agent may be set to
 // and what its limits are when left at 0 (the agent form).
-
-// SetModels lets signed-in users ask which models agents may use; m logs
-// to the server's log.
-func (s *Server) SetModels(m *service.Models) {
-	m.UseLog(s.cfg.Log)
-	s.models = m
-}
 
 type setupView struct {
 	FirstRun bool   `json:"first_run"`

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 )
 
 // actorNode is a node that records the actor each terminal is opened for
@@ -55,11 +56,11 @@ func TestTerminalActorCarriesTheSession(t *testing.T) {
 	rec := &actorNode{}
 	e := newEnv(t, envOptions{wrapNode: func(n corral.Node) corral.Node { rec.Node = n; return rec }})
 	owner := e.signup("owner@example.com", "Owner")
-	var tok tokenView
+	var tok api.TokenView
 	owner.do("POST", "/api/tokens", map[string]string{"name": "t"}).want(http.StatusCreated).decode(&tok)
 	script := &client{e: e, bearer: tok.Token, user: owner.user}
 	id := owner.createAgent("worker")
-	var started struct{ Run runView }
+	var started struct{ Run api.RunView }
 	owner.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusCreated).decode(&started)
 	waitFor(t, "the run to start", func() bool { return owner.run(started.Run.ID).Status == "running" })
 

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"corral/internal/api"
 	"corral/internal/modeltest"
 )
 
@@ -33,7 +34,7 @@ func (c *client) terminal(runID string) (*termConn, *http.Response, error) {
 	if c.bearer != "" {
 		h.Set("Authorization", "Bearer "+c.bearer)
 	} else {
-		h.Set("Cookie", CookieName+"="+c.cookie)
+		h.Set("Cookie", api.CookieName+"="+c.cookie)
 	}
 	h.Set("Origin", c.e.srv.URL)
 	ws, res, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{HTTPHeader: h})
@@ -199,7 +200,7 @@ func TestTerminalRun(t *testing.T) {
 	owner.grant(id, runnerUser.user.ID, "runner")
 	runnerUser.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusForbidden)
 
-	var started struct{ Run runView }
+	var started struct{ Run api.RunView }
 	owner.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusCreated).decode(&started)
 	run := started.Run
 	if run.Driver != "terminal" || run.MessageID != "" {
@@ -219,7 +220,7 @@ func TestTerminalRun(t *testing.T) {
 	if code := term.closed(); code != 4404 {
 		t.Fatalf("the stopped run's terminal closed with %d, want 4404", code)
 	}
-	var done runView
+	var done api.RunView
 	waitFor(t, "the run to end", func() bool { done = owner.run(run.ID); return done.Status == "cancelled" })
 	if done.ChangeSetID == nil {
 		t.Fatalf("the terminal run's changes were not proposed: %+v", done)
@@ -256,7 +257,7 @@ func TestTerminalBackpressure(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	owner := e.signup("owner@example.com", "Owner")
 	id := owner.createAgent("worker")
-	var started struct{ Run runView }
+	var started struct{ Run api.RunView }
 	owner.do("POST", "/api/agents/"+id+"/terminal", nil).want(http.StatusCreated).decode(&started)
 	waitFor(t, "the run to start", func() bool { return owner.run(started.Run.ID).Status == "running" })
 	term, _, err := owner.terminal(started.Run.ID)

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"archive/tar"
@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"corral"
+	"corral/internal/api"
 	"corral/internal/archive"
 )
 
@@ -139,7 +140,7 @@ func (c *client) upload(agentID, contentType string, body io.Reader) *response {
 		req.Header.Set("Content-Type", contentType)
 	}
 	if c.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+		req.AddCookie(&http.Cookie{Name: api.CookieName, Value: c.cookie})
 	}
 	res, err := c.e.srv.Client().Do(req)
 	if err != nil {
@@ -250,7 +251,7 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 			if res.status != tc.status {
 				t.Fatalf("import = %d %s, want %d", res.status, res.body, tc.status)
 			}
-			var b errorBody
+			var b api.ErrorBody
 			res.decode(&b)
 			if tc.status == 400 && b.Error.Code != corral.ENAME && b.Error.Code != corral.EINVALID {
 				t.Errorf("code = %q, want %q or %q", b.Error.Code, corral.ENAME, corral.EINVALID)
@@ -454,7 +455,7 @@ func TestWorkspaceRoundTrip(t *testing.T) {
 			owner.grant(id, viewer.user.ID, "viewer")
 			owner.grant(id, editor.user.ID, "editor")
 			res := editor.upload(id, a.ctype, bytes.NewReader(a.body)).want(http.StatusOK)
-			var got importView
+			var got api.ImportView
 			res.decode(&got)
 			if got.Files != len(project) || got.Bytes != size {
 				t.Errorf("import = %+v, want %d files, %d bytes", got, len(project), size)

@@ -22,7 +22,7 @@ import (
 // newControl is control's side of enrollment on a fresh database: the
 // node use cases, the fleet, its relay and join endpoints served, and a
 // join token. Everything ends with the test.
-func newControl(t *testing.T) (*service.Nodes, *fleet.Fleet, *httptest.Server, string) {
+func newControl(t *testing.T) (*service.Enrollment, *fleet.Fleet, *httptest.Server, string) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
@@ -30,7 +30,7 @@ func newControl(t *testing.T) (*service.Nodes, *fleet.Fleet, *httptest.Server, s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	nodes := service.NewNodes(db, service.NodesConfig{})
+	nodes := service.NewEnrollment(db, service.NodesConfig{})
 	f := fleet.New(nodes, fleet.Config{})
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(func() { srv.Close(); f.Close() })
@@ -116,7 +116,7 @@ func TestRefusesToStartUnjoined(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f := fleet.New(service.NewNodes(db, service.NodesConfig{}), fleet.Config{})
+	f := fleet.New(service.NewEnrollment(db, service.NodesConfig{}), fleet.Config{})
 	defer f.Close()
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()

@@ -61,3 +61,11 @@ func Supported(r Role) error {
 	}
 	return nil
 }
+
+// ReachesNodes reports whether the role holds no worktrees of its own but
+// serves runs: it reaches the sandbox nodes that hold them (control).
+func ReachesNodes(r Role) bool { return ServesBrowsers(r) && !HoldsWorktree(r) }
+
+// DialsControl reports whether the role holds worktrees for another
+// machine's database: it dials control and listens on nothing (sandbox).
+func DialsControl(r Role) bool { return HoldsWorktree(r) && !NeedsDatabase(r) }

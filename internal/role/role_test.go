@@ -20,10 +20,11 @@ func TestPredicates(t *testing.T) {
 	tests := []struct {
 		role                          Role
 		database, browsers, worktrees bool
+		nodes, dials                  bool
 	}{
-		{All, true, true, true},
-		{Control, true, true, false},
-		{Sandbox, false, false, true},
+		{All, true, true, true, false, false},
+		{Control, true, true, false, true, false},
+		{Sandbox, false, false, true, false, true},
 	}
 	if len(tests) != len(Roles) {
 		t.Fatalf("table covers %d roles, there are %d", len(tests), len(Roles))
@@ -38,6 +39,12 @@ func TestPredicates(t *testing.T) {
 			}
 			if got := HoldsWorktree(tt.role); got != tt.worktrees {
 				t.Errorf("HoldsWorktree(%q) = %v, want %v", tt.role, got, tt.worktrees)
+			}
+			if got := ReachesNodes(tt.role); got != tt.nodes {
+				t.Errorf("ReachesNodes(%q) = %v, want %v", tt.role, got, tt.nodes)
+			}
+			if got := DialsControl(tt.role); got != tt.dials {
+				t.Errorf("DialsControl(%q) = %v, want %v", tt.role, got, tt.dials)
 			}
 		})
 	}

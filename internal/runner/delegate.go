@@ -26,15 +26,13 @@ import (
 // person's access loaded fresh.
 type Delegator interface {
 	ListAgents(ctx context.Context, parent corral.Run) ([]corral.Agent, error)
-	// Delegate starts a child run for parent's call (or returns the one
-	// that call started already); an EADMISSION error names a cap.
-	Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (corral.Run, error)
+	// Delegate admits a child run for parent's call, which the runner
+	// then starts, or returns the one that call started already (start
+	// nil); an EADMISSION error names a cap.
+	Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (child corral.Run, start *corral.Admitted, err error)
 	CreateAgent(ctx context.Context, parent corral.Run, spec corral.AgentSpec) (corral.Agent, error)
 	Caps() corral.TreeCaps
 }
-
-// UseDelegation offers runs the delegation tools, served by d.
-func (r *Runner) UseDelegation(d Delegator) { r.deleg = d }
 
 // The delegation tools' names.
 const (
@@ -198,9 +196,12 @@ func (r *Runner) delegation(a *active, key string, call gateway.ToolCall, runCtx
 		if args.AgentID == "" || strings.TrimSpace(args.Task) == "" {
 			return delegated{res: toolResult{ExitCode: -1, Error: "delegate needs \"agent_id\" and a \"task\""}}
 		}
-		child, err := r.deleg.Delegate(ctx, run, key, args.AgentID, args.Task)
+		child, start, err := r.deleg.Delegate(ctx, run, key, args.AgentID, args.Task)
 		if err != nil {
 			return fail(args.AgentID, err)
+		}
+		if start != nil {
+			r.Start(start.Run, start.Message, start.Admission)
 		}
 		r.record(ctx, run.ID, trace.Delegated, map[string]any{
 			"tool_call_id": call.ID, "run_id": child.ID, "agent_id": child.AgentID, "depth": child.Depth,

@@ -26,10 +26,6 @@ type Retriever interface {
 	Retrieve(ctx context.Context, run corral.Run, query string, k int, m gateway.Meter) (corral.Retrieval, error)
 }
 
-// UseRetrieval offers runs the search_documents tool and retrieves for
-// each run's message. Call it before Start.
-func (r *Runner) UseRetrieval(rt Retriever) { r.docs = rt }
-
 const toolSearchDocuments = "search_documents"
 
 // SearchTool is the built-in search_documents tool, offered to the

@@ -76,7 +76,7 @@ func benchRunRelayed(b *testing.B, ln net.Listener) {
 		return modeltest.Text("done")
 	})
 	remote := relayed(b, ln, h.sessions)
-	remoteChanges := service.NewChanges(h.db, remote, time.Hour, service.Config{})
+	remoteChanges := service.NewChanges(service.ChangesDeps{Store: h.db, Trees: remote, TTL: time.Hour}, service.Config{})
 	variants := []struct {
 		name   string
 		runner *runner.Runner
@@ -84,7 +84,7 @@ func benchRunRelayed(b *testing.B, ln net.Listener) {
 	}{
 		{name: "all", runner: h.newRunner(h.db, h.gateway, runner.Config{MaxTurns: calls + 1})},
 		{name: "relay", runner: func() *runner.Runner {
-			r := runner.New(h.db, h.gateway, remoteChanges, remote, runner.Config{MaxTurns: calls + 1})
+			r := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: remoteChanges, Node: remote}, runner.Config{MaxTurns: calls + 1})
 			b.Cleanup(r.Close)
 			return r
 		}()},

@@ -181,13 +181,32 @@ func (r *Runner) OutputSoFar(runID string) (Output, bool) {
 	return Output{ToolCallID: callID, Text: out.head()}, true
 }
 
-// New returns a Runner. Runs' sessions are started on node.
-func New(store Store, model Model, ws Workspaces, node corral.Node, cfg Config) *Runner {
+// Deps is what a Runner is built on.
+type Deps struct {
+	Store Store
+	Model Model
+	// Workspaces stages runs' trees and makes their change sets
+	// (service.Changes).
+	Workspaces Workspaces
+	// Node is where runs' sessions are started.
+	Node corral.Node
+	// Delegator serves the delegation tools (service.Delegation); nil:
+	// runs are offered none.
+	Delegator Delegator
+	// Retriever serves search_documents and retrieves for each run's
+	// message (service.Documents); nil: runs are offered no
+	// search_documents, and nothing is retrieved.
+	Retriever Retriever
+}
+
+// New returns a Runner over d.
+func New(d Deps, cfg Config) *Runner {
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
 	return &Runner{
-		store: store, model: model, ws: ws, node: node, cfg: cfg,
-		rec:  trace.NewRecorder(store, cfg.Now),
+		store: d.Store, model: d.Model, ws: d.Workspaces, node: d.Node, cfg: cfg,
+		deleg: d.Delegator, docs: d.Retriever,
+		rec:  trace.NewRecorder(d.Store, cfg.Now),
 		hub:  newHub(),
 		base: base, shutdown: cancel,
 		active: map[string]*active{},

@@ -70,7 +70,7 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := service.NewChanges(db, sessions, time.Hour, service.Config{})
+	changes := service.NewChanges(service.ChangesDeps{Store: db, Trees: sessions, TTL: time.Hour}, service.Config{})
 	// Runs cut off by the end of a test leave their sessions running, as
 	// for a restart: they end before the stages are unmounted.
 	t.Cleanup(func() {
@@ -103,7 +103,7 @@ func sandboxUID() int {
 // newRunner returns a runner over store and model, closed when the test
 // ends.
 func (h *harness) newRunner(store runner.Store, model runner.Model, cfg runner.Config) *runner.Runner {
-	r := runner.New(store, model, h.changes, h.sessions, cfg)
+	r := runner.New(runner.Deps{Store: store, Model: model, Workspaces: h.changes, Node: h.sessions}, cfg)
 	h.t.Cleanup(r.Close)
 	return r
 }
@@ -355,7 +355,7 @@ func TestCloseLeavesRunsToReattach(t *testing.T) {
 		}
 		return modeltest.Calls(modeltest.ShellCall("c1", "echo started; echo s > s.txt; "+marker+"; echo finished; exit 3"))
 	})
-	first := runner.New(h.db, h.gateway, h.changes, h.sessions, runner.Config{})
+	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.changes, Node: h.sessions}, runner.Config{})
 	agent := h.agent(corral.Limits{})
 	run := h.start(first, agent, "work long")
 	h.waitProcess(run.ID, marker)
@@ -417,7 +417,7 @@ func TestReconcileWhenTheSessionIsGone(t *testing.T) {
 		}
 		return modeltest.Calls(modeltest.ShellCall("c1", "echo started > s.txt; "+marker))
 	})
-	first := runner.New(h.db, h.gateway, h.changes, h.sessions, runner.Config{})
+	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.changes, Node: h.sessions}, runner.Config{})
 	agent := h.agent(corral.Limits{})
 	run := h.start(first, agent, "work long")
 	h.waitProcess(run.ID, marker)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"strings"
+	"time"
 
 	"corral"
 	"corral/internal/access"
@@ -23,28 +24,29 @@ type AgentStore interface {
 
 // Agents is everything done to agents: settings, sharing, and the thread.
 type Agents struct {
-	store AgentStore
-	cfg   Config
-	// resume continues an agent's paused runs (the runner's Resume); nil
-	// until SetResume.
-	resume func(ctx context.Context, agentID string) error
-	// dropped are told of each deleted agent, to delete what it kept
-	// outside the store (its private documents).
+	store   AgentStore
+	cfg     Config
+	resume  func(ctx context.Context, agentID string) error
 	dropped []func(agentID string) error
 }
 
-// OnDelete adds f to what is told of each deleted agent, after the store
-// has deleted it.
-func (s *Agents) OnDelete(f func(agentID string) error) { s.dropped = append(s.dropped, f) }
-
-// SetResume sets what continues an agent's paused runs once its budget
-// allows: raising the budget resumes them with no new message.
-func (s *Agents) SetResume(f func(ctx context.Context, agentID string) error) { s.resume = f }
+// AgentsDeps is what the agent use cases are built on.
+type AgentsDeps struct {
+	Store AgentStore
+	// Resume continues an agent's paused runs once its budget allows (the
+	// runner's Resume): raising the budget resumes them with no new
+	// message. nil: paused runs wait.
+	Resume func(ctx context.Context, agentID string) error
+	// Dropped are told of each deleted agent, after the store has deleted
+	// it, to delete what it kept outside the store (its private documents,
+	// what its node holds).
+	Dropped []func(agentID string) error
+}
 
 // NewAgents returns the agent use cases.
-func NewAgents(store AgentStore, cfg Config) *Agents {
+func NewAgents(d AgentsDeps, cfg Config) *Agents {
 	cfg.defaults()
-	return &Agents{store: store, cfg: cfg}
+	return &Agents{store: d.Store, cfg: cfg, resume: d.Resume, dropped: d.Dropped}
 }
 
 // MaxInstructions bounds an agent's instructions.
@@ -130,47 +132,7 @@ func (l LimitsInput) empty() bool { return l == LimitsInput{} }
 
 // Create makes an agent owned by the actor.
 func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (corral.Agent, error) {
-	return s.create(ctx, actor, in, "")
-}
-
-// create makes an agent owned by the actor; byRun is the run whose
-// create_agent asked for it, "" for a person.
-func (s *Agents) create(ctx context.Context, actor corral.User, in AgentInput, byRun string) (corral.Agent, error) {
-	return s.createFrom(ctx, actor, in, byRun, "")
-}
-
-// createFrom is create, the new agent's budget carved out of parentID's
-// when parentID is not "" and the new agent has a budget.
-func (s *Agents) createFrom(ctx context.Context, actor corral.User, in AgentInput, byRun, parentID string) (corral.Agent, error) {
-	if in.Name == nil {
-		return corral.Agent{}, corral.Errorf(corral.EINVALID, "name is required")
-	}
-	now := s.cfg.Now().UTC()
-	a := corral.Agent{
-		ID:        corral.NewID("agt"),
-		Owner:     corral.UserRef{ID: actor.ID, Name: actor.Name},
-		Policy:    corral.Policy{FS: corral.DefaultFS, Changes: corral.DefaultChanges, Network: corral.NetworkNone},
-		State:     corral.StateActive,
-		CreatedAt: now,
-		UpdatedAt: now,
-		Access:    corral.LevelOwner,
-		Accepted:  true, // an owner's agent is always a target of their runs
-		// Who made it is recorded, so that a tree's creations are counted.
-		CreatedByRun: byRun,
-	}
-	if err := apply(&a, in); err != nil {
-		return corral.Agent{}, err
-	}
-	var err error
-	if parentID != "" && a.Budget.Tokens > 0 {
-		err = s.store.CreateAgentFrom(ctx, a, parentID)
-	} else {
-		err = s.store.CreateAgent(ctx, a)
-	}
-	if err != nil {
-		return corral.Agent{}, err
-	}
-	return a, nil
+	return createAgent(ctx, s.store, s.cfg.Now, actor, in, "", "")
 }
 
 // Update changes an agent's settings: editors may change everything but the
@@ -523,4 +485,45 @@ func (s *Agents) Messages(ctx context.Context, actor corral.User, id, before str
 		return nil, err
 	}
 	return s.store.Messages(ctx, id, before, limit)
+}
+
+// agentMaker stores new agents.
+type agentMaker interface {
+	CreateAgent(ctx context.Context, a corral.Agent) error
+	CreateAgentFrom(ctx context.Context, a corral.Agent, parentID string) error
+}
+
+// createAgent makes an agent owned by actor from in; byRun is the run
+// whose create_agent asked for it ("" for a person), and parentID its
+// agent, out of whose budget the new agent's is carved ("" for none).
+func createAgent(ctx context.Context, store agentMaker, now func() time.Time, actor corral.User, in AgentInput, byRun, parentID string) (corral.Agent, error) {
+	if in.Name == nil {
+		return corral.Agent{}, corral.Errorf(corral.EINVALID, "name is required")
+	}
+	at := now().UTC()
+	a := corral.Agent{
+		ID:        corral.NewID("agt"),
+		Owner:     corral.UserRef{ID: actor.ID, Name: actor.Name},
+		Policy:    corral.Policy{FS: corral.DefaultFS, Changes: corral.DefaultChanges, Network: corral.NetworkNone},
+		State:     corral.StateActive,
+		CreatedAt: at,
+		UpdatedAt: at,
+		Access:    corral.LevelOwner,
+		Accepted:  true, // an owner's agent is always a target of their runs
+		// Who made it is recorded, so that a tree's creations are counted.
+		CreatedByRun: byRun,
+	}
+	if err := apply(&a, in); err != nil {
+		return corral.Agent{}, err
+	}
+	var err error
+	if parentID != "" && a.Budget.Tokens > 0 {
+		err = store.CreateAgentFrom(ctx, a, parentID)
+	} else {
+		err = store.CreateAgent(ctx, a)
+	}
+	if err != nil {
+		return corral.Agent{}, err
+	}
+	return a, nil
 }

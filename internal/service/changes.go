@@ -35,17 +35,31 @@ type Changes struct {
 	// from a fresh read: an apply and its record are one step.
 	decisions keylock.Map
 
-	repos *repositories // nil until UseRepositories (repository.go)
+	repos *repositories // nil: no git repositories (repository.go)
+}
+
+// ChangesDeps is what the change-set use cases are built on.
+type ChangesDeps struct {
+	Store ChangeStore
+	Trees corral.Trees // the node's
+	// TTL is how long a proposal waits for a decision; 0 for 7 days.
+	TTL time.Duration
+	// Repositories turns on git repositories: clones, a commit for every
+	// applied change set and upload, and push. nil: none.
+	Repositories *RepositoryConfig
 }
 
 // NewChanges returns the change-set use cases over the node's trees.
-// changeTTL is how long a proposal waits for a decision; 0 for 7 days.
-func NewChanges(store ChangeStore, trees corral.Trees, changeTTL time.Duration, cfg Config) *Changes {
+func NewChanges(d ChangesDeps, cfg Config) *Changes {
 	cfg.defaults()
-	if changeTTL == 0 {
-		changeTTL = 7 * 24 * time.Hour
+	if d.TTL == 0 {
+		d.TTL = 7 * 24 * time.Hour
 	}
-	return &Changes{store: store, trees: trees, ttl: changeTTL, cfg: cfg}
+	c := &Changes{store: d.Store, trees: d.Trees, ttl: d.TTL, cfg: cfg}
+	if d.Repositories != nil {
+		c.repos = newRepositories(*d.Repositories, cfg.Now)
+	}
+	return c
 }
 
 // Begin stages the agent's workspace for a run under id, which the change

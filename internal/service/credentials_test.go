@@ -96,7 +96,7 @@ func newCredEnv(t *testing.T) *credEnv {
 		}
 	}
 	name := "pusher"
-	if e.agent, err = NewAgents(db, cfg).Create(ctx, e.owner, AgentInput{Name: &name}); err != nil {
+	if e.agent, err = NewAgents(AgentsDeps{Store: db}, cfg).Create(ctx, e.owner, AgentInput{Name: &name}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.PutGrant(ctx, e.agent.ID, e.editor.ID, corral.LevelEditor, time.Now()); err != nil {

@@ -21,16 +21,28 @@ import (
 // a run's delegation tools; it trusts nothing the run says but the run
 // itself, which the runner loaded from the store.
 type Delegation struct {
-	runs     *Runs
-	agents   *Agents
-	caps     corral.TreeCaps
-	creating keylock.Map // per tree: one create_agent counted and made at a time
+	store     DelegationStore
+	admission *Admissions
+	caps      corral.TreeCaps
+	cfg       Config
+	creating  keylock.Map // per tree: one create_agent counted and made at a time
+}
+
+// DelegationStore is what delegation needs from storage: the runs of a
+// tree and the agents a hop may reach or create.
+type DelegationStore interface {
+	corral.RunStore
+	agentMaker
+	Agent(ctx context.Context, id, userID string) (corral.Agent, error)
+	AgentsFor(ctx context.Context, userID string) ([]corral.Agent, error)
 }
 
 // NewDelegation returns the delegation use cases under caps (zero fields
-// take their defaults).
-func NewDelegation(runs *Runs, agents *Agents, caps corral.TreeCaps) *Delegation {
-	return &Delegation{runs: runs, agents: agents, caps: caps.WithDefaults()}
+// take their defaults). A hop is admitted by admission; the runner starts
+// the child it returns.
+func NewDelegation(store DelegationStore, admission *Admissions, caps corral.TreeCaps, cfg Config) *Delegation {
+	cfg.defaults()
+	return &Delegation{store: store, admission: admission, caps: caps.WithDefaults(), cfg: cfg}
 }
 
 // Caps are the tree caps in force.
@@ -52,7 +64,7 @@ func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corra
 	if err != nil {
 		return nil, err
 	}
-	all, err := d.agents.store.AgentsFor(ctx, actor.ID)
+	all, err := d.store.AgentsFor(ctx, actor.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -65,40 +77,44 @@ func (d *Delegation) ListAgents(ctx context.Context, parent corral.Run) ([]corra
 	return out, nil
 }
 
-// Delegate starts a child run of parent on agentID with task as its
-// message, for parent's tool call call, and returns it; the caller waits
-// for it. Asked again for the same call (after a restart, or a pause), it
-// returns the run that call started. The person's access to the agent and
-// their consent to it as a target are checked first and fresh: an agent
-// they may not run, or have not accepted, is not found, exactly as a
-// missing one. A cap that refuses the hop is an EADMISSION error whose
-// Reason names it; so is any admission refusal of the target agent.
-func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (corral.Run, error) {
+// Delegate admits a child run of parent on agentID with task as its
+// message, for parent's tool call call; the caller (the runner) starts it
+// and waits for it. Asked again for the same call (after a restart, or a
+// pause), it returns the run that call started, with start nil: it is
+// started already. The person's access to the agent and their consent to
+// it as a target are checked first and fresh: an agent they may not run,
+// or have not accepted, is not found, exactly as a missing one. A cap that
+// refuses the hop is an EADMISSION error whose Reason names it; so is any
+// admission refusal of the target agent.
+func (d *Delegation) Delegate(ctx context.Context, parent corral.Run, call, agentID, task string) (corral.Run, *corral.Admitted, error) {
 	actor, err := person(parent)
 	if err != nil {
-		return corral.Run{}, err
+		return corral.Run{}, nil, err
 	}
-	a, err := loadTarget(ctx, d.runs.store, actor, agentID)
+	a, err := loadTarget(ctx, d.store, actor, agentID)
 	if err != nil {
-		return corral.Run{}, err
+		return corral.Run{}, nil, err
 	}
-	if child, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
-		return child, nil
+	if child, err := d.store.ChildRun(ctx, parent.ID, call); err == nil {
+		return child, nil, nil
 	} else if corral.ErrorCode(err) != corral.ENOTFOUND {
-		return corral.Run{}, err
+		return corral.Run{}, nil, err
 	}
 	depth := parent.Depth + 1
-	_, child, err := d.runs.admit(ctx, actor, a, task, corral.Run{
+	in, err := d.admission.Admit(ctx, actor, a, task, corral.Run{
 		TriggeredBy: parent.TriggeredBy,
 		ParentRunID: parent.ID, RootRunID: parent.Root(), Depth: depth, ParentCall: call,
 	}, func(f corral.AdmissionFacts) string { return AdmitHop(f, depth, d.caps) }, d.refusal)
 	if corral.ErrorCode(err) == corral.ECONFLICT {
 		// The same call, asked twice at once: the other one started it.
-		if c, err := d.runs.store.ChildRun(ctx, parent.ID, call); err == nil {
-			return c, nil
+		if c, err := d.store.ChildRun(ctx, parent.ID, call); err == nil {
+			return c, nil, nil
 		}
 	}
-	return child, err
+	if err != nil {
+		return corral.Run{}, nil, err
+	}
+	return in.Run, &in, nil
 }
 
 // loadTarget reads an agent with the actor's level and consent, fresh,
@@ -153,7 +169,7 @@ func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec co
 	}
 	// The person must still be allowed to run the parent's agent: whatever
 	// they could not start, they cannot extend.
-	p, err := loadAgent(ctx, d.runs.store, actor, parent.AgentID, access.SendMessage)
+	p, err := loadAgent(ctx, d.store, actor, parent.AgentID, access.SendMessage)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -164,7 +180,7 @@ func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec co
 	root := parent.Root()
 	unlock := d.creating.Lock(root)
 	defer unlock()
-	n, err := d.runs.store.AgentsCreatedInTree(ctx, root)
+	n, err := d.store.AgentsCreatedInTree(ctx, root)
 	if err != nil {
 		return corral.Agent{}, err
 	}
@@ -172,7 +188,7 @@ func (d *Delegation) CreateAgent(ctx context.Context, parent corral.Run, spec co
 		return corral.Agent{}, &corral.Error{Code: corral.EADMISSION, Reason: "delegation_create",
 			Message: fmt.Sprintf("refused by the agent creation cap (%d, --delegation-create): this tree has created as many agents as it may", d.caps.Create)}
 	}
-	return d.agents.createFrom(ctx, actor, in, parent.ID, p.ID)
+	return createAgent(ctx, d.store, d.cfg.Now, actor, in, parent.ID, p.ID)
 }
 
 // narrower builds the new agent's settings from the parent agent p and

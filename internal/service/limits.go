@@ -21,7 +21,7 @@ type RunLimits struct {
 func (s *Runs) Limits() RunLimits {
 	return RunLimits{
 		Defaults: corral.Limits{
-			MaxPromptBytes: s.DefaultMaxPrompt,
+			MaxPromptBytes: DefaultMaxPrompt,
 			RunTimeoutS:    corral.DefaultRunTimeoutS,
 			// The runner gives a run one core for its whole time.
 			CPUMillis:        corral.DefaultRunTimeoutS * 1000,

@@ -34,18 +34,14 @@ type Models struct {
 	at     time.Time
 }
 
-// NewModels returns the model use cases over the gateway. It logs nothing
-// until UseLog.
-func NewModels(src ModelSource) *Models {
-	return &Models{src: src, log: slog.New(slog.DiscardHandler), now: time.Now}
-}
-
-// UseLog makes m log, to l, why a provider's list could not be had (the
-// picker only says that it could not).
-func (m *Models) UseLog(l *slog.Logger) {
-	if l != nil {
-		m.log = l
+// NewModels returns the model use cases over the gateway. It logs to log
+// (nil: nowhere) why a provider's list could not be had: the picker only
+// says that it could not.
+func NewModels(src ModelSource, log *slog.Logger) *Models {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	return &Models{src: src, log: log, now: time.Now}
 }
 
 // ModelList is what the model picker offers. It never holds the provider's

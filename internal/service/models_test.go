@@ -46,7 +46,7 @@ func TestModelsList(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	src := &fakeModels{configured: true, def: "b", list: []string{"a", "b", "c"}}
-	m := NewModels(src)
+	m := NewModels(src, nil)
 	m.now = func() time.Time { return now }
 
 	want := ModelList{Models: []string{"b", "a", "c"}, Default: "b", Configured: true, Listed: true}

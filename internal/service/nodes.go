@@ -24,18 +24,39 @@ type NodesConfig struct {
 	Now           func() time.Time
 }
 
-// Nodes enrolls sandbox nodes and authenticates them: a node joins once
-// with a join token an admin makes, and is then known by short-lived
-// credentials. Only hashes are stored.
-type Nodes struct {
+// Enrollment enrolls sandbox nodes and authenticates them: a node joins
+// once with a join token an admin makes, and is then known by short-lived
+// credentials. Only hashes are stored. The fleet authenticates its nodes'
+// relays with it.
+type Enrollment struct {
 	store corral.NodeStore
 	cfg   NodesConfig
-	// live says how a node is now (fleet.Fleet's, in role control): its
-	// status and how many sessions it holds. nil: every node is lost.
-	live func(context.Context, corral.NodeRecord) NodeLive
-	// checks and move are a move's (SetMover); nil in role all.
+}
+
+// Nodes is what an admin does with the enrolled nodes: see how each is,
+// drain one, move an agent to another.
+type Nodes struct {
+	store  corral.NodeStore
+	live   func(context.Context, corral.NodeRecord) NodeLive
 	checks MoveChecks
 	move   func(ctx context.Context, agentID, nodeID string) error
+}
+
+// NodesDeps is what the admin's node use cases are built on.
+type NodesDeps struct {
+	Store corral.NodeStore
+	// Live says how a node is now (the fleet's): its status and how many
+	// sessions it holds.
+	Live func(context.Context, corral.NodeRecord) NodeLive
+	// Checks is what a move reads of an agent first; Move moves an agent's
+	// workspace to another node (fleet.Router's).
+	Checks MoveChecks
+	Move   func(ctx context.Context, agentID, nodeID string) error
+}
+
+// NewNodes returns the admin's node use cases.
+func NewNodes(d NodesDeps) *Nodes {
+	return &Nodes{store: d.Store, live: d.Live, checks: d.Checks, move: d.Move}
 }
 
 // MoveChecks is what a move reads of an agent first: its runs and its
@@ -43,12 +64,6 @@ type Nodes struct {
 type MoveChecks interface {
 	Runs(ctx context.Context, agentID string, limit int) ([]corral.Run, error)
 	ChangeSets(ctx context.Context, agentID string) ([]corral.ChangeSet, error)
-}
-
-// SetMover gives the node use cases a way to move an agent's workspace to
-// another node (fleet.Router's Move), and what they check before.
-func (s *Nodes) SetMover(checks MoveChecks, move func(ctx context.Context, agentID, nodeID string) error) {
-	s.checks, s.move = checks, move
 }
 
 // MoveAgent moves an agent's workspace, and with it the agent, to another
@@ -59,9 +74,6 @@ func (s *Nodes) SetMover(checks MoveChecks, move func(ctx context.Context, agent
 func (s *Nodes) MoveAgent(ctx context.Context, actor corral.User, agentID, nodeID string) error {
 	if !actor.Admin {
 		return corral.Errorf(corral.EFORBIDDEN, "only an admin moves an agent between nodes")
-	}
-	if s.move == nil {
-		return corral.Errorf(corral.EUNAVAIL, "this server runs its sandboxes itself (role all): it has no sandbox nodes")
 	}
 	if _, err := s.store.AgentNode(ctx, agentID); err != nil {
 		return err
@@ -87,13 +99,6 @@ func (s *Nodes) MoveAgent(ctx context.Context, actor corral.User, agentID, nodeI
 	return s.move(ctx, agentID, nodeID)
 }
 
-// SetLive tells the node use cases how a node is now: its status, its
-// load (as the node counts it, when it is connected) and the connections
-// refused with its credential.
-func (s *Nodes) SetLive(f func(context.Context, corral.NodeRecord) NodeLive) {
-	s.live = f
-}
-
 // NodeLive is how an enrolled node is now, as control sees it.
 type NodeLive struct {
 	Status string          // corral.NodeReady, NodeDraining or NodeLost
@@ -111,8 +116,8 @@ type NodeState struct {
 	NodeLive
 }
 
-// NewNodes returns the node use cases.
-func NewNodes(store corral.NodeStore, cfg NodesConfig) *Nodes {
+// NewEnrollment returns node enrollment.
+func NewEnrollment(store corral.NodeStore, cfg NodesConfig) *Enrollment {
 	if cfg.JoinTTL <= 0 {
 		cfg.JoinTTL = time.Hour
 	}
@@ -122,12 +127,12 @@ func NewNodes(store corral.NodeStore, cfg NodesConfig) *Nodes {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Nodes{store: store, cfg: cfg}
+	return &Enrollment{store: store, cfg: cfg}
 }
 
 // JoinToken makes a one-time join token (`corral node token`, on the
 // machine that holds control's data directory).
-func (s *Nodes) JoinToken(ctx context.Context) (string, time.Time, error) {
+func (s *Enrollment) JoinToken(ctx context.Context) (string, time.Time, error) {
 	token, hash := auth.NewToken(joinPrefix)
 	expires := s.cfg.Now().Add(s.cfg.JoinTTL)
 	return token, expires, s.store.CreateJoinToken(ctx, hash, expires)
@@ -136,7 +141,7 @@ func (s *Nodes) JoinToken(ctx context.Context) (string, time.Time, error) {
 // Join enrolls a node named name with a join token, which it uses up, and
 // returns the node and its first credential. Every refusal is the same
 // EUNAUTH: a token that never was, was used, or expired.
-func (s *Nodes) Join(ctx context.Context, token, name string) (corral.NodeRecord, string, time.Time, error) {
+func (s *Enrollment) Join(ctx context.Context, token, name string) (corral.NodeRecord, string, time.Time, error) {
 	name, err := sanitize.Name(name)
 	if err != nil {
 		return corral.NodeRecord{}, "", time.Time{}, err
@@ -161,7 +166,7 @@ var errJoin = corral.Errorf(corral.EUNAUTH, "the join token is unknown, used or 
 
 // Authenticate returns the node a live credential belongs to: EUNAUTH
 // otherwise.
-func (s *Nodes) Authenticate(ctx context.Context, credential string) (corral.NodeRecord, error) {
+func (s *Enrollment) Authenticate(ctx context.Context, credential string) (corral.NodeRecord, error) {
 	if !auth.WellFormed(credentialPrefix, credential) {
 		return corral.NodeRecord{}, errCredential
 	}
@@ -176,7 +181,7 @@ var errCredential = corral.Errorf(corral.EUNAUTH, "the node credential is unknow
 
 // Rotate gives a node a new credential; the old ones stay good until they
 // expire, so a node that misses the new one is not locked out.
-func (s *Nodes) Rotate(ctx context.Context, nodeID string) (string, time.Time, error) {
+func (s *Enrollment) Rotate(ctx context.Context, nodeID string) (string, time.Time, error) {
 	cred, hash := auth.NewToken(credentialPrefix)
 	now := s.cfg.Now()
 	expires := now.Add(s.cfg.CredentialTTL)
@@ -184,7 +189,7 @@ func (s *Nodes) Rotate(ctx context.Context, nodeID string) (string, time.Time, e
 }
 
 // Seen records that a node was heard from now.
-func (s *Nodes) Seen(ctx context.Context, nodeID string) error {
+func (s *Enrollment) Seen(ctx context.Context, nodeID string) error {
 	return s.store.NodeSeen(ctx, nodeID, s.cfg.Now())
 }
 
@@ -199,10 +204,7 @@ func (s *Nodes) All(ctx context.Context, actor corral.User) ([]NodeState, error)
 	}
 	out := make([]NodeState, len(recs))
 	for i, rec := range recs {
-		out[i] = NodeState{NodeRecord: rec, NodeLive: NodeLive{Status: corral.NodeLost}}
-		if s.live != nil {
-			out[i].NodeLive = s.live(ctx, rec)
-		}
+		out[i] = NodeState{NodeRecord: rec, NodeLive: s.live(ctx, rec)}
 	}
 	return out, nil
 }

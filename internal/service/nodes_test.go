@@ -20,7 +20,7 @@ func TestNodesJoinAndCredentials(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	s := NewNodes(db, NodesConfig{Now: clock})
+	s := NewEnrollment(db, NodesConfig{Now: clock})
 
 	token, expires, err := s.JoinToken(ctx)
 	if err != nil || !strings.HasPrefix(token, "cnj_") || !expires.Equal(now.Add(time.Hour)) {
@@ -65,16 +65,17 @@ func TestNodesJoinAndCredentials(t *testing.T) {
 	}
 
 	admin, user := corral.User{ID: "usr_a", Admin: true}, corral.User{ID: "usr_b"}
-	if _, err := s.All(ctx, user); corral.ErrorCode(err) != corral.EFORBIDDEN {
+	nodes := NewNodes(NodesDeps{Store: db, Live: func(context.Context, corral.NodeRecord) NodeLive { return NodeLive{Status: corral.NodeLost} }})
+	if _, err := nodes.All(ctx, user); corral.ErrorCode(err) != corral.EFORBIDDEN {
 		t.Errorf("a user lists nodes: %v", err)
 	}
-	if err := s.Drain(ctx, user, n.ID, true); corral.ErrorCode(err) != corral.EFORBIDDEN {
+	if err := nodes.Drain(ctx, user, n.ID, true); corral.ErrorCode(err) != corral.EFORBIDDEN {
 		t.Errorf("a user drains: %v", err)
 	}
-	if err := s.Drain(ctx, admin, n.ID, true); err != nil {
+	if err := nodes.Drain(ctx, admin, n.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if all, err := s.All(ctx, admin); err != nil || len(all) != 1 || !all[0].Draining {
+	if all, err := nodes.All(ctx, admin); err != nil || len(all) != 1 || !all[0].Draining {
 		t.Fatalf("nodes = %+v, %v", all, err)
 	}
 }

@@ -49,7 +49,7 @@ type PendingDiskStore interface {
 // refused is the EADMISSION error of a refused admission of agent a for
 // actor; words says why. A refusal for the owner's or the server's
 // pending disk also gives the figures and what holds them.
-func (s *Runs) refused(ctx context.Context, actor corral.User, a corral.Agent, ev corral.Admission, words func(corral.Admission) string) error {
+func (s *Admissions) refused(ctx context.Context, actor corral.User, a corral.Agent, ev corral.Admission, words func(corral.Admission) string) error {
 	msg := words(ev)
 	switch ev.Reason {
 	case corral.ReasonPendingDiskUser:
@@ -69,7 +69,7 @@ func (s *Runs) refused(ctx context.Context, actor corral.User, a corral.Agent, e
 // else, whom to ask, for the owner's other agents are not theirs to see.
 // The list is read after the refusal, outside its transaction: it guides
 // a person, it decides nothing.
-func (s *Runs) pendingHolders(ctx context.Context, actor corral.User, a corral.Agent) string {
+func (s *Admissions) pendingHolders(ctx context.Context, actor corral.User, a corral.Agent) string {
 	if actor.ID != a.Owner.ID {
 		return fmt.Sprintf("; ask %s, the agent's owner, to approve or reject some of their change sets waiting for review", a.Owner.Name)
 	}

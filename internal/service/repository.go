@@ -71,11 +71,9 @@ const (
 	maxCommitsListed      = 100
 )
 
-// UseRepositories turns on git repositories: clones, a commit for every
-// applied change set and upload, and push. Call it once, before serving.
-func (c *Changes) UseRepositories(cfg RepositoryConfig) {
+func newRepositories(cfg RepositoryConfig, now func() time.Time) *repositories {
 	ctx, cancel := context.WithCancel(context.Background())
-	c.repos = &repositories{cfg: cfg, ctx: ctx, cancel: cancel, rec: trace.NewRecorder(cfg.Trace, c.cfg.Now), progress: map[string]int{}}
+	return &repositories{cfg: cfg, ctx: ctx, cancel: cancel, rec: trace.NewRecorder(cfg.Trace, now), progress: map[string]int{}}
 }
 
 // CloseRepositories stops every clone in flight and waits for the jobs to

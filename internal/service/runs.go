@@ -6,7 +6,6 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/sanitize"
 	"corral/internal/trace"
 )
 
@@ -40,25 +39,36 @@ type Engine interface {
 // configured and the sandbox works. Its error says what to fix.
 type Ready func() error
 
+// Terminals opens a viewer on a run's session's shell: the half of the
+// machine that holds sessions (corral.Node) that terminals need.
+type Terminals interface {
+	Terminal(ctx context.Context, sessionID string, cols, rows int) (corral.Terminal, error)
+}
+
 // Runs is messages that start runs, and everything done to runs.
 type Runs struct {
-	store  RunStore
-	engine Engine
-	ready  Ready
-	node   corral.Node // where runs' sessions are; nil: no terminals
-	cfg    Config
-	// DefaultMaxPrompt is the prompt limit of agents that set none.
-	DefaultMaxPrompt int64
+	store     RunStore
+	admission *Admissions
+	engine    Engine
+	terminals Terminals // nil: no terminals
+	cfg       Config
+}
+
+// RunsDeps is what the run use cases are built on: storage, admission,
+// the engine that executes admitted runs, and where runs' sessions are
+// (nil: this server opens no terminals).
+type RunsDeps struct {
+	Store     RunStore
+	Admission *Admissions
+	Engine    Engine
+	Terminals Terminals
 }
 
 // NewRuns returns the run use cases.
-func NewRuns(store RunStore, engine Engine, ready Ready, cfg Config) *Runs {
+func NewRuns(d RunsDeps, cfg Config) *Runs {
 	cfg.defaults()
-	return &Runs{store: store, engine: engine, ready: ready, cfg: cfg, DefaultMaxPrompt: sanitize.MaxContent}
+	return &Runs{store: d.Store, admission: d.Admission, engine: d.Engine, terminals: d.Terminals, cfg: cfg}
 }
-
-// UseNode lets people open terminals in runs' sessions on node.
-func (s *Runs) UseNode(node corral.Node) { s.node = node }
 
 // Send adds the actor's message to the agent's thread and starts a run for
 // it, if admission allows. Admission is decided from the agent's state,
@@ -70,57 +80,12 @@ func (s *Runs) Send(ctx context.Context, actor corral.User, agentID, content str
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
-	return s.admit(ctx, actor, a, content, corral.Run{TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}}, nil, refusal)
-}
-
-// admit adds content as a message to agent a's thread and starts a run
-// for it if admission allows: the part of Send that a delegated hop
-// shares, once the caller has checked the actor's access. run carries who
-// triggered it and its place in a tree; its ids, times, stage and driver
-// are filled here. hop, when not nil, decides before the agent's own
-// rules (a delegated run's tree caps), in the same transaction; words
-// says a refusal.
-func (s *Runs) admit(ctx context.Context, actor corral.User, a corral.Agent, content string, run corral.Run,
-	hop func(corral.AdmissionFacts) string, words func(corral.Admission) string) (corral.Message, corral.Run, error) {
-	content, err := sanitize.Content(content, sanitize.MaxContent)
+	in, err := s.admission.Admit(ctx, actor, a, content, corral.Run{TriggeredBy: &corral.UserRef{ID: actor.ID, Name: actor.Name}}, nil, refusal)
 	if err != nil {
 		return corral.Message{}, corral.Run{}, err
 	}
-	// Readiness last: a request that is wrong in itself hears so (400,
-	// 403, 404) whatever the server's state, and a 503 means only that
-	// this good message cannot run now.
-	if err := s.ready(); err != nil {
-		return corral.Message{}, corral.Run{}, err
-	}
-	now := s.cfg.Now().UTC()
-	run.ID, run.AgentID, run.Status, run.CreatedAt = corral.NewID("run"), a.ID, corral.RunAdmitted, now
-	run.StageID = corral.NewID("chg")
-	// The agent's driver when the message came: a change of driver
-	// meanwhile is for the next run.
-	run.Driver = a.Driver
-	msg := corral.Message{
-		ID: corral.NewID("msg"), AgentID: a.ID, Role: corral.RoleUser, Content: content,
-		Author: run.TriggeredBy, RunID: run.ID, CreatedAt: now,
-	}
-	run.MessageID = msg.ID
-	size := int64(len(content))
-	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: a.ID, UserID: actor.ID, PromptBytes: size, At: now}
-	decided, err := s.store.Admit(ctx, msg, run, ev, func(f corral.AdmissionFacts) string {
-		if hop != nil {
-			if reason := hop(f); reason != "" {
-				return reason
-			}
-		}
-		return Admit(f, size, s.DefaultMaxPrompt, s.cfg.PendingDisk)
-	})
-	if err != nil {
-		return corral.Message{}, corral.Run{}, err
-	}
-	if decided.Reason != "" {
-		return corral.Message{}, corral.Run{}, s.refused(ctx, actor, a, decided, words)
-	}
-	s.engine.Start(run, msg, decided)
-	return msg, run, nil
+	s.engine.Start(in.Run, in.Message, in.Admission)
+	return in.Message, in.Run, nil
 }
 
 // DefaultPendingDiskBytes is what an agent's pending change sets may hold

@@ -53,7 +53,7 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	if err != nil {
 		return nil, err
 	}
-	if s.node == nil {
+	if s.terminals == nil {
 		return nil, corral.Errorf(corral.EUNAVAIL, "this server runs no sessions")
 	}
 	if run.Status != corral.RunRunning {
@@ -62,7 +62,7 @@ func (s *Runs) Terminal(ctx context.Context, actor corral.User, runID string, co
 	act := func(a corral.Agent) corral.Actor {
 		return corral.Actor{UserID: actor.ID, SessionID: actor.Via, AgentID: a.ID, Level: a.Access}
 	}
-	conn, err := s.node.Terminal(corral.WithActor(ctx, act(ag)), runID, cols, rows)
+	conn, err := s.terminals.Terminal(corral.WithActor(ctx, act(ag)), runID, cols, rows)
 	if err != nil {
 		if corral.ErrorCode(err) == corral.ENOTFOUND {
 			return nil, corral.Errorf(corral.ECONFLICT, "the run's session has ended")
@@ -105,7 +105,7 @@ func (s *Runs) StartTerminal(ctx context.Context, actor corral.User, agentID str
 	if err != nil {
 		return corral.Run{}, err
 	}
-	if s.node == nil {
+	if s.terminals == nil {
 		return corral.Run{}, corral.Errorf(corral.EUNAVAIL, "this server runs no sessions")
 	}
 	now := s.cfg.Now().UTC()
@@ -115,14 +115,14 @@ func (s *Runs) StartTerminal(ctx context.Context, actor corral.User, agentID str
 		StageID: corral.NewID("chg"),
 	}
 	ev := corral.Admission{ID: corral.NewID("adm"), AgentID: agentID, UserID: actor.ID, At: now}
-	decided, err := s.store.Admit(ctx, corral.Message{}, run, ev, func(f corral.AdmissionFacts) string {
-		return Admit(f, 0, s.DefaultMaxPrompt, s.cfg.PendingDisk)
+	decided, err := s.admission.store.Admit(ctx, corral.Message{}, run, ev, func(f corral.AdmissionFacts) string {
+		return Admit(f, 0, DefaultMaxPrompt, s.cfg.PendingDisk)
 	})
 	if err != nil {
 		return corral.Run{}, err
 	}
 	if decided.Reason != "" {
-		return corral.Run{}, s.refused(ctx, actor, a, decided, refusal)
+		return corral.Run{}, s.admission.refused(ctx, actor, a, decided, refusal)
 	}
 	s.engine.Start(run, corral.Message{}, decided)
 	return run, nil

@@ -99,7 +99,7 @@ func TestWatchSendsEachOutputByteOnce(t *testing.T) {
 		close(eng.ch)
 	}
 
-	runs := service.NewRuns(db, eng, func() error { return nil }, service.Config{})
+	runs := service.NewRuns(service.RunsDeps{Store: db, Engine: eng}, service.Config{})
 	var got []string
 	err = runs.Watch(ctx, u, run.ID, func(e runner.Event) error {
 		switch {

@@ -1,9 +1,8 @@
-package main
+package app
 
 import (
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"corral"
@@ -16,19 +15,9 @@ import (
 	"corral/internal/sandbox"
 )
 
-// sandboxUser owns workspaces: the sandbox's host user when Corral runs as
-// root (see sandbox.Config), else Corral itself, and then no chown is
-// needed (0).
-func sandboxUser() int {
-	if os.Geteuid() == 0 {
-		return 65534
-	}
-	return 0
-}
-
 // newLocalNode is this machine as the node of its runs (roles all and
 // sandbox): workspaces, stages and sessions under the data directory.
-func newLocalNode(c serveConfig, log *slog.Logger) (*node.Local, error) {
+func newLocalNode(c Config, log *slog.Logger) (*node.Local, error) {
 	return node.New(node.Config{
 		Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
 		Git:   gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes, Egress: egress.Policy{AllowPrivate: c.EgressAllowPrivate}},
@@ -37,10 +26,11 @@ func newLocalNode(c serveConfig, log *slog.Logger) (*node.Local, error) {
 	})
 }
 
-// runNode is role sandbox: the workspaces and sessions of this machine,
-// reached by control over the relay this node dials. It opens no
+// buildNode builds role sandbox: the workspaces and sessions of this
+// machine, reached by control over the relay this node dials. It opens no
 // database, reads no key and listens on no port.
-func runNode(ctx context.Context, c serveConfig, log *slog.Logger) error {
+func (a *App) buildNode(ctx context.Context) error {
+	c, log := a.cfg, a.opt.log
 	if err := prepareDataDir(c.Data, log); err != nil {
 		return err
 	}
@@ -51,7 +41,8 @@ func runNode(ctx context.Context, c serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer local.Close() // the sessions go on, for the node's next start
+	a.Node = local
+	a.defer_(local.Close) // the sessions go on, for the node's next start
 	// Before control can touch a workspace: finish or roll back every
 	// write a crash interrupted.
 	if err := local.Recover(ctx); err != nil {
@@ -62,11 +53,7 @@ func runNode(ctx context.Context, c serveConfig, log *slog.Logger) error {
 			log.Warn("agents with this driver will not run on this node: "+describe(err), "driver", d)
 		}
 	}
-	agent, err := nodeagent.New(nodeagent.Config{Control: c.Control, Join: c.Join, Name: c.NodeName, Data: c.Data,
+	a.agent, err = nodeagent.New(nodeagent.Config{Control: c.Control, Join: c.Join, Name: c.NodeName, Data: c.Data,
 		Node: local, Gateway: filepath.Join(c.Data, gatewaySocket), Log: log})
-	if err != nil {
-		return err
-	}
-	log.Info("corral sandbox node", "version", buildVersion(), "control", c.Control, "data", c.Data)
-	return agent.Run(ctx)
+	return err
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -65,18 +65,4 @@ func (l *dataLock) release() {
 	if l != nil && l.f != nil {
 		l.f.Close()
 	}
-}
-
-// absData resolves a --data once, at start: every path below it is handed
-// to child processes (a session's supervisor starts in "/"), where a
-// relative one would name a place under the host's root.
-func absData(data string) (string, error) {
-	if data == "" {
-		return "", fmt.Errorf("%w: --data must name a directory", errUsage)
-	}
-	abs, err := filepath.Abs(data)
-	if err != nil {
-		return "", fmt.Errorf("%w: --data: %v", errUsage, err)
-	}
-	return abs, nil
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"log/slog"
@@ -12,7 +12,7 @@ import (
 // DATA/secret.key, made on the first start. It fails closed (a key file
 // others may read, or of the wrong length, stops the server) and never
 // logs the key: only where it came from.
-func loadSecretKey(c serveConfig, log *slog.Logger) (*secrets.Key, error) {
+func loadSecretKey(c Config, log *slog.Logger) (*secrets.Key, error) {
 	if c.SecretKey != "" {
 		key, err := secrets.ParseKey(c.SecretKey)
 		if err != nil {

@@ -1,0 +1,236 @@
+package app
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"corral"
+	"corral/internal/api"
+	"corral/internal/auth"
+	"corral/internal/driver"
+	"corral/internal/fleet"
+	"corral/internal/gateway"
+	"corral/internal/modelapi"
+	"corral/internal/retrieval"
+	"corral/internal/role"
+	"corral/internal/runner"
+	"corral/internal/sandbox"
+	"corral/internal/service"
+	"corral/internal/store/sqlite"
+	"corral/internal/webui"
+	"corral/internal/workspace"
+)
+
+// gatewaySocket is where, under the data directory, the gateway listens
+// for agent CLIs (their sessions' supervisors join them to it).
+const gatewaySocket = "gateway.sock"
+
+// dbPath is the database's file in a data directory.
+func dbPath(data string) string { return filepath.Join(data, "corral.db") }
+
+// DBPath is the database's file in the data directory data.
+func DBPath(data string) string { return dbPath(data) }
+
+// buildServer builds roles all and control, in dependency order.
+func (a *App) buildServer(ctx context.Context) error {
+	c, r, log := a.cfg, a.role, a.opt.log
+	if role.HoldsWorktree(r) {
+		if err := prepareDataDir(c.Data, log); err != nil {
+			return err
+		}
+	}
+	db, err := sqlite.Open(ctx, dbPath(c.Data))
+	if err != nil {
+		return err
+	}
+	a.Store = db
+	a.defer_(func() { db.Close() })
+	if role.HoldsWorktree(r) {
+		// Runs arrive with the runs capability; say now whether they could.
+		if err := sandbox.Available(); err != nil {
+			log.Warn("agent runs will be refused: "+describe(err), "role", r)
+		} else {
+			log.Info("sandbox ready", "role", r)
+		}
+	}
+
+	mux := http.NewServeMux()
+	a.handler = gated(mux, &a.opened)
+	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
+	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
+	a.Accounts, err = service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: a.opt.now}), a.opt.params, cfg)
+	if err != nil {
+		return err
+	}
+	key, err := loadSecretKey(c, log)
+	if err != nil {
+		return err
+	}
+	a.Credentials = service.NewCredentials(db, key, cfg)
+
+	// The machine that holds the workspaces, staged trees and sessions:
+	// this one (role all), or the sandbox nodes (control).
+	var machine corral.Node
+	if role.ReachesNodes(r) {
+		a.Enrollment = service.NewEnrollment(db, service.NodesConfig{})
+		a.Fleet = fleet.New(a.Enrollment, fleet.Config{Log: log})
+		a.defer_(a.Fleet.Close)
+		a.Router = fleet.NewRouter(a.Fleet, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
+		a.Nodes = service.NewNodes(service.NodesDeps{Store: db, Live: a.live, Checks: db, Move: a.Router.Move})
+		machine = a.Router
+		mux.Handle(fleet.RelayPath, a.Fleet.Handler())
+		mux.Handle(fleet.JoinPath, a.Fleet.Handler())
+		// Control serves its nodes' relays while it starts: everything
+		// else answers 503 until Run opens the gate.
+		if a.guard != nil {
+			a.serve()
+		}
+	} else {
+		// What an earlier process left half done of an import or a clone
+		// goes.
+		local, err := newLocalNode(c, log)
+		if err != nil {
+			return err
+		}
+		a.Node = local
+		a.defer_(local.Close) // after the runs' loops: the sessions go on
+		machine = local
+	}
+
+	a.Changes = service.NewChanges(service.ChangesDeps{Store: db, Trees: machine, TTL: c.ChangeTTL,
+		Repositories: &service.RepositoryConfig{Store: db, Secrets: a.Credentials, Trace: db}}, cfg)
+	// Before anything touches a workspace: finish or roll back every apply
+	// a crash interrupted.
+	if err := a.Changes.Recover(ctx); err != nil {
+		return err
+	}
+	a.defer_(a.Changes.CloseRepositories) // stops running clones before the database closes
+	if a.FailedClones, err = a.Changes.ReconcileRepositories(ctx); err != nil {
+		return err
+	} else if n := a.FailedClones; n > 0 {
+		log.Warn("clones interrupted by the last stop were failed", "repositories", n)
+	}
+
+	if a.Model, err = gateway.New(c.Model); err != nil {
+		return err
+	}
+	if err := a.Model.Configured(); err != nil {
+		log.Warn("messages will be refused until a model provider is configured: " + describe(err))
+	} else {
+		log.Info("model provider configured", "base_url", c.Model.BaseURL, "model", c.Model.Model)
+	}
+	a.Models = service.NewModels(a.Model, log)
+	a.ready = a.readiness
+	a.Admissions = service.NewAdmissions(db, a.ready, cfg)
+	a.Delegation = service.NewDelegation(db, a.Admissions, c.Delegation, cfg)
+	// Documents: each agent's private store and the library, files of
+	// their own apart from the database.
+	if a.Stores, err = retrieval.OpenStores(ctx, filepath.Join(c.Data, "documents")); err != nil {
+		return err
+	}
+	a.defer_(func() { a.Stores.Close() })
+	a.Documents = service.NewDocuments(db, a.Stores, a.Model, service.DocumentsConfig{
+		MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
+
+	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Changes, Node: machine,
+		Delegator: a.Delegation, Retriever: a.Documents},
+		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log})
+	a.defer_(a.Runner.Close)
+	// The gateway agent CLIs reach from their sessions, before any run is
+	// re-attached: a CLI that outlived the last server calls again. In
+	// role control they arrive over the nodes' relays.
+	var gwLn net.Listener
+	if a.Fleet != nil {
+		gwLn = a.Fleet.Gateway()
+	} else if gwLn, err = modelapi.Listen(filepath.Join(c.Data, gatewaySocket)); err != nil {
+		return err
+	}
+	gw := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(a.Runner), a.Model, log))
+	a.defer_(func() { gw.Close() })
+	if role.HoldsWorktree(r) {
+		for _, d := range corral.AgentDrivers[1:] {
+			if err := driver.Installed(c.ToolsDir, d); err != nil {
+				log.Warn("agents with this driver will not run: "+describe(err), "driver", d)
+			}
+		}
+	}
+
+	var terminals service.Terminals = machine
+	if a.opt.terminals != nil {
+		terminals = a.opt.terminals(machine)
+	}
+	a.Runs = service.NewRuns(service.RunsDeps{Store: db, Admission: a.Admissions, Engine: a.Runner, Terminals: terminals}, cfg)
+	a.Agents = service.NewAgents(service.AgentsDeps{Store: db, Resume: a.Runner.Resume, Dropped: []func(string) error{
+		a.Documents.DropAgent,
+		// And what its node holds: workspace, staged trees, journal.
+		func(id string) error {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Minute)
+			defer cancel()
+			return machine.DropAgent(dctx, id)
+		},
+	}}, cfg)
+	// Then settle the runs a stopped server left behind.
+	n, back, err := a.Runner.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	a.Reconciled, a.Reattached = n, back
+	if back > 0 {
+		log.Info("runs whose sessions outlived the last stop were re-attached", "runs", back)
+	}
+	if n > 0 {
+		log.Warn("runs interrupted by the last stop were reconciled", "runs", n)
+	}
+
+	// Streams hold connections: at most half of them, so ordinary requests
+	// always find room.
+	apiCfg := a.opt.api
+	apiCfg.SecureCookies, apiCfg.Log, apiCfg.Done, apiCfg.TrustedProxies = c.SecureCookies, log, a.ctx.Done(), c.TrustedProxies
+	if a.guard != nil && apiCfg.MaxStreams == 0 {
+		apiCfg.MaxStreams = max(1, a.guard.MaxConns()/2)
+	}
+	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Changes: a.Changes, Runs: a.Runs,
+		Credentials: a.Credentials, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes})
+	mux.Handle("/api/", a.API)
+	mux.Handle("/v1/", api.NotFound())
+	mux.Handle("/", webui.Handler())
+	if !webui.Built() {
+		log.Info("this binary has no web app (built without -tags ui): make run builds it")
+	}
+	return nil
+}
+
+// live is how an enrolled node is now, as this control sees it.
+func (a *App) live(ctx context.Context, rec corral.NodeRecord) service.NodeLive {
+	refused := a.Fleet.Refused(rec.ID)
+	live := service.NodeLive{Status: a.Fleet.Status(rec), Refused: refused.Count, LastRefused: refused.Last}
+	if live.Status == corral.NodeLost {
+		return live
+	}
+	load, err := a.Router.Load(ctx, rec.ID)
+	if err != nil { // the node's own count is not to be had: this control's
+		load = corral.NodeLoad{Sessions: a.Router.Sessions(rec.ID)}
+	}
+	live.Load = load
+	return live
+}
+
+// readiness says whether runs can happen now.
+func (a *App) readiness() error {
+	if err := a.Model.Configured(); err != nil {
+		return err
+	}
+	if a.Fleet != nil {
+		if len(a.Fleet.Connected()) == 0 {
+			return corral.Errorf(corral.EUNAVAIL, "no sandbox node is connected: start one with corral serve --role sandbox --control URL --join TOKEN")
+		}
+		return nil
+	}
+	if err := sandbox.Available(); err != nil {
+		return err
+	}
+	return workspace.DiskAvailable()
+}
