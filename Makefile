@@ -73,7 +73,7 @@ web-test: build browser tools
 	$(GO) build -o bin/gitserver ./internal/gittest/gitserver
 	cd web && CORRAL_BIN=$(CURDIR)/$(BIN) FAKEMODEL_BIN=$(CURDIR)/bin/fakemodel GITSERVER_BIN=$(CURDIR)/bin/gitserver npm run e2e
 
-# The README walkthrough test drives curl and jq; git repositories (clone,
+# The API walkthrough test (docs/api.md) drives curl and jq; git repositories (clone,
 # commit, push) run Debian's git. Installed when missing (as root, from
 # Debian's packages); without curl and jq that one test skips, without git
 # clones fail saying so and the git tests skip. Then the agent CLIs into
@@ -84,7 +84,7 @@ tools:
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing$$missing"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-		else echo "note:$$missing missing and cannot be installed here: the README walkthrough test will skip"; fi; \
+		else echo "note:$$missing missing and cannot be installed here: the API walkthrough test will skip"; fi; \
 	fi
 	@TOOLS_DIR='$(TOOLS_DIR)' sh scripts/install-tools.sh
 

@@ -149,15 +149,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files)
 	g := loadImports(t, root)
 	got := g.violations()
 	want := []string{

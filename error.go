@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Error codes. They are part of the public API (see the README's API
-// reference): clients match on them, so they never change meaning.
+// Error codes. They are part of the public API (see docs/api.md's table
+// of errors): clients match on them, so they never change meaning.
 const (
 	EINVALID    = "invalid_input"
 	ENAME       = "invalid_name"

@@ -16,21 +16,21 @@ import (
 	"corral/internal/sandbox"
 )
 
-// TestREADMEWalkthrough runs the README's curl walkthrough, as written,
+// TestAPIWalkthrough runs the curl walkthrough of docs/api.md, as written,
 // against the real binary, and checks each step's answer in order.
-func TestREADMEWalkthrough(t *testing.T) {
+func TestAPIWalkthrough(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the walkthrough needs %s (make test installs it)", tool)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)## Walkthrough with curl.*?```sh\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)## Walkthrough with curl.*?```sh\n(.*?)```").FindSubmatch(page)
 	if m == nil {
-		t.Fatal("README has no walkthrough block")
+		t.Fatal("docs/api.md has no walkthrough block")
 	}
 	script := string(m[1])
 	if !strings.Contains(script, "API=http://127.0.0.1:8080/api") {

@@ -319,7 +319,7 @@ func chooseThreshold(qs []labelled, m logistic) float64 {
 }
 
 // TestEvaluation measures retrieval on the evaluation set and holds it
-// to what the README claims:
+// to what docs/runs-and-agents.md claims (Documents and retrieval):
 //
 //   - held out: the model fitted, and a strict threshold (the lowest that
 //     refuses 90% of the unanswerable questions) chosen, on the questions
