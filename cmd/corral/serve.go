@@ -405,7 +405,8 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		agents := service.NewAgents(db, cfg)
 		// The machine that holds the workspaces, staged trees and
 		// sessions: this one (role all), or the sandbox nodes (control).
-		var sessions corral.Node
+		var trees corral.Trees
+		var sessions corral.Sessions
 		var nodes *service.Nodes
 		var fl *fleet.Fleet
 		if r == role.Control {
@@ -427,7 +428,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 				live.Load = load
 				return live
 			})
-			sessions = router
+			trees, sessions = router, router
 			mux.Handle(fleet.RelayPath, fl.Handler())
 			mux.Handle(fleet.JoinPath, fl.Handler())
 		} else {
@@ -438,14 +439,15 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 				return err
 			}
 			defer local.Close() // after the runs' loops: the sessions go on
-			sessions = local
+			// Before anything touches a workspace: finish or roll back
+			// every apply a crash interrupted. (A sandbox node does its
+			// own, before it connects.)
+			if err := local.Recover(ctx); err != nil {
+				return err
+			}
+			trees, sessions = local, local
 		}
-		changes := service.NewChanges(db, sessions, c.ChangeTTL, cfg)
-		// Before anything touches a workspace: finish or roll back every
-		// apply a crash interrupted.
-		if err := changes.Recover(ctx); err != nil {
-			return err
-		}
+		changes := service.NewChanges(db, trees, c.ChangeTTL, cfg)
 		changes.UseRepositories(service.RepositoryConfig{Store: db, Secrets: creds, Trace: db})
 		defer changes.CloseRepositories() // stops running clones before the database closes
 		if n, err := changes.ReconcileRepositories(ctx); err != nil {
@@ -519,7 +521,7 @@ func runServer(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<
 		agents.OnDelete(func(id string) error {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			return sessions.DropAgent(dctx, id)
+			return trees.DropAgent(dctx, id)
 		})
 		runs.UseRetrieval(documents)
 		// Then settle the runs a stopped server left behind.

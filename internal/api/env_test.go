@@ -88,7 +88,7 @@ type envOptions struct {
 	threshold  float64
 	// wrapNode, when set, stands between the runs service and the node
 	// (a recorder of what crosses to it).
-	wrapNode func(corral.Node) corral.Node
+	wrapNode func(corral.Sessions) corral.Sessions
 	// maxOutput is the gateway's output cap (0: its default), what each
 	// call reserves beyond its request's bytes.
 	maxOutput int64

@@ -45,7 +45,7 @@ type Runs struct {
 	store  RunStore
 	engine Engine
 	ready  Ready
-	node   corral.Node // where runs' sessions are; nil: no terminals
+	node   corral.Sessions // where runs' sessions are; nil: no terminals
 	cfg    Config
 	// DefaultMaxPrompt is the prompt limit of agents that set none.
 	DefaultMaxPrompt int64
@@ -58,7 +58,7 @@ func NewRuns(store RunStore, engine Engine, ready Ready, cfg Config) *Runs {
 }
 
 // UseNode lets people open terminals in runs' sessions on node.
-func (s *Runs) UseNode(node corral.Node) { s.node = node }
+func (s *Runs) UseNode(node corral.Sessions) { s.node = node }
 
 // Send adds the actor's message to the agent's thread and starts a run for
 // it, if admission allows. Admission is decided from the agent's state,

@@ -76,7 +76,7 @@ func newLocalWith(t testing.TB, tune func(*node.Config)) (*local, *noderpc.Clien
 	return n, serve(t, n).client()
 }
 
-func stage(t testing.TB, c corral.Node, spec corral.StageSpec) {
+func stage(t testing.TB, c corral.Trees, spec corral.StageSpec) {
 	t.Helper()
 	if err := c.Stage(acting, spec); err != nil {
 		kerneltest.Skip(t, "staging needs overlayfs or a copy: %v", err)
@@ -156,24 +156,24 @@ func TestSameErrorsAsTheNode(t *testing.T) {
 	l, c := newLocal(t)
 	calls := []struct {
 		name string
-		call func(n corral.Node) error
+		call func(n noderpc.Node) error
 		want string
 	}{
-		{"Session of no session", func(n corral.Node) error { _, err := n.Session(ctx, "run_none"); return err }, corral.ENOTFOUND},
-		{"Session of no id", func(n corral.Node) error { _, err := n.Session(ctx, "../x"); return err }, corral.EINVALID},
-		{"Exec in no session", func(n corral.Node) error {
+		{"Session of no session", func(n noderpc.Node) error { _, err := n.Session(ctx, "run_none"); return err }, corral.ENOTFOUND},
+		{"Session of no id", func(n noderpc.Node) error { _, err := n.Session(ctx, "../x"); return err }, corral.EINVALID},
+		{"Exec in no session", func(n noderpc.Node) error {
 			return n.Exec(ctx, "run_none", corral.Command{ID: "c1", Argv: []string{"/bin/true"}})
 		}, corral.EUNAVAIL},
-		{"Terminal of no session", func(n corral.Node) error { _, err := n.Terminal(ctx, "run_none", 80, 24); return err }, corral.EUNAVAIL},
-		{"ReadFile of no file", func(n corral.Node) error {
+		{"Terminal of no session", func(n noderpc.Node) error { _, err := n.Terminal(ctx, "run_none", 80, 24); return err }, corral.EUNAVAIL},
+		{"ReadFile of no file", func(n noderpc.Node) error {
 			_, _, err := n.ReadFile(ctx, corral.FileScope{AgentID: "agt_none"}, "nothing.txt")
 			return err
 		}, corral.ENOTFOUND},
-		{"Manifest of no stage", func(n corral.Node) error {
+		{"Manifest of no stage", func(n noderpc.Node) error {
 			_, err := n.Manifest(ctx, "agt_none", "chg_none", corral.ClassPolicy{})
 			return err
 		}, corral.ENOTFOUND},
-		{"Import of no archive", func(n corral.Node) error {
+		{"Import of no archive", func(n noderpc.Node) error {
 			_, err := n.Import(ctx, "agt_none", "", strings.NewReader("not an archive"), nil)
 			return err
 		}, corral.EINVALID},
@@ -271,7 +271,7 @@ func needSessions(t testing.TB) {
 }
 
 // startSession stages a tree for the run and starts its session.
-func startSession(t testing.TB, c corral.Node, run string) {
+func startSession(t testing.TB, c noderpc.Node, run string) {
 	t.Helper()
 	stage(t, c, corral.StageSpec{ID: "chg_" + run, AgentID: "agt_" + run})
 	if err := c.StartSession(acting, corral.SessionSpec{ID: run, StageID: "chg_" + run, Wall: 10 * time.Minute}); err != nil {
@@ -280,7 +280,7 @@ func startSession(t testing.TB, c corral.Node, run string) {
 }
 
 // outputUntilExit reads a command's output to its exit.
-func outputUntilExit(t *testing.T, c corral.Node, run, cmd string) (string, *corral.CommandExit) {
+func outputUntilExit(t *testing.T, c corral.Sessions, run, cmd string) (string, *corral.CommandExit) {
 	t.Helper()
 	var out []byte
 	deadline := time.Now().Add(patience)
