@@ -38,8 +38,9 @@ type Sessions interface {
 	// it first waits for something new, the exit, or ctx.
 	Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (CommandOutput, error)
 	// Signal sends "TERM", "INT", "HUP" or "KILL" to a running command and
-	// what it started; EINVALID for another signal, ENOTFOUND for a
-	// command that is not running, EUNAVAIL when the session has ended.
+	// what it started; EINVALID for another signal or a command that is
+	// not running (never started, or ended), EUNAVAIL when the session
+	// has ended.
 	Signal(ctx context.Context, sessionID, commandID, signal string) error
 	// EndSession kills whatever still runs in a session and ends it.
 	// Ending a session that is gone already is not an error.
