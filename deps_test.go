@@ -42,12 +42,12 @@ var forbidden = []struct {
 	{
 		from: []string{"corral/internal/runner"},
 		to:   []string{"corral/internal/sandbox", "corral/internal/workspace", "corral/internal/supervisor", "corral/internal/node"},
-		why:  "runs reach the machine that holds their trees and sandboxes only through corral.Node",
+		why:  "runs reach the sandboxes only through corral.Sessions, and their trees through the change-set service",
 	},
 	{
 		from: []string{"corral/internal/service"},
 		to:   []string{"corral/internal/runner", "corral/internal/sandbox", "corral/internal/supervisor", "corral/internal/node", "corral/internal/workspace", "corral/internal/archive"},
-		why:  "the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node",
+		why:  "the services reach runs through their Engine, workspaces and trees only through corral.Trees, and sandboxes only through corral.Sessions",
 	},
 	{
 		from: []string{"corral/internal/protocol", "corral/internal/driver"},
@@ -66,7 +66,7 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/cmd/corral"},
-		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/secrets/secrettest", "corral/internal/vethtest"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest"},
 		why:  "the server never carries the tests' fakes and servers",
 	},
 	{
@@ -158,11 +158,11 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"corral/internal/runner must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)\n" +
 			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
-		"corral/internal/runner must not import corral/internal/workspace (runs reach the machine that holds their trees and sandboxes only through corral.Node):\n" +
+		"corral/internal/runner must not import corral/internal/workspace (runs reach the sandboxes only through corral.Sessions, and their trees through the change-set service):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)",
-		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node):\n" +
+		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine, workspaces and trees only through corral.Trees, and sandboxes only through corral.Sessions):\n" +
 			"\tcorral/internal/service imports corral/internal/sandbox (internal/service/runs.go)",
-		"corral/internal/service must not import corral/internal/workspace (the services reach runs through their Engine, and workspaces, trees and sandboxes only through corral.Node):\n" +
+		"corral/internal/service must not import corral/internal/workspace (the services reach runs through their Engine, workspaces and trees only through corral.Trees, and sandboxes only through corral.Sessions):\n" +
 			"\tcorral/internal/service imports corral/internal/workspace (internal/service/changes.go)",
 		"corral/internal/modelapi must not import corral/internal/service (the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees):\n" +
 			"\tcorral/internal/modelapi imports corral/internal/service (internal/modelapi/modelapi.go)",

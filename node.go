@@ -6,42 +6,48 @@ import (
 	"time"
 )
 
-// Node is what runs and people need from the machine that holds agents'
-// workspaces and runs' sandboxes: the trees (Trees: workspaces, staged
-// trees, applies, files, repositories) and a session per run (one sandbox,
-// started when the run starts and ended when it ends), commands exec'd
-// into it, their output read from any offset, signals. The runner and the
-// services talk to that machine only through this interface:
-// internal/node implements it on this machine; a relay client can
-// implement it for another. Everything that crosses is plain data and ids,
-// never a host path.
+// Sessions is the half of the machine that holds agents' workspaces and
+// runs' sandboxes that runs them: a session per run (one sandbox, started
+// when the run starts and ended when it ends, on the run's staged tree),
+// commands exec'd into it, their output read from any offset, signals, and
+// a terminal on its shell. The other half is Trees. The runner and the
+// runs service talk to the sandboxes only through this interface:
+// internal/node implements it on this machine, internal/relay/noderpc's
+// Client for a sandbox node reached over the relay, and internal/fleet's
+// Router for whichever node holds the run's agent. Everything that crosses
+// is plain data and ids, never a host path.
 //
 // Sessions outlive the process that started them: a server that comes
 // back after a crash finds its sessions (Session) and reads what their
 // commands wrote meanwhile.
-type Node interface {
-	Trees
-
-	// StartSession starts the sandbox of a run on its staged tree.
+type Sessions interface {
+	// StartSession starts the sandbox of a run on its staged tree;
+	// ECONFLICT when the run's session runs already, EADMISSION when the
+	// node runs its most sessions.
 	StartSession(ctx context.Context, spec SessionSpec) error
 	// Session reports on a session; ENOTFOUND when there is none to
 	// attach to (it never started, or nothing of it is left running).
 	Session(ctx context.Context, id string) (SessionState, error)
-	// Exec starts a command in a session. Exec of an id the session has
-	// seen does nothing: a command is never run twice.
+	// Exec starts a command in a session; EUNAVAIL when the session has
+	// ended. Exec of an id the session has seen does nothing: a command
+	// is never run twice.
 	Exec(ctx context.Context, sessionID string, c Command) error
 	// Output returns what a command wrote from offset on (at most
-	// MaxOutputRead),
-	// and its exit once everything it wrote has been returned. With wait,
+	// MaxOutputRead), and its exit once everything it wrote has been
+	// returned; ENOTFOUND for a command the session never ran. With wait,
 	// it first waits for something new, the exit, or ctx.
 	Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (CommandOutput, error)
 	// Signal sends "TERM", "INT", "HUP" or "KILL" to a running command and
-	// what it started.
+	// what it started; EINVALID for another signal or a command that is
+	// not running (never started, or ended), EUNAVAIL when the session
+	// has ended.
 	Signal(ctx context.Context, sessionID, commandID, signal string) error
 	// EndSession kills whatever still runs in a session and ends it.
+	// Ending a session that is gone already is not an error.
 	EndSession(ctx context.Context, id string) error
 	// Terminal attaches one more viewer to the session's interactive
-	// shell, starting it on a terminal of cols × rows when none runs.
+	// shell, starting it on a terminal of cols × rows when none runs;
+	// EUNAVAIL when the session has ended.
 	Terminal(ctx context.Context, sessionID string, cols, rows int) (Terminal, error)
 }
 

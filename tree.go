@@ -7,10 +7,13 @@ import (
 	"time"
 )
 
-// Trees is the half of a Node that holds agents' workspaces: each agent's
-// persistent workspace, the staged trees runs work on, the journal that
-// makes every write to a workspace all or nothing, and the git repository
-// a workspace may be. Everything is named by ids (an agent's, a stage's,
+// Trees is the half of the machine that holds agents' workspaces and
+// runs' sandboxes that keeps the workspaces (the other is Sessions): each
+// agent's persistent workspace, the staged trees runs work on, the journal
+// that makes every write to a workspace all or nothing, and the git
+// repository a workspace may be. The change-set, file and repository
+// services reach them only through this interface (see Sessions for who
+// implements it). Everything is named by ids (an agent's, a stage's,
 // which is its change set's) and crosses as plain data: the services
 // decide who may do what and keep the records; the node does it on disk.
 //
@@ -18,6 +21,10 @@ import (
 // delete, a clone, a commit) happens one at a time, and each open staged
 // tree of the agent hears of it first, so a run's change set can never
 // overwrite an edit made while the run worked.
+//
+// Finishing or rolling back the writes a crash interrupted is not here:
+// it happens once, at start-up, on the machine itself (node.Local.Recover),
+// before anything reaches it through this interface.
 type Trees interface {
 	// Stage stages the agent's workspace (made, empty, on first use) as
 	// the tree spec.ID. From now on every write to the workspace is told
@@ -70,9 +77,6 @@ type Trees interface {
 	// tar, all of it or nothing; the workspace must be empty, and no run
 	// working on it.
 	ImportWorkspace(ctx context.Context, agentID string, r io.Reader) error
-	// Recover finishes or rolls back every write a crash interrupted. It
-	// runs at start-up, before anything else touches a workspace.
-	Recover(ctx context.Context) error
 
 	// Clone clones a repository into the agent's empty workspace, which
 	// no run may be working on: all of it or nothing lands there.

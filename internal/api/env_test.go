@@ -90,7 +90,7 @@ type envOptions struct {
 	threshold  float64
 	// wrapNode, when set, stands between the runs service and the node
 	// (a recorder of what crosses to it).
-	wrapNode func(corral.Node) corral.Node
+	wrapNode func(corral.Sessions) corral.Sessions
 	// maxOutput is the gateway's output cap (0: its default), what each
 	// call reserves beyond its request's bytes.
 	maxOutput int64
@@ -177,7 +177,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		e.options = append(e.options, app.WithLog(opt.api.Log))
 	}
 	if opt.wrapNode != nil {
-		e.options = append(e.options, app.WithTerminals(func(n corral.Node) service.Terminals { return opt.wrapNode(n) }))
+		e.options = append(e.options, app.WithTerminals(func(n corral.Sessions) service.Terminals { return opt.wrapNode(n) }))
 	}
 	e.start()
 	t.Cleanup(e.stop)

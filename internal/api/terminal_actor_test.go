@@ -15,7 +15,7 @@ import (
 // and each actor control hands on before a frame, as a relayed terminal
 // would carry them to a sandbox node.
 type actorNode struct {
-	corral.Node
+	corral.Sessions
 	mu     sync.Mutex
 	opened []corral.Actor
 	acts   []corral.Actor
@@ -29,7 +29,7 @@ func (n *actorNode) Terminal(ctx context.Context, sessionID string, cols, rows i
 	n.mu.Lock()
 	n.opened = append(n.opened, a)
 	n.mu.Unlock()
-	t, err := n.Node.Terminal(ctx, sessionID, cols, rows)
+	t, err := n.Sessions.Terminal(ctx, sessionID, cols, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (t *actingTerminal) Act(a corral.Actor) {
 func TestTerminalActorCarriesTheSession(t *testing.T) {
 	needSandbox(t)
 	rec := &actorNode{}
-	e := newEnv(t, envOptions{wrapNode: func(n corral.Node) corral.Node { rec.Node = n; return rec }})
+	e := newEnv(t, envOptions{wrapNode: func(n corral.Sessions) corral.Sessions { rec.Sessions = n; return rec }})
 	owner := e.signup("owner@example.com", "Owner")
 	var tok api.TokenView
 	owner.do("POST", "/api/tokens", map[string]string{"name": "t"}).want(http.StatusCreated).decode(&tok)

@@ -109,7 +109,7 @@ type options struct {
 	params auth.Params
 	// terminals, when set, stands between the runs' terminals and the
 	// node (a recorder of what crosses).
-	terminals func(corral.Node) service.Terminals
+	terminals func(corral.Sessions) service.Terminals
 	// api is the API's own configuration beyond what Config sets.
 	api api.Config
 }
@@ -124,7 +124,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 func WithPasswordParams(p auth.Params) Option { return func(o *options) { o.params = p } }
 
 // WithTerminals puts wrap between the runs' terminals and the node.
-func WithTerminals(wrap func(corral.Node) service.Terminals) Option {
+func WithTerminals(wrap func(corral.Sessions) service.Terminals) Option {
 	return func(o *options) { o.terminals = wrap }
 }
 

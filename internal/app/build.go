@@ -73,14 +73,17 @@ func (a *App) buildServer(ctx context.Context) error {
 
 	// The machine that holds the workspaces, staged trees and sessions:
 	// this one (role all), or the sandbox nodes (control).
-	var machine corral.Node
+	var (
+		trees    corral.Trees
+		sessions corral.Sessions
+	)
 	if role.ReachesNodes(r) {
 		a.Enrollment = service.NewEnrollment(db, service.NodesConfig{})
 		a.Fleet = fleet.New(a.Enrollment, fleet.Config{Log: log})
 		a.defer_(a.Fleet.Close)
 		a.Router = fleet.NewRouter(a.Fleet, db, 0) // a node away for less than fleet.DefaultGrace (2 min) kills no run
 		a.Nodes = service.NewNodes(service.NodesDeps{Store: db, Live: a.live, Checks: db, Move: a.Router.Move})
-		machine = a.Router
+		trees, sessions = a.Router, a.Router
 		mux.Handle(fleet.RelayPath, a.Fleet.Handler())
 		mux.Handle(fleet.JoinPath, a.Fleet.Handler())
 		// Control serves its nodes' relays while it starts: everything
@@ -97,16 +100,17 @@ func (a *App) buildServer(ctx context.Context) error {
 		}
 		a.Node = local
 		a.defer_(local.Close) // after the runs' loops: the sessions go on
-		machine = local
+		// Before anything touches a workspace: finish or roll back every
+		// apply a crash interrupted. (A sandbox node does its own, before
+		// it connects.)
+		if err := local.Recover(ctx); err != nil {
+			return err
+		}
+		trees, sessions = local, local
 	}
 
-	a.Changes = service.NewChanges(service.ChangesDeps{Store: db, Trees: machine, TTL: c.ChangeTTL,
+	a.Changes = service.NewChanges(service.ChangesDeps{Store: db, Trees: trees, TTL: c.ChangeTTL,
 		Repositories: &service.RepositoryConfig{Store: db, Secrets: a.Credentials, Trace: db}}, cfg)
-	// Before anything touches a workspace: finish or roll back every apply
-	// a crash interrupted.
-	if err := a.Changes.Recover(ctx); err != nil {
-		return err
-	}
 	a.defer_(a.Changes.CloseRepositories) // stops running clones before the database closes
 	if a.FailedClones, err = a.Changes.ReconcileRepositories(ctx); err != nil {
 		return err
@@ -135,7 +139,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Documents = service.NewDocuments(db, a.Stores, a.Model, service.DocumentsConfig{
 		MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
 
-	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Changes, Node: machine,
+	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Changes, Node: sessions,
 		Delegator: a.Delegation, Retriever: a.Documents},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log})
 	a.defer_(a.Runner.Close)
@@ -158,9 +162,9 @@ func (a *App) buildServer(ctx context.Context) error {
 		}
 	}
 
-	var terminals service.Terminals = machine
+	var terminals service.Terminals = sessions
 	if a.opt.terminals != nil {
-		terminals = a.opt.terminals(machine)
+		terminals = a.opt.terminals(sessions)
 	}
 	a.Runs = service.NewRuns(service.RunsDeps{Store: db, Admission: a.Admissions, Engine: a.Runner, Terminals: terminals}, cfg)
 	a.Agents = service.NewAgents(service.AgentsDeps{Store: db, Resume: a.Runner.Resume, Dropped: []func(string) error{
@@ -169,7 +173,7 @@ func (a *App) buildServer(ctx context.Context) error {
 		func(id string) error {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Minute)
 			defer cancel()
-			return machine.DropAgent(dctx, id)
+			return trees.DropAgent(dctx, id)
 		},
 	}}, cfg)
 	// Then settle the runs a stopped server left behind.

@@ -1,8 +1,8 @@
 // Package fleet is control's side of its sandbox nodes: it takes each
 // node's relay connection (authenticated by the node's credential),
 // keeps which are connected, renews their credentials, and routes the
-// runner's and the services' corral.Node calls to the node that holds
-// each agent's workspace (router.go). The node's side is package
+// runner's and the services' corral.Trees and corral.Sessions calls to
+// the node that holds each agent's workspace (router.go). The node's side is package
 // nodeagent.
 package fleet
 

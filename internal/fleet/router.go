@@ -23,8 +23,8 @@ type Placements interface {
 	SetRunNode(ctx context.Context, runID, nodeID string) error
 }
 
-// Router is the corral.Node control's runner and services use in the
-// split roles: each call goes to the node that holds the agent's
+// Router is the corral.Trees and corral.Sessions control's runner and
+// services use in the split roles: each call goes to the node that holds the agent's
 // workspace (a run's session, to its agent's), placing an agent not yet
 // placed on the connected, undrained node with the fewest sessions. A
 // call for an agent whose node is not connected is EUNAVAIL saying so,
@@ -92,7 +92,10 @@ func (r *Router) carries(ctx context.Context, nodeID, runID string) bool {
 	return err == nil && id != "" && id == nodeID
 }
 
-var _ corral.Node = (*Router)(nil)
+var (
+	_ corral.Trees    = (*Router)(nil)
+	_ corral.Sessions = (*Router)(nil)
+)
 
 func unavailable(nodeID string) error {
 	return corral.Errorf(corral.EUNAVAIL, "the sandbox node %s, which holds this agent's workspace, is not connected", nodeID)
@@ -115,7 +118,7 @@ func (r *Router) Sessions(nodeID string) int {
 }
 
 // ready is m's node once the node's open stages are open on it.
-func (r *Router) ready(ctx context.Context, id string, m *member) (corral.Node, error) {
+func (r *Router) ready(ctx context.Context, id string, m *member) (*noderpc.Client, error) {
 	r.mu.Lock()
 	if r.seen[id] == m {
 		r.mu.Unlock()
@@ -175,7 +178,7 @@ func (r *Router) closed(stageID string) {
 // forAgent is the node of an agent, placing it first when it has none,
 // and done, to call once the call made on it has returned: a move waits
 // for no call, and no call starts while the agent's workspace moves.
-func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Node, func(), error) {
+func (r *Router) forAgent(ctx context.Context, agentID string) (corral.Trees, func(), error) {
 	done, err := r.use(agentID)
 	if err != nil {
 		return nil, nil, err
@@ -287,7 +290,7 @@ func (r *Router) sessionNode(ctx context.Context, runID string) (string, error) 
 // onSession makes call on the node of a run's session, waiting for the
 // node through the grace, and making call again when the relay broke
 // under it if again (call may be made twice).
-func (r *Router) onSession(ctx context.Context, runID string, again bool, call func(corral.Node) error) error {
+func (r *Router) onSession(ctx context.Context, runID string, again bool, call func(corral.Sessions) error) error {
 	id, err := r.sessionNode(ctx, runID)
 	if err != nil {
 		return err
@@ -448,10 +451,6 @@ func (r *Router) Archive(ctx context.Context, scope corral.FileScope, w io.Write
 	return n.Archive(ctx, scope, w)
 }
 
-// Recover is each node's, done by the node itself when it starts, before
-// it connects: nothing is left for control to do.
-func (r *Router) Recover(ctx context.Context) error { return nil }
-
 func (r *Router) ExportWorkspace(ctx context.Context, agentID string, w io.Writer) error {
 	n, done, err := r.forAgent(ctx, agentID)
 	if err != nil {
@@ -607,7 +606,7 @@ func (r *Router) StartSession(ctx context.Context, spec corral.SessionSpec) erro
 			return corral.Errorf(corral.EUNAVAIL, "the sandbox node %s, which holds this agent's workspace, is draining: it starts no new runs", rec.Name)
 		}
 	}
-	err = r.onSession(ctx, spec.ID, false, func(n corral.Node) error { return n.StartSession(ctx, spec) })
+	err = r.onSession(ctx, spec.ID, false, func(n corral.Sessions) error { return n.StartSession(ctx, spec) })
 	if err == nil {
 		r.mu.Lock()
 		r.sessions[spec.ID] = id
@@ -620,16 +619,16 @@ func (r *Router) StartSession(ctx context.Context, spec corral.SessionSpec) erro
 }
 
 func (r *Router) Session(ctx context.Context, id string) (st corral.SessionState, err error) {
-	err = r.onSession(ctx, id, true, func(n corral.Node) (e error) { st, e = n.Session(ctx, id); return })
+	err = r.onSession(ctx, id, true, func(n corral.Sessions) (e error) { st, e = n.Session(ctx, id); return })
 	return st, err
 }
 
 func (r *Router) Exec(ctx context.Context, sessionID string, c corral.Command) error {
-	return r.onSession(ctx, sessionID, true, func(n corral.Node) error { return n.Exec(ctx, sessionID, c) })
+	return r.onSession(ctx, sessionID, true, func(n corral.Sessions) error { return n.Exec(ctx, sessionID, c) })
 }
 
 func (r *Router) Output(ctx context.Context, sessionID, commandID string, offset int64, wait bool) (out corral.CommandOutput, err error) {
-	err = r.onSession(ctx, sessionID, true, func(n corral.Node) (e error) {
+	err = r.onSession(ctx, sessionID, true, func(n corral.Sessions) (e error) {
 		out, e = n.Output(ctx, sessionID, commandID, offset, wait)
 		return
 	})
@@ -637,11 +636,11 @@ func (r *Router) Output(ctx context.Context, sessionID, commandID string, offset
 }
 
 func (r *Router) Signal(ctx context.Context, sessionID, commandID, signal string) error {
-	return r.onSession(ctx, sessionID, true, func(n corral.Node) error { return n.Signal(ctx, sessionID, commandID, signal) })
+	return r.onSession(ctx, sessionID, true, func(n corral.Sessions) error { return n.Signal(ctx, sessionID, commandID, signal) })
 }
 
 func (r *Router) EndSession(ctx context.Context, id string) error {
-	err := r.onSession(ctx, id, true, func(n corral.Node) error { return n.EndSession(ctx, id) })
+	err := r.onSession(ctx, id, true, func(n corral.Sessions) error { return n.EndSession(ctx, id) })
 	if err == nil {
 		r.mu.Lock()
 		delete(r.sessions, id)
@@ -653,6 +652,6 @@ func (r *Router) EndSession(ctx context.Context, id string) error {
 // Terminal waits for the node; a terminal is a live stream, never
 // reopened behind its viewer's back.
 func (r *Router) Terminal(ctx context.Context, sessionID string, cols, rows int) (t corral.Terminal, err error) {
-	err = r.onSession(ctx, sessionID, false, func(n corral.Node) (e error) { t, e = n.Terminal(ctx, sessionID, cols, rows); return })
+	err = r.onSession(ctx, sessionID, false, func(n corral.Sessions) (e error) { t, e = n.Terminal(ctx, sessionID, cols, rows); return })
 	return t, err
 }

@@ -1,8 +1,9 @@
 // Package node is the machine that holds agents' workspaces and runs'
-// sandboxes, on this machine: it implements corral.Node over workspace
+// sandboxes, on this machine: it implements corral.Trees over workspace
 // (persistent workspaces, staged trees, the apply journal), gitrepo (a
-// workspace that is a repository), archive (imports and downloads), the
-// sandbox and one supervisor process per session (internal/supervisor).
+// workspace that is a repository) and archive (imports and downloads),
+// and corral.Sessions over the sandbox and one supervisor process per
+// session (internal/supervisor).
 // Everything lives under the data directory by id, so a server that comes
 // back after a crash finds it again: workspaces/<agent>, stages/<stage>,
 // journals/<agent>, sessions/<run>, and the temporary imports/, clones/
@@ -57,7 +58,8 @@ type Config struct {
 	Log         *slog.Logger
 }
 
-// Local is corral.Node on this machine.
+// Local is corral.Trees and corral.Sessions on this machine. Recover,
+// EndAll and Close are its owner's, at start-up and shut-down.
 type Local struct {
 	cfg Config
 
@@ -79,7 +81,10 @@ type Local struct {
 	starting sync.Mutex
 }
 
-var _ corral.Node = (*Local)(nil)
+var (
+	_ corral.Trees    = (*Local)(nil)
+	_ corral.Sessions = (*Local)(nil)
+)
 
 // New returns the local node. What an earlier process left half done in
 // imports/, clones/ and moves/ is removed: no import, clone or move

@@ -320,7 +320,9 @@ func (l *Local) DropAgent(ctx context.Context, agentID string) error {
 	return nil
 }
 
-// Recover finishes or rolls back every apply a crash interrupted.
+// Recover finishes or rolls back every apply a crash interrupted. The
+// process that holds the node calls it at start-up, before anything else
+// touches a workspace: it is no part of corral.Trees.
 func (l *Local) Recover(ctx context.Context) error {
 	ents, err := os.ReadDir(l.journalsDir())
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,11 +1,11 @@
 // Package nodeagent is a sandbox node's side of the split roles: it
 // joins control once with a join token, keeps the short-lived credential
 // it is given (renewing it over the relay), dials control's relay and
-// keeps it up, answers control's corral.Node calls on it with this
-// machine's node, and carries the in-sandbox gateway's connections to
-// control, where the gateway and the keys are. It holds no database, no
-// provider key and no code-host credential: what a call needs it is
-// handed, for that call.
+// keeps it up, answers control's corral.Trees and corral.Sessions calls
+// on it with this machine's node, and carries the in-sandbox gateway's
+// connections to control, where the gateway and the keys are. It holds no
+// database, no provider key and no code-host credential: what a call needs
+// it is handed, for that call.
 package nodeagent
 
 import (
@@ -34,11 +34,11 @@ import (
 
 // Config is a node's settings.
 type Config struct {
-	Control string // control's URL: http(s)://host:port
-	Join    string // a one-time join token, used when the node has no credential yet
-	Name    string // the node's name, as admins see it
-	Data    string // the node's data directory: its credential is kept here, 0600
-	Node    corral.Node
+	Control string       // control's URL: http(s)://host:port
+	Join    string       // a one-time join token, used when the node has no credential yet
+	Name    string       // the node's name, as admins see it
+	Data    string       // the node's data directory: its credential is kept here, 0600
+	Node    noderpc.Node // this machine's (node.Local)
 	// Gateway is the socket sessions reach the gateway by (node.Config's
 	// GatewaySocket): served here, each connection carried to control.
 	Gateway string

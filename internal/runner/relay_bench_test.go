@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"corral"
 	"corral/internal/modeltest"
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
@@ -22,7 +21,7 @@ import (
 // relayed is the harness's node reached as control reaches a sandbox
 // node: over a real relay (a WebSocket over TCP, yamux on it) whose
 // control end listens on ln, every call a noderpc stream.
-func relayed(b testing.TB, ln net.Listener, node corral.Node) corral.Node {
+func relayed(b testing.TB, ln net.Listener, node noderpc.Node) *noderpc.Client {
 	b.Helper()
 	accepted := make(chan *relay.Session, 1)
 	srv := httptest.NewUnstartedServer(relay.Handler(func(*http.Request) (string, error) { return "node", nil },

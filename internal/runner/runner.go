@@ -1,7 +1,7 @@
 // Package runner is Corral's agent loop. A run sends the agent's
 // instructions and the conversation to the model through the gateway, runs
 // each tool call the model makes as a command of the run's session (one
-// sandbox on the run's staged tree for the whole run, on a corral.Node),
+// sandbox on the run's staged tree for the whole run, on corral.Sessions),
 // and feeds the results back until the model answers without tools or
 // something ends the run: a stop or kill, a sandbox limit, the run's time,
 // its turn limit, or the agent's token budget (which pauses it instead).
@@ -117,7 +117,7 @@ type Runner struct {
 	store Store
 	model Model
 	ws    Workspaces
-	node  corral.Node
+	node  corral.Sessions
 	cfg   Config
 	rec   *trace.Recorder
 	hub   *hub
@@ -189,7 +189,7 @@ type Deps struct {
 	// (service.Changes).
 	Workspaces Workspaces
 	// Node is where runs' sessions are started.
-	Node corral.Node
+	Node corral.Sessions
 	// Delegator serves the delegation tools (service.Delegation); nil:
 	// runs are offered none.
 	Delegator Delegator

@@ -30,15 +30,25 @@ func (r *Runner) stopActive(a *active) {
 // (which finds nothing when it has ended by then).
 func (r *Runner) terminate(runID, cmdID string) {
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Grace+30*time.Second)
-		defer cancel()
-		r.node.Signal(ctx, runID, cmdID, "TERM")
+		r.signal(runID, cmdID, "TERM")
 		select {
 		case <-time.After(r.cfg.Grace):
-			r.node.Signal(ctx, runID, cmdID, "KILL")
+			r.signal(runID, cmdID, "KILL")
 		case <-r.base.Done():
 		}
 	}()
+}
+
+// signalTimeout bounds one signal's call to the node.
+const signalTimeout = 30 * time.Second
+
+// signal sends sig to a command of the run's session. What it answers is
+// of no use: a command that ended meanwhile is not there to signal, and a
+// session that ended took it with it.
+func (r *Runner) signal(runID, cmdID, sig string) {
+	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+	defer cancel()
+	r.node.Signal(ctx, runID, cmdID, sig)
 }
 
 // killActive ends a's loop at once: its model call is abandoned, its tool
@@ -50,11 +60,7 @@ func (r *Runner) killActive(a *active) {
 	cmdID := a.cmdID
 	a.mu.Unlock()
 	if cmdID != "" {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			r.node.Signal(ctx, a.run.ID, cmdID, "KILL")
-		}()
+		go r.signal(a.run.ID, cmdID, "KILL")
 	}
 	a.cancel()
 }
@@ -74,9 +80,7 @@ func (r *Runner) setCommand(a *active, cmdID string) bool {
 	a.cmdID = cmdID
 	if a.killed || a.ctx.Err() != nil {
 		if cmdID != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			r.node.Signal(ctx, a.run.ID, cmdID, "KILL")
+			r.signal(a.run.ID, cmdID, "KILL")
 		}
 		return false
 	}

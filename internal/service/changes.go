@@ -410,7 +410,3 @@ func (c *Changes) ExpireDue(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
-
-// Recover finishes or rolls back every apply a crash interrupted. It runs
-// at start-up, before anything else touches a workspace.
-func (c *Changes) Recover(ctx context.Context) error { return c.trees.Recover(ctx) }

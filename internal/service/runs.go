@@ -40,7 +40,7 @@ type Engine interface {
 type Ready func() error
 
 // Terminals opens a viewer on a run's session's shell: the half of the
-// machine that holds sessions (corral.Node) that terminals need.
+// machine that holds sessions (corral.Sessions) that terminals need.
 type Terminals interface {
 	Terminal(ctx context.Context, sessionID string, cols, rows int) (corral.Terminal, error)
 }

@@ -16,7 +16,8 @@ import (
 	"corral"
 )
 
-// Client is a corral.Node whose every call opens one stream with open and
+// Client is a sandbox node's trees and sessions (corral.Trees and
+// corral.Sessions) on control: every call opens one stream with open and
 // speaks to a Serve at the other end.
 type Client struct {
 	open func(ctx context.Context) (net.Conn, error)
@@ -28,7 +29,10 @@ func NewClient(open func(ctx context.Context) (net.Conn, error)) *Client {
 	return &Client{open: open, held: &held{max: MaxHeld}}
 }
 
-var _ corral.Node = (*Client)(nil)
+var (
+	_ corral.Trees    = (*Client)(nil)
+	_ corral.Sessions = (*Client)(nil)
+)
 
 // stream is the client's end of one call.
 type stream struct {
@@ -340,11 +344,6 @@ func download(c *Client, ctx context.Context, method string, args any, w io.Writ
 			return malformed(fmt.Errorf("a %q frame in what %s sends", typ, method))
 		}
 	}
-}
-
-func (c *Client) Recover(ctx context.Context) error {
-	_, err := call[none](c, ctx, "Recover", struct{}{})
-	return err
 }
 
 // authArgsOf is what the header says of a credential; its bytes follow.

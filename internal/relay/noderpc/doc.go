@@ -1,6 +1,6 @@
-// Package noderpc carries corral.Node calls over streams: Client is a
-// corral.Node on control whose every call opens one stream to the sandbox
-// node, and Serve answers them there with the node's own corral.Node
+// Package noderpc carries corral.Trees and corral.Sessions calls over
+// streams: Client is both on control, every call opening one stream to
+// the sandbox node, and Serve answers them there with the node's own
 // (node.Local). It works over any stream opener with net.Conn semantics:
 // the relay's yamux streams (internal/relay) in production, loopback TCP
 // in tests.

@@ -18,7 +18,7 @@ import (
 
 // overRelay serves n as a node does, over a whole relay whose control
 // end listens on a listener of listen's, and returns control's client.
-func overRelay(b testing.TB, listen func() (net.Listener, error), n corral.Node) *noderpc.Client {
+func overRelay(b testing.TB, listen func() (net.Listener, error), n noderpc.Node) *noderpc.Client {
 	b.Helper()
 	ln, err := listen()
 	if err != nil {

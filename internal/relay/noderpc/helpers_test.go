@@ -56,7 +56,7 @@ type server struct {
 
 // serve serves n until the test ends, and checks that Serve then
 // returns: no call it answered is left running.
-func serve(t testing.TB, n corral.Node) *server {
+func serve(t testing.TB, n noderpc.Node) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,7 +65,7 @@ func serve(t testing.TB, n corral.Node) *server {
 	return serveOn(t, ln, n)
 }
 
-func serveOn(t testing.TB, ln net.Listener, n corral.Node) *server {
+func serveOn(t testing.TB, ln net.Listener, n noderpc.Node) *server {
 	t.Helper()
 	s := &server{addr: ln.Addr().String(), log: &logBuf{}}
 	done := make(chan error, 1)
@@ -116,7 +116,7 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 // fake is a node whose answers the test gives; a method it was given no
 // answer for panics (the test did not expect the call).
 type fake struct {
-	corral.Node
+	noderpc.Node
 
 	session  func(ctx context.Context, id string) (corral.SessionState, error)
 	output   func(ctx context.Context) (corral.CommandOutput, error)

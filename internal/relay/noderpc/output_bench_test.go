@@ -36,7 +36,7 @@ func benchOutput(b *testing.B, listen func() (net.Listener, error)) {
 		Env: []string{"PATH=/usr/bin:/bin"}, OutputMax: 2 * size}); err != nil {
 		b.Fatal(err)
 	}
-	read := func(n corral.Node) time.Duration {
+	read := func(n corral.Sessions) time.Duration {
 		start := time.Now()
 		var off int64
 		for {

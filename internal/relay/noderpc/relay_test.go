@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/nodetest"
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
 )
@@ -171,9 +172,9 @@ func TestOverTheRelay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &screen{t: t, term: term}
-		s.typeIn("over the relay")
-		s.see("over the relay")
+		s := nodetest.NewScreen(t, term)
+		s.Type("over the relay")
+		s.See("over the relay")
 		term.Close()
 		if _, err := term.Read(make([]byte, 1)); err == nil {
 			t.Error("a closed terminal reads on")

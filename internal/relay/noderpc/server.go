@@ -19,10 +19,19 @@ import (
 	"corral"
 )
 
+// Node is what Serve answers calls with: both halves of the sandbox node
+// (node.Local), its trees and its sessions. One that also says its load
+// (Load(ctx) (corral.NodeLoad, error), as node.Local does) answers
+// control's ask of how busy it is.
+type Node interface {
+	corral.Trees
+	corral.Sessions
+}
+
 // Serve answers Node calls arriving as streams on l (each Accept is one
 // call) with n, until l closes. It returns the error that ended Accept,
 // once the calls in flight, whose ctx it cancels, have returned.
-func Serve(l net.Listener, n corral.Node, log *slog.Logger) error {
+func Serve(l net.Listener, n Node, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -64,7 +73,7 @@ type served struct {
 	actor  *corral.Actor // of a call that acts in a sandbox
 }
 
-func serveCall(base context.Context, conn net.Conn, n corral.Node, log *slog.Logger) {
+func serveCall(base context.Context, conn net.Conn, n Node, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(base)
 	c := &served{conn: conn, r: newReader(conn), ctx: ctx, cancel: cancel, log: log}
 	// Serve ends: so does a call still reading its header.
@@ -207,7 +216,7 @@ func (c *served) crossing(err error) *wireError {
 }
 
 // method serves one call whose header is read; it writes its answer.
-type method func(ctx context.Context, n corral.Node, args json.RawMessage, c *served)
+type method func(ctx context.Context, n Node, args json.RawMessage, c *served)
 
 func decode(args json.RawMessage, v any) error {
 	if err := json.Unmarshal(args, v); err != nil {
@@ -218,8 +227,8 @@ func decode(args json.RawMessage, v any) error {
 
 // plain is a method whose input is its header and whose answer is one
 // line.
-func plain[A, R any](f func(ctx context.Context, n corral.Node, a A) (R, error)) method {
-	return func(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func plain[A, R any](f func(ctx context.Context, n Node, a A) (R, error)) method {
+	return func(ctx context.Context, n Node, args json.RawMessage, c *served) {
 		var a A
 		if err := decode(args, &a); err != nil {
 			c.answer(nil, err)
@@ -311,25 +320,25 @@ type (
 )
 
 var methods = map[string]method{
-	"Stage": plain(func(ctx context.Context, n corral.Node, a corral.StageSpec) (none, error) {
+	"Stage": plain(func(ctx context.Context, n Node, a corral.StageSpec) (none, error) {
 		return nil, n.Stage(ctx, a)
 	}),
-	"ReopenStage": plain(func(ctx context.Context, n corral.Node, a stageArgs) (none, error) {
+	"ReopenStage": plain(func(ctx context.Context, n Node, a stageArgs) (none, error) {
 		return nil, n.ReopenStage(ctx, a.Agent, a.Stage)
 	}),
-	"Manifest": plain(func(ctx context.Context, n corral.Node, a manifestArgs) (corral.StageManifest, error) {
+	"Manifest": plain(func(ctx context.Context, n Node, a manifestArgs) (corral.StageManifest, error) {
 		return n.Manifest(ctx, a.Agent, a.Stage, a.Policy)
 	}),
-	"Diffs": plain(func(ctx context.Context, n corral.Node, a diffsArgs) ([]corral.ChangeEntry, error) {
+	"Diffs": plain(func(ctx context.Context, n Node, a diffsArgs) ([]corral.ChangeEntry, error) {
 		return n.Diffs(ctx, a.Agent, a.Stage, a.Entries)
 	}),
-	"Apply": plain(func(ctx context.Context, n corral.Node, a corral.ApplyRequest) (corral.ApplyResult, error) {
+	"Apply": plain(func(ctx context.Context, n Node, a corral.ApplyRequest) (corral.ApplyResult, error) {
 		return n.Apply(ctx, a)
 	}),
-	"DiscardStage": plain(func(ctx context.Context, n corral.Node, a idArgs) (none, error) {
+	"DiscardStage": plain(func(ctx context.Context, n Node, a idArgs) (none, error) {
 		return nil, n.DiscardStage(ctx, a.ID)
 	}),
-	"Load": plain(func(ctx context.Context, n corral.Node, _ struct{}) (corral.NodeLoad, error) {
+	"Load": plain(func(ctx context.Context, n Node, _ struct{}) (corral.NodeLoad, error) {
 		l, ok := n.(interface {
 			Load(context.Context) (corral.NodeLoad, error)
 		})
@@ -338,52 +347,49 @@ var methods = map[string]method{
 		}
 		return l.Load(ctx)
 	}),
-	"DropAgent": plain(func(ctx context.Context, n corral.Node, a agentArgs) (none, error) {
+	"DropAgent": plain(func(ctx context.Context, n Node, a agentArgs) (none, error) {
 		return nil, n.DropAgent(ctx, a.Agent)
 	}),
-	"ReadFile": plain(func(ctx context.Context, n corral.Node, a readArgs) (readResult, error) {
+	"ReadFile": plain(func(ctx context.Context, n Node, a readArgs) (readResult, error) {
 		files, data, err := n.ReadFile(ctx, a.Scope, a.Path)
 		return readResult{files, data}, err
 	}),
-	"WriteFile": plain(func(ctx context.Context, n corral.Node, a corral.FileWrite) (corral.CommitResult, error) {
+	"WriteFile": plain(func(ctx context.Context, n Node, a corral.FileWrite) (corral.CommitResult, error) {
 		return n.WriteFile(ctx, a)
 	}),
-	"DeleteFile": plain(func(ctx context.Context, n corral.Node, a deleteArgs) (corral.DeleteResult, error) {
+	"DeleteFile": plain(func(ctx context.Context, n Node, a deleteArgs) (corral.DeleteResult, error) {
 		return n.DeleteFile(ctx, a.Agent, a.Path, a.Recursive, a.Commit)
 	}),
 	"Import":          serveImport,
 	"ImportWorkspace": serveImportWorkspace,
 	"ExportWorkspace": serveExportWorkspace,
 	"Archive":         serveArchive,
-	"Recover": plain(func(ctx context.Context, n corral.Node, _ struct{}) (none, error) {
-		return nil, n.Recover(ctx)
-	}),
-	"Clone": serveClone,
-	"CanClone": plain(func(ctx context.Context, n corral.Node, a agentArgs) (none, error) {
+	"Clone":           serveClone,
+	"CanClone": plain(func(ctx context.Context, n Node, a agentArgs) (none, error) {
 		return nil, n.CanClone(ctx, a.Agent)
 	}),
-	"Commit": plain(func(ctx context.Context, n corral.Node, a commitArgs) (corral.CommitResult, error) {
+	"Commit": plain(func(ctx context.Context, n Node, a commitArgs) (corral.CommitResult, error) {
 		return n.Commit(ctx, a.Agent, a.Spec)
 	}),
-	"Log": plain(func(ctx context.Context, n corral.Node, a logArgs) ([]corral.GitCommit, error) {
+	"Log": plain(func(ctx context.Context, n Node, a logArgs) ([]corral.GitCommit, error) {
 		return n.Log(ctx, a.Agent, a.N)
 	}),
 	"Push": servePush,
 
-	"StartSession": plain(func(ctx context.Context, n corral.Node, a corral.SessionSpec) (none, error) {
+	"StartSession": plain(func(ctx context.Context, n Node, a corral.SessionSpec) (none, error) {
 		return nil, n.StartSession(ctx, a)
 	}),
-	"Session": plain(func(ctx context.Context, n corral.Node, a idArgs) (corral.SessionState, error) {
+	"Session": plain(func(ctx context.Context, n Node, a idArgs) (corral.SessionState, error) {
 		return n.Session(ctx, a.ID)
 	}),
-	"Exec": plain(func(ctx context.Context, n corral.Node, a execArgs) (none, error) {
+	"Exec": plain(func(ctx context.Context, n Node, a execArgs) (none, error) {
 		return nil, n.Exec(ctx, a.Session, a.Command)
 	}),
 	"Output": serveOutput,
-	"Signal": plain(func(ctx context.Context, n corral.Node, a signalArgs) (none, error) {
+	"Signal": plain(func(ctx context.Context, n Node, a signalArgs) (none, error) {
 		return nil, n.Signal(ctx, a.Session, a.Command, a.Signal)
 	}),
-	"EndSession": plain(func(ctx context.Context, n corral.Node, a idArgs) (none, error) {
+	"EndSession": plain(func(ctx context.Context, n Node, a idArgs) (none, error) {
 		return nil, n.EndSession(ctx, a.ID)
 	}),
 	"Terminal": serveTerminal,
@@ -423,20 +429,20 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func serveImport(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
-	uploaded(ctx, n, args, c, func(ctx context.Context, n corral.Node, a importArgs, b io.Reader) (any, error) {
+func serveImport(ctx context.Context, n Node, args json.RawMessage, c *served) {
+	uploaded(ctx, n, args, c, func(ctx context.Context, n Node, a importArgs, b io.Reader) (any, error) {
 		return n.Import(ctx, a.Agent, a.ContentType, b, a.Commit)
 	})
 }
 
-func serveImportWorkspace(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
-	uploaded(ctx, n, args, c, func(ctx context.Context, n corral.Node, a agentArgs, b io.Reader) (any, error) {
+func serveImportWorkspace(ctx context.Context, n Node, args json.RawMessage, c *served) {
+	uploaded(ctx, n, args, c, func(ctx context.Context, n Node, a agentArgs, b io.Reader) (any, error) {
 		return nil, n.ImportWorkspace(ctx, a.Agent, b)
 	})
 }
 
 // uploaded serves a call whose body follows its header as frames.
-func uploaded[A any](ctx context.Context, n corral.Node, args json.RawMessage, c *served, f func(context.Context, corral.Node, A, io.Reader) (any, error)) {
+func uploaded[A any](ctx context.Context, n Node, args json.RawMessage, c *served, f func(context.Context, Node, A, io.Reader) (any, error)) {
 	var a A
 	if err := decode(args, &a); err != nil {
 		c.answer(nil, err)
@@ -477,7 +483,7 @@ func (w archiveWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func serveExportWorkspace(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func serveExportWorkspace(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var a agentArgs
 	if err := decode(args, &a); err != nil {
 		// The client reads frames first: the end, then why.
@@ -493,7 +499,7 @@ func serveExportWorkspace(ctx context.Context, n corral.Node, args json.RawMessa
 	}
 }
 
-func serveArchive(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func serveArchive(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var scope corral.FileScope
 	if err := decode(args, &scope); err != nil {
 		// The client reads frames first: the end, then why.
@@ -549,7 +555,7 @@ func (c *served) forget() {
 	c.secret = nil
 }
 
-func serveClone(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func serveClone(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var a cloneArgs
 	if err := decode(args, &a); err != nil {
 		c.answer(nil, err)
@@ -587,7 +593,7 @@ func serveClone(ctx context.Context, n corral.Node, args json.RawMessage, c *ser
 	c.answer(res, err)
 }
 
-func servePush(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func servePush(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var a pushArgs
 	if err := decode(args, &a); err != nil {
 		c.answer(nil, err)
@@ -612,7 +618,7 @@ type outputAnswer struct {
 // serveOutput sends what the node's Output returned as 'd' frames, raw
 // (a command's output is the bulk of what crosses: through JSON it would
 // be base64'd and scanned twice), then 'x' and the answer line.
-func serveOutput(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func serveOutput(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var a outputArgs
 	if err := decode(args, &a); err != nil {
 		if c.frame(frameEnd, nil) == nil {

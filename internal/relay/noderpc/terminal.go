@@ -19,7 +19,7 @@ import (
 
 // serveTerminal attaches a viewer to the session's shell and carries it
 // until the client detaches: typed bytes and resizes in, the screen out.
-func serveTerminal(ctx context.Context, n corral.Node, args json.RawMessage, c *served) {
+func serveTerminal(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	var a terminalArgs
 	if err := decode(args, &a); err != nil {
 		c.answer(nil, err)
