@@ -107,6 +107,15 @@ func (g *graph) violations() []string {
 		}
 	}
 
+	// The composition root is the binary's alone: a part that built the
+	// server itself would be a second root.
+	const root = "corral/internal/app"
+	for _, pkg := range g.packages() {
+		if _, ok := g.imports[pkg][root]; ok && pkg != "corral/cmd/corral" {
+			out = append(out, "only cmd/corral may import internal/app, the composition root:\n"+g.describe(chain{pkg, root}))
+		}
+	}
+
 	const api = "corral/internal/api"
 	for _, imp := range g.sortedImports(api) {
 		if matchAny(imp, apiMayImport) {
@@ -140,6 +149,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/driver/driver.go":         "package driver\n",
 		"internal/modelapi/modelapi.go":     "package modelapi\n\nimport _ \"corral/internal/service\"\n",
 		"internal/gittest/gittest.go":       "package gittest\n",
+		"internal/app/app.go":               "package app\n",
+		"internal/fleet/fleet.go":           "package fleet\n\nimport _ \"corral/internal/app\"\n",
 		"cmd/corral/main.go":                "package main\n\nimport _ \"corral/internal/service\"\n",
 		"internal/auth/auth.go":             "package auth\n",
 		"internal/relay/relay.go":           "package relay\n",
@@ -173,6 +184,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",
 		"corral must not import corral/internal/trace (the domain package imports nothing of the project):\n" +
 			"\tcorral imports corral/internal/trace (corral.go)",
+		"only cmd/corral may import internal/app, the composition root:\n" +
+			"\tcorral/internal/fleet imports corral/internal/app (internal/fleet/fleet.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +
 			"\tcorral/internal/api imports corral/internal/auth (internal/api/api.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +
@@ -262,6 +275,16 @@ func loadImports(t *testing.T, root string) *graph {
 		t.Fatalf("read the tree's imports: %v", err)
 	}
 	return g
+}
+
+// packages lists the project's packages, sorted.
+func (g *graph) packages() []string {
+	var out []string
+	for pkg := range g.imports {
+		out = append(out, pkg)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (g *graph) sortedImports(pkg string) []string {
