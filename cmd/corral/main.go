@@ -113,14 +113,6 @@ func describe(err error) string {
 	return err.Error()
 }
 
-// envOr returns the environment variable's value, or def when it is unset.
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 func newLogger(w io.Writer, getenv func(string) string) *slog.Logger {
 	level := slog.LevelInfo
 	if strings.EqualFold(getenv("CORRAL_LOG_LEVEL"), "debug") {
@@ -129,23 +121,18 @@ func newLogger(w io.Writer, getenv func(string) string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-func dbPath(data string) string { return filepath.Join(data, "corral.db") }
-
 func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: corral user create|disable|enable", errUsage)
 	}
 	fs := flag.NewFlagSet("user "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "data directory")
+	data := fs.String("data", "./data", "data directory")
 	email := fs.String("email", "", "the account's email")
 	name := fs.String("name", "", "the account's display name (create)")
 	admin := fs.Bool("admin", false, "make the account an administrator (create)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	dir, err := absData(*data)
 	if err != nil {
@@ -158,7 +145,7 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if args[0] == "create" {
 		open = sqlite.Open
 	}
-	db, err := open(ctx, dbPath(dir))
+	db, err := open(ctx, app.DBPath(dir))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"corral/internal/app"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -20,12 +21,9 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	fs := flag.NewFlagSet("node token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "control's data directory")
-	if err := fs.Parse(args[1:]); err != nil {
+	data := fs.String("data", "./data", "control's data directory")
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	dir, err := absData(*data)
 	if err != nil {
@@ -33,7 +31,7 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	// Only control's existing database: a token written into a new, empty
 	// one (a mistyped --data) would be one control never accepts.
-	db, err := sqlite.OpenExisting(ctx, dbPath(dir))
+	db, err := sqlite.OpenExisting(ctx, app.DBPath(dir))
 	if err != nil {
 		return err
 	}

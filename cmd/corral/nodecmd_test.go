@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/internal/app"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 )
@@ -17,7 +18,7 @@ import (
 func TestNodeToken(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
-	db, err := sqlite.Open(ctx, dbPath(data)) // as control's first start does
+	db, err := sqlite.Open(ctx, app.DBPath(data)) // as control's first start does
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestNodeToken(t *testing.T) {
 func TestNodeTokenRefuses(t *testing.T) {
 	ctx := context.Background()
 	empty := t.TempDir()
-	if err := os.WriteFile(dbPath(empty), nil, 0o600); err != nil {
+	if err := os.WriteFile(app.DBPath(empty), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

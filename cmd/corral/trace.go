@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"corral"
+	"corral/internal/app"
 	"corral/internal/store/sqlite"
 	"corral/internal/trace"
 )
@@ -19,8 +20,8 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	fs := flag.NewFlagSet("trace verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", envOr(getenv, "CORRAL_DATA", "./data"), "data directory")
-	if err := fs.Parse(args[1:]); err != nil {
+	data := fs.String("data", "./data", "data directory")
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
 		return 2, err
 	}
 	dir, err := absData(*data)
@@ -28,7 +29,7 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return 2, err
 	}
 	// Verifying reads what is there: it neither creates nor migrates.
-	db, err := sqlite.OpenExisting(ctx, dbPath(dir))
+	db, err := sqlite.OpenExisting(ctx, app.DBPath(dir))
 	if err != nil {
 		return 1, err
 	}
