@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/access"
 	"corral/internal/service"
 )
 
@@ -114,6 +115,21 @@ type agentView struct {
 	// PendingChanges counts the agent's change sets that wait for a
 	// person, whoever may decide them.
 	PendingChanges int `json:"pending_changes"`
+	// Can is what the caller may do to the agent.
+	Can canView `json:"can"`
+}
+
+// canView is what the caller may do to an agent: each action of the
+// access policy by name, as access.Check decides it for the caller's
+// level. Clients offer what it allows and keep no copy of the policy.
+type canView map[string]bool
+
+func viewCan(level corral.Level) canView {
+	c := canView{}
+	for _, a := range access.Actions() {
+		c[a.String()] = access.Check(level, a) == access.Allow
+	}
+	return c
 }
 
 func viewLimits(l corral.Limits) limitsView {
@@ -141,6 +157,7 @@ func viewAgent(a corral.Agent) agentView {
 		UpdatedAt: rfc3339(a.UpdatedAt),
 
 		PendingChanges: a.PendingChanges,
+		Can:            viewCan(a.Access),
 	}
 }
 

@@ -1,0 +1,56 @@
+package api
+
+import (
+	"net/http"
+	"testing"
+
+	"corral"
+	"corral/internal/access"
+)
+
+// TestAgentViewCan checks that every agent view carries what its caller
+// may do, as the access policy decides it for the caller's level: an
+// owner may send messages and delete, a viewer may only look; the list
+// and the single agent agree.
+func TestAgentViewCan(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Olive")
+	viewer := e.signup("viewer@example.com", "Vera")
+	id := owner.createAgent("helper")
+	owner.grant(id, viewer.user.ID, "viewer")
+
+	tests := []struct {
+		name  string
+		c     *client
+		level corral.Level
+	}{
+		{"owner", owner, corral.LevelOwner},
+		{"viewer", viewer, corral.LevelViewer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var one agentView
+			tt.c.do("GET", "/api/agents/"+id, nil).want(http.StatusOK).decode(&one)
+			var all list[agentView]
+			tt.c.do("GET", "/api/agents", nil).want(http.StatusOK).decode(&all)
+			if len(all.Items) != 1 {
+				t.Fatalf("GET /api/agents listed %d agents, want 1", len(all.Items))
+			}
+			for where, got := range map[string]canView{"GET /api/agents/{id}": one.Can, "GET /api/agents": all.Items[0].Can} {
+				if len(got) != len(access.Actions()) {
+					t.Errorf("%s: can has %d actions, want %d: %v", where, len(got), len(access.Actions()), got)
+				}
+				for _, a := range access.Actions() {
+					want := access.Check(tt.level, a) == access.Allow
+					if v, ok := got[a.String()]; !ok || v != want {
+						t.Errorf("%s: can.%s = %v (present %v), want %v", where, a, v, ok, want)
+					}
+				}
+			}
+			wantSend := tt.level >= corral.LevelRunner
+			if one.Can["send_message"] != wantSend {
+				t.Errorf("can.send_message = %v for the %s, want %v", one.Can["send_message"], tt.name, wantSend)
+			}
+		})
+	}
+}
