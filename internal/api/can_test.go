@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 
 	"corral"
@@ -36,20 +37,20 @@ func TestAgentViewCan(t *testing.T) {
 			if len(all.Items) != 1 {
 				t.Fatalf("GET /api/agents listed %d agents, want 1", len(all.Items))
 			}
-			for where, got := range map[string]canView{"GET /api/agents/{id}": one.Can, "GET /api/agents": all.Items[0].Can} {
-				if len(got) != len(access.Actions()) {
-					t.Errorf("%s: can has %d actions, want %d: %v", where, len(got), len(access.Actions()), got)
+			var want []string
+			for _, a := range access.Actions() {
+				if access.Check(tt.level, a) == access.Allow {
+					want = append(want, a.String())
 				}
-				for _, a := range access.Actions() {
-					want := access.Check(tt.level, a) == access.Allow
-					if v, ok := got[a.String()]; !ok || v != want {
-						t.Errorf("%s: can.%s = %v (present %v), want %v", where, a, v, ok, want)
-					}
+			}
+			for where, got := range map[string]canView{"GET /api/agents/{id}": one.Can, "GET /api/agents": all.Items[0].Can} {
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: can = %v, want %v", where, got, want)
 				}
 			}
 			wantSend := tt.level >= corral.LevelRunner
-			if one.Can["send_message"] != wantSend {
-				t.Errorf("can.send_message = %v for the %s, want %v", one.Can["send_message"], tt.name, wantSend)
+			if got := slices.Contains(one.Can, "send_message"); got != wantSend {
+				t.Errorf("can holds send_message: %v for the %s, want %v", got, tt.name, wantSend)
 			}
 		})
 	}

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"corral"
-	"corral/internal/access"
 	"corral/internal/openapi"
+	"corral/internal/service"
 )
 
 // The API's contract, openapi.json, is generated from this package: the
@@ -369,23 +370,25 @@ func pathParameters(path string) ([]*openapi.Parameter, error) {
 // OpenAPIDescription says what every list answer is.
 func (list[T]) OpenAPIDescription() string { return "`{items: [...]}`" }
 
-// OpenAPISchema lists every action of the policy as a required boolean,
-// saying from which level it is allowed.
+// OpenAPISchema is a list of the policy's actions, each at most once,
+// and says from which level the policy allows each.
 func (canView) OpenAPISchema() *openapi.Schema {
-	s := &openapi.Schema{Type: openapi.Types{"object"}, Properties: &openapi.Map[*openapi.Schema]{}}
-	for _, a := range access.Actions() {
-		doc := "No level allows it."
+	names := service.Actions()
+	var from []string
+	for _, a := range names {
+		lowest := "none"
 		for l := corral.LevelViewer; l <= corral.LevelOwner; l++ {
-			if access.Check(l, a) == access.Allow {
-				doc = fmt.Sprintf("Allowed from `%s` up.", l)
-				if l == corral.LevelOwner {
-					doc = "Allowed to the `owner` only."
-				}
+			if slices.Contains(service.Allowed(l), a) {
+				lowest = "`" + l.String() + "`"
 				break
 			}
 		}
-		s.Properties.Set(a.String(), &openapi.Schema{Type: openapi.Types{"boolean"}, Description: doc})
-		s.Required = append(s.Required, a.String())
+		from = append(from, fmt.Sprintf("`%s` from %s", a, lowest))
 	}
-	return s
+	return &openapi.Schema{Type: openapi.Types{"array"}, UniqueItems: true,
+		Items: &openapi.Schema{Type: openapi.Types{"string"}, Enum: openapi.Enum(names...)},
+		Description: "What the caller may do to an agent: the actions of the access policy that the caller's " +
+			"level on the agent allows, in the policy's order. The server decides each request again; this " +
+			"tells a client which controls to offer. The policy allows, by the lowest level: " +
+			strings.Join(from, ", ") + "."}
 }

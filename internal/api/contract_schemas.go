@@ -8,7 +8,6 @@ import (
 	"corral"
 	"corral/internal/openapi"
 	"corral/internal/service"
-	"corral/internal/trace"
 )
 
 // components are the schemas the document names: each view the server
@@ -121,9 +120,7 @@ func components() []openapi.Component {
 					"decide them. Counted in the same read as the agent."},
 			},
 		},
-		{Name: "Can", Of: canView{}, Doc: "What the caller may do to an agent: every action of the access policy, true when the " +
-			"caller's level on the agent allows it. The server decides each request again; this tells a client " +
-			"which controls to offer."},
+		{Name: "Can", Of: canView{}}, // its description is its OpenAPISchema's
 		{Name: "Grant", Of: grantView{}, Doc: "One user's level on one agent.",
 			Fields: map[string]openapi.Schema{
 				"level":      {Enum: levels(corral.LevelViewer, corral.LevelRunner, corral.LevelEditor), Description: "The level the grant gives."},
@@ -577,13 +574,14 @@ func errorCodes() []any {
 }
 
 // traceTypes are the events a run's trace, or an agent's own chain,
-// records.
+// records: internal/trace's constants, which internal/api may not import
+// (it reaches the rest of the project through internal/service only).
 func traceTypes() []any {
-	return openapi.Enum(trace.Admitted, trace.Started, trace.Message, trace.ToolCall, trace.ToolResult,
-		trace.Usage, trace.Retry, trace.Violation, trace.Paused, trace.Resumed, trace.Quarantined,
-		trace.Ended, trace.Reconciled, trace.Reattached, trace.TerminalOpened, trace.TerminalClosed,
-		trace.GatewayNote, trace.Transcript, trace.Retrieved, trace.Delegated, trace.DelegationRefused,
-		trace.AgentCreated, trace.Cloned, trace.CloneFailed, trace.Pushed, trace.PushRefused)
+	return openapi.Enum("admitted", "started", "message", "tool_call", "tool_result",
+		"usage", "retry", "violation", "paused", "resumed", "quarantined",
+		"ended", "reconciled", "reattached", "terminal_opened", "terminal_closed",
+		"gateway_note", "transcript", "retrieved", "delegated", "delegation_refused",
+		"agent_created", "cloned", "clone_failed", "pushed", "push_refused")
 }
 
 // runDrivers are what may run a run: an agent's driver, or a person at

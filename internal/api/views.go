@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/access"
 	"corral/internal/service"
 )
 
@@ -119,18 +118,12 @@ type agentView struct {
 	Can canView `json:"can"`
 }
 
-// canView is what the caller may do to an agent: each action of the
-// access policy by name, as access.Check decides it for the caller's
-// level. Clients offer what it allows and keep no copy of the policy.
-type canView map[string]bool
-
-func viewCan(level corral.Level) canView {
-	c := canView{}
-	for _, a := range access.Actions() {
-		c[a.String()] = access.Check(level, a) == access.Allow
-	}
-	return c
-}
+// canView is what the caller may do to an agent: the actions of the
+// access policy its level allows, by name, in the policy's order
+// (service.Allowed). Clients offer what it lists and keep no copy of the
+// policy. (A list of names, not an object of booleans: no key of an
+// answer names a secret, read_secrets included.)
+type canView []string
 
 func viewLimits(l corral.Limits) limitsView {
 	return limitsView{
@@ -157,7 +150,7 @@ func viewAgent(a corral.Agent) agentView {
 		UpdatedAt: rfc3339(a.UpdatedAt),
 
 		PendingChanges: a.PendingChanges,
-		Can:            viewCan(a.Access),
+		Can:            service.Allowed(a.Access),
 	}
 }
 

@@ -19,6 +19,7 @@ type Schema struct {
 	Pattern              string        `json:"pattern,omitempty"`
 	MinItems             *int64        `json:"minItems,omitempty"`
 	MaxItems             *int64        `json:"maxItems,omitempty"`
+	UniqueItems          bool          `json:"uniqueItems,omitempty"`
 	WriteOnly            bool          `json:"writeOnly,omitempty"`
 	Default              any           `json:"default,omitempty"`
 	Items                *Schema       `json:"items,omitempty"`
@@ -104,6 +105,9 @@ func (s *Schema) over(note Schema) {
 	}
 	if note.Default != nil {
 		s.Default = note.Default
+	}
+	if note.UniqueItems {
+		s.UniqueItems = true
 	}
 	if note.WriteOnly {
 		s.WriteOnly = true
