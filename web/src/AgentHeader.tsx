@@ -24,7 +24,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
     { id: 'files', label: 'Files', to: `${base}?tab=files`, show: true },
     { id: 'documents', label: 'Documents', to: `${base}?tab=documents`, show: true },
     { id: 'repository', label: 'Repository', to: `${base}?tab=repository`, show: true },
-    { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: agent.can.share },
+    { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: agent.can.includes('share') },
     { id: 'settings', label: 'Settings', to: `${base}/settings`, show: true },
   ]
 
@@ -69,16 +69,16 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
         <div className="banner bad">
           <p>
             This agent is quarantined after repeated limit violations: new messages are refused
-            {agent.can.release ? ' until you release it.' : ' until its owner releases it.'}
+            {agent.can.includes('release') ? ' until you release it.' : ' until its owner releases it.'}
           </p>
-          {agent.can.release && (
+          {agent.can.includes('release') && (
             <button type="button" onClick={release} disabled={busy}>
               Release
             </button>
           )}
         </div>
       )}
-      {!agent.accepted && agent.can.send_message && (
+      {!agent.accepted && agent.can.includes('send_message') && (
         <div className="banner warn">
           <p>
             {agent.owner.name} shared this agent with you. You can use it, but your runs cannot hand work to it (list_agents,
@@ -94,7 +94,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
           <p>
             This agent is paused: its token budget cannot hold its next model call ({agent.budget.used} of{' '}
             {agent.budget.tokens} tokens used, {agent.budget.left ?? 0} left).
-            {agent.can.set_budget ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
+            {agent.can.includes('set_budget') ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
           </p>
         </div>
       )}

@@ -297,7 +297,7 @@ export function SearchBox({ agentId, library }: { agentId: string; library: bool
 export function DocumentsTab({ agent }: { agent: Agent }) {
   const agentId = agent.id
   const docs = useLoad(() => api.documents(agentId), [agentId])
-  const editor = agent.can.write_documents
+  const editor = agent.can.includes('write_documents')
   // A library document is managed on the library page, never through an agent.
   const deletable = (d: Doc) => editor && d.source === 'private' && d.can_delete !== false
 

@@ -31,7 +31,7 @@ export function FileBrowser({ agent, path }: { agent: Agent; path: string }) {
   const to = (p: string) => (p === '' ? base : `${base}&path=${encodeURIComponent(p)}`)
   const parts = path.split('/').filter(Boolean)
   const emptyRoot = path === '' && isNotFound(file.error)
-  const editor = agent.can.write_files
+  const editor = agent.can.includes('write_files')
 
   return (
     <section aria-labelledby="files-heading">

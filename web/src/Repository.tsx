@@ -239,7 +239,7 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
       {isNotFound(repo.error) && !repo.data ? (
         <>
           <p className="empty">This agent's workspace is not a git repository.</p>
-          {agent.can.write_files && <CloneForm agentId={agent.id} onStarted={setRepo} />}
+          {agent.can.includes('write_files') && <CloneForm agentId={agent.id} onStarted={setRepo} />}
         </>
       ) : (
         <ErrorText error={repo.error} />
@@ -274,7 +274,7 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
           <CloneStatus repo={repo.data} />
           <ErrorText error={pollProblem} />
           {status === 'ready' && <Commits commits={commits.data} error={commits.error} />}
-          {status === 'ready' && agent.can.write_files && (
+          {status === 'ready' && agent.can.includes('write_files') && (
             <PushForm
               agentId={agent.id}
               onPushed={() => {

@@ -8,7 +8,7 @@ import type { Agent, ChangeSet } from './types'
 export function ReviewCallout({ agent, changes }: { agent: Agent; changes: ChangeSet[] | undefined }) {
   const w = newestWaiting(changes)
   if (!w) return null
-  const canDecide = agent.can.decide_changes
+  const canDecide = agent.can.includes('decide_changes')
   const base = `/agents/${encodeURIComponent(agent.id)}`
   return (
     <div className="banner warn review-callout" role="region" aria-label="Waiting for review">

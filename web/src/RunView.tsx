@@ -217,7 +217,7 @@ function RunControls({ run, can, me, terminal }: { run: Run; can: Can; me: User 
   const [error, setError] = useState<unknown>()
   const [asked, setAsked] = useState<'stop' | 'kill'>()
   const stoppable = canStop(can, run, me)
-  const killable = can.kill_run
+  const killable = can.includes('kill_run')
   if (!stoppable && !killable && !terminal) return null
 
   async function act(what: 'stop' | 'kill') {

@@ -1493,49 +1493,8 @@ export interface components {
             pending_changes: number;
             can: components["schemas"]["Can"];
         };
-        /** @description What the caller may do to an agent: every action of the access policy, true when the caller's level on the agent allows it. The server decides each request again; this tells a client which controls to offer. */
-        Can: {
-            /** @description Allowed from `viewer` up. */
-            view_agent: boolean;
-            /** @description Allowed from `viewer` up. */
-            read_messages: boolean;
-            /** @description Allowed from `viewer` up. */
-            view_runs: boolean;
-            /** @description Allowed from `viewer` up. */
-            view_changes: boolean;
-            /** @description Allowed from `viewer` up. */
-            read_files: boolean;
-            /** @description Allowed from `editor` up. */
-            read_secrets: boolean;
-            /** @description Allowed from `runner` up. */
-            send_message: boolean;
-            /** @description Allowed from `runner` up. */
-            stop_own_run: boolean;
-            /** @description Allowed from `editor` up. */
-            stop_any_run: boolean;
-            /** @description Allowed from `editor` up. */
-            kill_run: boolean;
-            /** @description Allowed from `editor` up. */
-            edit_agent: boolean;
-            /** @description Allowed from `editor` up. */
-            decide_changes: boolean;
-            /** @description Allowed from `editor` up. */
-            write_files: boolean;
-            /** @description Allowed to the `owner` only. */
-            set_budget: boolean;
-            /** @description Allowed to the `owner` only. */
-            share: boolean;
-            /** @description Allowed to the `owner` only. */
-            release: boolean;
-            /** @description Allowed to the `owner` only. */
-            delete_agent: boolean;
-            /** @description Allowed from `editor` up. */
-            use_terminal: boolean;
-            /** @description Allowed from `viewer` up. */
-            read_documents: boolean;
-            /** @description Allowed from `editor` up. */
-            write_documents: boolean;
-        };
+        /** @description What the caller may do to an agent: the actions of the access policy that the caller's level on the agent allows, in the policy's order. The server decides each request again; this tells a client which controls to offer. The policy allows, by the lowest level: `view_agent` from `viewer`, `read_messages` from `viewer`, `view_runs` from `viewer`, `view_changes` from `viewer`, `read_files` from `viewer`, `read_secrets` from `editor`, `send_message` from `runner`, `stop_own_run` from `runner`, `stop_any_run` from `editor`, `kill_run` from `editor`, `edit_agent` from `editor`, `decide_changes` from `editor`, `write_files` from `editor`, `set_budget` from `owner`, `share` from `owner`, `release` from `owner`, `delete_agent` from `owner`, `use_terminal` from `editor`, `read_documents` from `viewer`, `write_documents` from `editor`. */
+        Can: ("view_agent" | "read_messages" | "view_runs" | "view_changes" | "read_files" | "read_secrets" | "send_message" | "stop_own_run" | "stop_any_run" | "kill_run" | "edit_agent" | "decide_changes" | "write_files" | "set_budget" | "share" | "release" | "delete_agent" | "use_terminal" | "read_documents" | "write_documents")[];
         /** @description One user's level on one agent. */
         Grant: {
             user: components["schemas"]["Contact"];

@@ -1,15 +1,16 @@
 import { describe, expect, it } from 'vitest'
 import { canStop, isActive } from './runs'
+import type { Can } from './types'
 
 describe('canStop', () => {
   const me = { id: 'usr_me' }
   const mine = { triggered_by: { id: 'usr_me', name: 'Me' } }
   const theirs = { triggered_by: { id: 'usr_other', name: 'Other' } }
   const orphan = { triggered_by: null }
-  const none = { stop_own_run: false, stop_any_run: false }
-  const own = { stop_own_run: true, stop_any_run: false }
-  const any = { stop_own_run: true, stop_any_run: true }
-  const cases: { name: string; can: typeof none; run: typeof mine | typeof orphan; want: boolean }[] = [
+  const none: Can = ['view_runs']
+  const own: Can = ['view_runs', 'stop_own_run']
+  const any: Can = ['view_runs', 'stop_own_run', 'stop_any_run']
+  const cases: { name: string; can: Can; run: typeof mine | typeof orphan; want: boolean }[] = [
     { name: 'may stop nothing, own run', can: none, run: mine, want: false },
     { name: 'may stop own runs, own run', can: own, run: mine, want: true },
     { name: 'may stop own runs, someone else’s run', can: own, run: theirs, want: false },

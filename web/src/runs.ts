@@ -5,10 +5,10 @@
 import type { Can, Run, User } from './types'
 
 /** Whether the caller may stop this run: anyone's with stop_any_run, their own with stop_own_run. */
-export function canStop(can: Pick<Can, 'stop_any_run' | 'stop_own_run'> | undefined, run: Pick<Run, 'triggered_by'>, me: Pick<User, 'id'> | null): boolean {
+export function canStop(can: Readonly<Can> | undefined, run: Pick<Run, 'triggered_by'>, me: Pick<User, 'id'> | null): boolean {
   if (!can) return false
-  if (can.stop_any_run) return true
-  return can.stop_own_run && me !== null && run.triggered_by?.id === me.id
+  if (can.includes('stop_any_run')) return true
+  return can.includes('stop_own_run') && me !== null && run.triggered_by?.id === me.id
 }
 
 const activeStatuses = new Set(['admitted', 'running', 'paused'])

@@ -31,7 +31,7 @@ describe('canOpenTerminal', () => {
     for (const s of statuses) {
       const want = s.open && useTerminal
       it(`canOpenTerminal(use_terminal ${useTerminal}, ${s.status}) = ${want}`, () =>
-        expect(canOpenTerminal({ use_terminal: useTerminal }, s.status)).toBe(want))
+        expect(canOpenTerminal(useTerminal ? ['view_runs', 'use_terminal'] : ['view_runs'], s.status)).toBe(want))
     }
   }
   it('refuses when the agent is not loaded', () => {

@@ -13,12 +13,13 @@ export function terminalURL(runId: string, loc: Pick<Location, 'protocol' | 'hos
 
 /**
  * Whether to offer the terminal: to a caller the server lets use it
- * (`can.use_terminal`), while the run can still have a shell. A paused run is left out on purpose: the server admits only
+ * (`use_terminal` in the agent's `can`), while the run can still have a
+ * shell. A paused run is left out on purpose: the server admits only
  * runs that are admitted or running, and a button that is sure to be refused
  * is worse than none. The server decides again on every frame.
  */
-export function canOpenTerminal(can: Pick<Can, 'use_terminal'> | undefined, status: string): boolean {
-  if (!can?.use_terminal) return false
+export function canOpenTerminal(can: Readonly<Can> | undefined, status: string): boolean {
+  if (!can?.includes('use_terminal')) return false
   return status === 'admitted' || status === 'running'
 }
 

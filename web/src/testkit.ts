@@ -6,7 +6,7 @@
 import { vi } from 'vitest'
 import type { Action, Agent, Can, Level } from './types'
 
-export const levels: readonly Level[] = ['viewer', 'runner', 'editor', 'owner']
+const levels: readonly Level[] = ['viewer', 'runner', 'editor', 'owner']
 
 /**
  * The lowest level the server's policy (internal/access) allows each
@@ -38,9 +38,7 @@ const lowest: Record<Action, Level> = {
 
 /** What the server's agent view says a caller at level can do. */
 export function canAt(level: Level): Can {
-  const can = {} as Can
-  for (const [action, min] of Object.entries(lowest) as [Action, Level][]) can[action] = levels.indexOf(level) >= levels.indexOf(min)
-  return can
+  return (Object.entries(lowest) as [Action, Level][]).filter(([, min]) => levels.indexOf(level) >= levels.indexOf(min)).map(([action]) => action)
 }
 
 export function agentAt(access: Level, id = 'agt_1'): Agent {

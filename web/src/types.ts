@@ -24,11 +24,12 @@ export type AgentState = Agent['state']
 /** What runs an agent: `builtin` is Corral's own loop; the others are an agent CLI in the run's sandbox. */
 export type Driver = Agent['driver']
 /**
- * What the caller may do to an agent (`agent.can`): every action of the
- * server's access policy, decided by the server for the caller's level.
+ * What the caller may do to an agent (`agent.can`): the actions of the
+ * server's access policy that the caller's level allows, as the server
+ * decides them.
  */
 export type Can = Schemas['Can']
-export type Action = keyof Can
+export type Action = Can[number]
 
 /** The body of POST /api/agents and PATCH /api/agents/{id}: every field optional. */
 export type AgentRequest = Schemas['AgentRequest']

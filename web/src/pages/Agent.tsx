@@ -127,7 +127,7 @@ export function AgentPage({ id }: { id: string }) {
       {tab === 'files' && <FileBrowser agent={a} path={query.get('path') ?? ''} />}
       {tab === 'documents' && <DocumentsTab agent={a} />}
       {tab === 'repository' && <RepositoryPanel agent={a} />}
-      {tab === 'sharing' && (a.can.share ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
+      {tab === 'sharing' && (a.can.includes('share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
     </section>
   )
 }
@@ -200,7 +200,7 @@ function Conversation({
           <RunView key={watched.id} run={watched} can={agent.can} me={me} onEnded={onRunEnded} onState={onState} compact />
         </section>
       )}
-      {agent.can.send_message ? (
+      {agent.can.includes('send_message') ? (
         <SendForm agent={agent} onSent={onSent} />
       ) : (
         <p className="muted">You can read this agent’s conversation; your access does not include sending it messages.</p>

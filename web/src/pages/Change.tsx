@@ -32,7 +32,7 @@ export function ChangePage({ id }: { id: string }) {
   if (!cs.data) return cs.error ? <ErrorText error={cs.error} /> : <Loading what="the change set" />
   const c = cs.data
   const a = agent.data
-  const decidable = !!a && a.can.decide_changes && c.status === 'pending'
+  const decidable = !!a && a.can.includes('decide_changes') && c.status === 'pending'
   const open = c.entries.filter(selectable)
   const chosen = tickedPaths(c, ticked)
 
@@ -108,7 +108,7 @@ export function ChangePage({ id }: { id: string }) {
           </div>
         </div>
       )}
-      {c.status === 'pending' && a && !a.can.decide_changes && (
+      {c.status === 'pending' && a && !a.can.includes('decide_changes') && (
         <p className="muted">An editor or the owner decides this change set.</p>
       )}
       <ErrorText error={error} />

@@ -266,23 +266,23 @@ export function SettingsPage({ id }: { id: string }) {
     <section>
       <AgentHeader agent={a} section="settings" onChange={agent.setData} />
       <h2>Settings</h2>
-      {a.can.edit_agent ? (
+      {a.can.includes('edit_agent') ? (
         <AgentForm
           key={a.id}
           agent={a}
           submitLabel="Save"
-          withBudget={a.can.set_budget}
+          withBudget={a.can.includes('set_budget')}
           onSubmit={async (body) => agent.setData(await api.updateAgent(a.id, body))}
         />
       ) : (
         <ReadOnlySettings agent={a} />
       )}
-      {!a.can.set_budget && (
+      {!a.can.includes('set_budget') && (
         <p className="muted">
           Token budget: {a.budget.tokens === 0 ? 'unlimited' : `${a.budget.tokens} tokens`}; used {a.budget.used}.
         </p>
       )}
-      {a.can.delete_agent && <DeleteAgent agent={a} />}
+      {a.can.includes('delete_agent') && <DeleteAgent agent={a} />}
     </section>
   )
 }
