@@ -17,7 +17,7 @@ FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName
 TOOLS_DIR ?= $(CURDIR)/build/tools
 export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
-.PHONY: all build run test deps tools e2fsprogs iproute2 cc vet fmt-check unit unit-short race fuzz bench clean web web-deps web-test browser
+.PHONY: all build run test deps tools e2fsprogs iproute2 cc vet fmt-check unit unit-short race fuzz bench clean web web-deps web-test browser openapi
 
 all: build
 
@@ -56,6 +56,15 @@ $(WEB_DIST): $(WEB_SRC) | web-deps
 	@echo "building the web app into internal/webui/dist (tsc, then vite)"
 	cd web && npm run build
 
+# The API's contract, regenerated from the code: internal/api/openapi.json
+# from the route table, the views and internal/api/contract*.go, then the
+# web app's types (web/src/api.gen.ts) from that file. Run it after
+# changing any of them; TestOpenAPIUpToDate (make unit) and `npm run
+# check:api` (make web-test) fail until their outputs are committed.
+openapi: deps web-deps
+	$(GO) generate ./internal/api
+	cd web && npm run gen:api
+
 # Debian's chromium for the browser tests, installed when missing.
 browser:
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || { \
@@ -68,6 +77,7 @@ browser:
 # with the app embedded, a scripted fake model and a real git server,
 # driven by chromium.
 web-test: build browser tools
+	cd web && npm run check:api
 	cd web && npm test
 	$(GO) build -o bin/fakemodel ./internal/modeltest/fakemodel
 	$(GO) build -o bin/gitserver ./internal/gittest/gitserver

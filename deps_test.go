@@ -74,11 +74,18 @@ var forbidden = []struct {
 		to:   []string{"corral/..."},
 		why:  "the domain package imports nothing of the project",
 	},
+	{
+		from: []string{"corral/internal/openapi"},
+		to:   []string{"corral/..."},
+		why:  "the OpenAPI writer is a library for internal/api: it knows nothing of the project",
+	},
 }
 
 // apiMayImport is all of the project internal/api may import directly: the
-// domain and the service layer, nothing below it.
-var apiMayImport = []string{"corral", "corral/internal/service"}
+// domain and the service layer, nothing below it; and internal/openapi,
+// which writes its contract and imports nothing of the project (a rule
+// above).
+var apiMayImport = []string{"corral", "corral/internal/service", "corral/internal/openapi"}
 
 // TestImportRules enforces the rules above over the project's non-test
 // files and names the chain of imports that breaks one.
@@ -157,6 +164,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/relay/noderpc/noderpc.go": "package noderpc\n",
 		"internal/nodeagent/nodeagent.go":   "package nodeagent\n\nimport _ \"corral/internal/relay\"\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/secrets/secrets.go":       "package secrets\n",
+		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
@@ -184,6 +192,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",
 		"corral must not import corral/internal/trace (the domain package imports nothing of the project):\n" +
 			"\tcorral imports corral/internal/trace (corral.go)",
+		"corral/internal/openapi must not import corral/internal/trace (the OpenAPI writer is a library for internal/api: it knows nothing of the project):\n" +
+			"\tcorral/internal/openapi imports corral/internal/trace (internal/openapi/openapi.go)",
 		"only cmd/corral may import internal/app, the composition root:\n" +
 			"\tcorral/internal/fleet imports corral/internal/app (internal/fleet/fleet.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +

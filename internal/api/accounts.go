@@ -12,7 +12,7 @@ type signupRequest struct {
 	Email    string `json:"email"`
 	Name     string `json:"name"`
 	Password string `json:"password"`
-	Invite   string `json:"invite"`
+	Invite   string `json:"invite,omitempty"`
 }
 
 type userAnswer struct {

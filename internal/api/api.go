@@ -97,8 +97,8 @@ type route struct {
 	handle       handlerFunc
 }
 
-// routes is the one route table. The OpenAPI test keeps openapi.json in step
-// with it.
+// routes is the one route table. openapi.json is generated from it (and
+// from contract_paths.go, which documents each route): see contract.go.
 func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/api/auth/signup", false, s.signup},

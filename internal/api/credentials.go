@@ -12,7 +12,7 @@ type credentialRequest struct {
 	Host         string   `json:"host"`
 	Username     string   `json:"username"`
 	Secret       string   `json:"secret"`
-	Repositories []string `json:"repositories"`
+	Repositories []string `json:"repositories,omitempty"`
 }
 
 type credentialPatch struct {

@@ -142,7 +142,7 @@ func (s *Server) unpublishDocument(w http.ResponseWriter, r *http.Request, actor
 
 type searchRequest struct {
 	Query string `json:"query"`
-	K     int    `json:"k"`
+	K     int    `json:"k,omitempty"`
 }
 
 func (s *Server) searchDocuments(w http.ResponseWriter, r *http.Request, actor corral.User) error {

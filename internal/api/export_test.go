@@ -8,6 +8,7 @@ import "corral/internal/service"
 
 type (
 	AgentView       = agentView
+	CanView         = canView
 	ChangeEntryView = changeEntryView
 	ChangeSetView   = changeSetView
 	CommitView      = commitView
@@ -43,7 +44,7 @@ type (
 var (
 	ClientAddrOf = clientAddrOf
 	Decode       = decode
-	OpenAPI      = openAPI
+	OpenAPIJSON  = openAPI
 )
 
 // RouteInfo is a route of the route table: method, path, and whether it

@@ -82,6 +82,10 @@ func (s *Server) setDraining(w http.ResponseWriter, r *http.Request, actor corra
 	return nil
 }
 
+type moveRequest struct {
+	AgentID string `json:"agent_id"`
+}
+
 // moveAgent is POST /api/nodes/{id}/agents {agent_id}: the agent, its
 // workspace with it, moves to the node.
 func (s *Server) moveAgent(w http.ResponseWriter, r *http.Request, actor corral.User) error {
@@ -92,9 +96,7 @@ func (s *Server) moveAgent(w http.ResponseWriter, r *http.Request, actor corral.
 	if err != nil {
 		return err
 	}
-	var req struct {
-		AgentID string `json:"agent_id"`
-	}
+	var req moveRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}

@@ -53,12 +53,14 @@ type pushView struct {
 	Commits int    `json:"commits"`
 }
 
+type repositoryRequest struct {
+	URL          string `json:"url"`
+	Ref          string `json:"ref,omitempty"`
+	CredentialID string `json:"credential_id,omitempty"`
+}
+
 func (s *Server) putRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	var body struct {
-		URL          string `json:"url"`
-		Ref          string `json:"ref"`
-		CredentialID string `json:"credential_id"`
-	}
+	var body repositoryRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -97,10 +99,12 @@ func (s *Server) listRepositoryCommits(w http.ResponseWriter, r *http.Request, a
 	return nil
 }
 
+type pushRequest struct {
+	Branch string `json:"branch"`
+}
+
 func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	var body struct {
-		Branch string `json:"branch"`
-	}
+	var body pushRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}

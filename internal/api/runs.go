@@ -122,13 +122,17 @@ func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, actor corral.U
 	return nil
 }
 
+type terminalAnswer struct {
+	Run runView `json:"run"`
+}
+
 // startTerminal is POST /api/agents/{id}/terminal: a terminal run.
 func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	run, err := s.runs.StartTerminal(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"run": viewRun(run)})
+	writeJSON(w, http.StatusCreated, terminalAnswer{viewRun(run)})
 	return nil
 }
 

@@ -114,7 +114,16 @@ type agentView struct {
 	// PendingChanges counts the agent's change sets that wait for a
 	// person, whoever may decide them.
 	PendingChanges int `json:"pending_changes"`
+	// Can is what the caller may do to the agent.
+	Can canView `json:"can"`
 }
+
+// canView is what the caller may do to an agent: the actions of the
+// access policy its level allows, by name, in the policy's order
+// (service.Allowed). Clients offer what it lists and keep no copy of the
+// policy. (A list of names, not an object of booleans: no key of an
+// answer names a secret, read_secrets included.)
+type canView []string
 
 func viewLimits(l corral.Limits) limitsView {
 	return limitsView{
@@ -141,6 +150,7 @@ func viewAgent(a corral.Agent) agentView {
 		UpdatedAt: rfc3339(a.UpdatedAt),
 
 		PendingChanges: a.PendingChanges,
+		Can:            service.Allowed(a.Access),
 	}
 }
 

@@ -7,25 +7,11 @@ import { fireEvent, render, screen, waitFor } from '@testing-library/react'
 import { AgentHeader } from './AgentHeader'
 import { api } from './api'
 import { ApiError } from './errors'
+import { agentAt } from './testkit'
 import type { Agent, AgentState, Driver, Level } from './types'
 
 function agent(access: Level, state: AgentState): Agent {
-  return {
-    id: 'agt_1',
-    name: 'helper',
-    instructions: '',
-    model: '',
-    driver: 'builtin',
-    owner: { id: 'usr_owner', name: 'Olive' },
-    access,
-    accepted: true,
-    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [], library: false },
-    limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
-    budget: { tokens: 100, used: 100, reserved: 0, left: 0 },
-    state,
-    created_at: '2025-01-01T00:00:00Z',
-    updated_at: '2025-01-01T00:00:00Z',
-  }
+  return { ...agentAt(access), state, budget: { tokens: 100, used: 100, reserved: 0, left: 0 } }
 }
 
 afterEach(() => vi.restoreAllMocks())

@@ -7,7 +7,6 @@ import { useState } from 'react'
 import { api } from './api'
 import { AccessBadge, DriverBadge, StateBadge } from './badges'
 import { ErrorText } from './feedback'
-import { can } from './permissions'
 import { Link } from './router'
 import type { Agent } from './types'
 import { WaitingBadge } from './WaitingBadge'
@@ -25,7 +24,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
     { id: 'files', label: 'Files', to: `${base}?tab=files`, show: true },
     { id: 'documents', label: 'Documents', to: `${base}?tab=documents`, show: true },
     { id: 'repository', label: 'Repository', to: `${base}?tab=repository`, show: true },
-    { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: can(agent.access, 'share') },
+    { id: 'sharing', label: 'Sharing', to: `${base}?tab=sharing`, show: agent.can.includes('share') },
     { id: 'settings', label: 'Settings', to: `${base}/settings`, show: true },
   ]
 
@@ -70,16 +69,16 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
         <div className="banner bad">
           <p>
             This agent is quarantined after repeated limit violations: new messages are refused
-            {can(agent.access, 'release') ? ' until you release it.' : ' until its owner releases it.'}
+            {agent.can.includes('release') ? ' until you release it.' : ' until its owner releases it.'}
           </p>
-          {can(agent.access, 'release') && (
+          {agent.can.includes('release') && (
             <button type="button" onClick={release} disabled={busy}>
               Release
             </button>
           )}
         </div>
       )}
-      {!agent.accepted && can(agent.access, 'send') && (
+      {!agent.accepted && agent.can.includes('send_message') && (
         <div className="banner warn">
           <p>
             {agent.owner.name} shared this agent with you. You can use it, but your runs cannot hand work to it (list_agents,
@@ -95,7 +94,7 @@ export function AgentHeader({ agent, section, onChange }: { agent: Agent; sectio
           <p>
             This agent is paused: its token budget cannot hold its next model call ({agent.budget.used} of{' '}
             {agent.budget.tokens} tokens used, {agent.budget.left ?? 0} left).
-            {can(agent.access, 'setBudget') ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
+            {agent.can.includes('set_budget') ? ' Raise the budget in Settings to go on.' : ' Its owner can raise the budget.'}
           </p>
         </div>
       )}

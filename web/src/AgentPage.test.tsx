@@ -4,28 +4,13 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { act, render, screen, waitFor } from '@testing-library/react'
 import { AgentPage } from './pages/Agent'
 import { SessionContext } from './session'
-import { FakeEventSource } from './testkit'
+import { agentAt, FakeEventSource } from './testkit'
 import type { Agent, Driver, Level, Run, User } from './types'
 
-const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false }
+const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false, disabled: false, created_at: '2025-01-01T00:00:00Z' }
 
 function agent(access: Level, driver: Driver = 'builtin'): Agent {
-  return {
-    id: 'agt_1',
-    name: 'helper',
-    instructions: '',
-    model: '',
-    driver,
-    owner: { id: 'usr_owner', name: 'Olive' },
-    access,
-    accepted: true,
-    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [], library: false },
-    limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
-    budget: { tokens: 0, used: 0, reserved: 0, left: null },
-    state: 'active',
-    created_at: '2025-01-01T00:00:00Z',
-    updated_at: '2025-01-01T00:00:00Z',
-  }
+  return { ...agentAt(access), driver }
 }
 
 function run(status: Run['status'], by = me.id): Run {
@@ -38,6 +23,7 @@ function run(status: Run['status'], by = me.id): Run {
     root_run_id: 'run_1',
     depth: 0,
     message_id: 'msg_1',
+    driver: 'builtin',
     change_set_id: null,
     tokens: { input: 0, output: 0 },
     violation: null,

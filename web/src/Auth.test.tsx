@@ -11,7 +11,7 @@ import type { Setup, User } from './types'
 beforeEach(() => window.history.replaceState(null, '', '/login'))
 afterEach(() => vi.unstubAllGlobals())
 
-const alice: User = { id: 'usr_1', email: 'alice@example.com', name: 'Alice', admin: true }
+const alice: User = { id: 'usr_1', email: 'alice@example.com', name: 'Alice', admin: true, disabled: false, created_at: '2025-01-01T00:00:00Z' }
 
 function serve(setup: Setup | null) {
   return serveRoutes((method, url) => {

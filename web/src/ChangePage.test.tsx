@@ -4,25 +4,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { fireEvent, render, screen, waitFor, within } from '@testing-library/react'
 import { ChangePage } from './pages/Change'
+import { agentAt } from './testkit'
 import type { Agent, ChangeEntry, ChangeSet, Level } from './types'
 
 function agent(access: Level): Agent {
-  return {
-    id: 'agt_1',
-    name: 'helper',
-    instructions: '',
-    model: '',
-    driver: 'builtin',
-    owner: { id: 'usr_owner', name: 'Olive' },
-    access,
-    accepted: true,
-    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [], library: false },
-    limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
-    budget: { tokens: 0, used: 0, reserved: 0, left: null },
-    state: 'active',
-    created_at: '2025-01-01T00:00:00Z',
-    updated_at: '2025-01-01T00:00:00Z',
-  }
+  return agentAt(access)
 }
 
 function entry(path: string, more: Partial<ChangeEntry> = {}): ChangeEntry {
@@ -55,6 +41,7 @@ function changeSet(entries: ChangeEntry[], more: Partial<ChangeSet> = {}): Chang
     expires_at: '2025-01-08T00:00:00Z',
     decided_by: null,
     decided_at: null,
+    disk_bytes: 0,
     ...more,
   }
 }

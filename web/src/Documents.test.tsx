@@ -18,6 +18,7 @@ function doc(id: string, name: string, over: Partial<Doc> = {}): Doc {
     source: 'private',
     bytes: 2048,
     chunks: 4,
+    embedded: false,
     author: { id: 'usr_a', name: 'Alice' },
     created_at: '2025-01-01T00:00:00Z',
     can_delete: true,
@@ -279,7 +280,7 @@ describe('sources under an answer', () => {
   })
 
   it('shows under the assistant answer that used documents, and nowhere else', async () => {
-    const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false }
+    const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false, disabled: false, created_at: '2025-01-01T00:00:00Z' }
     const at = '2025-01-01T00:00:00Z'
     serveRoutes((method, url) => {
       if (method !== 'GET') return undefined

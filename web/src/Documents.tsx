@@ -15,7 +15,6 @@ import { ErrorText, Loading, useLoad } from './feedback'
 import { Field } from './Field'
 import { formatBytes, formatConfidence, formatScore, formatTime } from './format'
 import { UploadBar, type UploadState } from './Import'
-import { can } from './permissions'
 import { Link } from './router'
 import type { Agent, Doc, MessageSource, SearchResult } from './types'
 
@@ -298,7 +297,7 @@ export function SearchBox({ agentId, library }: { agentId: string; library: bool
 export function DocumentsTab({ agent }: { agent: Agent }) {
   const agentId = agent.id
   const docs = useLoad(() => api.documents(agentId), [agentId])
-  const editor = can(agent.access, 'editDocuments')
+  const editor = agent.can.includes('write_documents')
   // A library document is managed on the library page, never through an agent.
   const deletable = (d: Doc) => editor && d.source === 'private' && d.can_delete !== false
 

@@ -9,7 +9,6 @@ import { isNotFound } from './errors'
 import { ErrorText, Loading, useLoad } from './feedback'
 import { formatBytes } from './format'
 import { ImportPanel } from './Import'
-import { can } from './permissions'
 import { Link, navigate } from './router'
 import type { Agent } from './types'
 
@@ -32,7 +31,7 @@ export function FileBrowser({ agent, path }: { agent: Agent; path: string }) {
   const to = (p: string) => (p === '' ? base : `${base}&path=${encodeURIComponent(p)}`)
   const parts = path.split('/').filter(Boolean)
   const emptyRoot = path === '' && isNotFound(file.error)
-  const editor = can(agent.access, 'editFiles')
+  const editor = agent.can.includes('write_files')
 
   return (
     <section aria-labelledby="files-heading">

@@ -105,7 +105,7 @@ describe('ReviewCallout', () => {
   function set(id: string, status: ChangeSet['status'], ...states: ChangeSet['entries'][number]['state'][]): ChangeSet {
     return {
       id, run_id: 'run_1', agent_id: 'agt_1', status, mode: 'review', created_at: '2025-01-01T00:00:00Z', expires_at: '2025-01-08T00:00:00Z',
-      decided_by: null, decided_at: null,
+      decided_by: null, decided_at: null, disk_bytes: 0,
       entries: states.map((state, i) => ({ path: `f${i}`, path_escaped: `f${i}`, op: 'create', old_sha256: '', new_sha256: 'a', size: 1, mode: '-rw-r--r--', class: 'ordinary', flags: [], note: '', state })),
     }
   }

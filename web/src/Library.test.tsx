@@ -9,7 +9,7 @@ import { FakeXHR, serveRoutes, stubXHR, type Answer } from './testkit'
 import type { Doc } from './types'
 
 function doc(id: string, name: string, can_delete: boolean, author = 'Alice'): Doc {
-  return { id, name, source: 'library', bytes: 100, chunks: 2, author: { id: `usr_${author}`, name: author }, created_at: '2025-01-01T00:00:00Z', can_delete }
+  return { id, name, source: 'library', bytes: 100, chunks: 2, embedded: false, author: { id: `usr_${author}`, name: author }, created_at: '2025-01-01T00:00:00Z', can_delete }
 }
 
 const mine = doc('doc_1', 'handbook.md', true)

@@ -9,7 +9,7 @@ import { agentAt, serveRoutes, type Answer } from './testkit'
 import type { Level, Repository } from './types'
 
 const fast = { intervalMs: 5, timeoutMs: 1000, deadlineMs: 10_000 }
-const ready: Repository = { url: 'https://git.example.com/team/app.git', ref: 'main', head: 'a1b2c3d4e5f60718293a', status: 'ready' }
+const ready: Repository = { url: 'https://git.example.com/team/app.git', ref: 'main', head: 'a1b2c3d4e5f60718293a', status: 'ready', progress: 100 }
 const commits = {
   items: [
     {

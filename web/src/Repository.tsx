@@ -10,7 +10,6 @@ import { isNotFound } from './errors'
 import { ErrorText, Loading, useLoad } from './feedback'
 import { Field } from './Field'
 import { formatTime, shortId } from './format'
-import { can } from './permissions'
 import { poll, type PollOptions } from './poll'
 import { Link } from './router'
 import type { Agent, Commit, PushResult, Repository, RepositoryRequest } from './types'
@@ -240,7 +239,7 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
       {isNotFound(repo.error) && !repo.data ? (
         <>
           <p className="empty">This agent's workspace is not a git repository.</p>
-          {can(agent.access, 'setRepository') && <CloneForm agentId={agent.id} onStarted={setRepo} />}
+          {agent.can.includes('write_files') && <CloneForm agentId={agent.id} onStarted={setRepo} />}
         </>
       ) : (
         <ErrorText error={repo.error} />
@@ -275,7 +274,7 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
           <CloneStatus repo={repo.data} />
           <ErrorText error={pollProblem} />
           {status === 'ready' && <Commits commits={commits.data} error={commits.error} />}
-          {status === 'ready' && can(agent.access, 'push') && (
+          {status === 'ready' && agent.can.includes('write_files') && (
             <PushForm
               agentId={agent.id}
               onPushed={() => {

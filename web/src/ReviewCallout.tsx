@@ -1,7 +1,6 @@
 // On the conversation, once a run has left a change set: how many files
 // wait, for whom, and a link straight to the change set.
 
-import { can } from './permissions'
 import { newestWaiting, waitingWords } from './review'
 import { Link } from './router'
 import type { Agent, ChangeSet } from './types'
@@ -9,7 +8,7 @@ import type { Agent, ChangeSet } from './types'
 export function ReviewCallout({ agent, changes }: { agent: Agent; changes: ChangeSet[] | undefined }) {
   const w = newestWaiting(changes)
   if (!w) return null
-  const canDecide = can(agent.access, 'decideChanges')
+  const canDecide = agent.can.includes('decide_changes')
   const base = `/agents/${encodeURIComponent(agent.id)}`
   return (
     <div className="banner warn review-callout" role="region" aria-label="Waiting for review">

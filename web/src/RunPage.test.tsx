@@ -5,8 +5,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { act, render, screen, waitFor, within } from '@testing-library/react'
 import { RunPage } from './pages/Run'
 import { RunView } from './RunView'
-import { agentAt, FakeEventSource, serveRoutes } from './testkit'
-import type { Run, RunDriver, TraceEvent } from './types'
+import { agentAt, canAt, FakeEventSource, serveRoutes } from './testkit'
+import type { Run, RunDriver, TraceEvent, TraceType } from './types'
 
 function run(driver: RunDriver | undefined, status: Run['status'] = 'completed'): Run {
   return {
@@ -18,7 +18,7 @@ function run(driver: RunDriver | undefined, status: Run['status'] = 'completed')
     root_run_id: 'run_abcdef12',
     depth: 0,
     message_id: 'msg_1',
-    driver,
+    driver: driver as RunDriver, // undefined: a server older than drivers sent none
     change_set_id: null,
     tokens: { input: 0, output: 0 },
     violation: null,
@@ -29,7 +29,7 @@ function run(driver: RunDriver | undefined, status: Run['status'] = 'completed')
   }
 }
 
-function ev(seq: number, type: string, data: Record<string, unknown>): TraceEvent {
+function ev(seq: number, type: TraceType, data: Record<string, unknown>): TraceEvent {
   return { seq, at: '2025-01-01T00:00:00Z', type, data, hash: '', prev_hash: '' }
 }
 
@@ -131,7 +131,7 @@ describe('RunView live output', () => {
   for (const c of cases) {
     it(c.name, async () => {
       serve(run(c.driver, 'running'))
-      render(<RunView run={run(c.driver, 'running')} level="viewer" me={null} />)
+      render(<RunView run={run(c.driver, 'running')} can={canAt('viewer')} me={null} />)
       await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
       act(() => FakeEventSource.last!.emit('output', { tool_call_id: c.id, content: c.content }))
       if (!c.says) {

@@ -9,7 +9,7 @@ import { act, render, screen, waitFor, within } from '@testing-library/react'
 import { RunPage } from './pages/Run'
 import { buildTree, RunTree, treeIntervalMs } from './RunTree'
 import { agentAt, FakeEventSource, serveRoutes, type Answer } from './testkit'
-import type { Run, TraceEvent } from './types'
+import type { Run, TraceEvent, TraceType } from './types'
 
 function run(id: string, over: Partial<Run> = {}): Run {
   return {
@@ -33,7 +33,7 @@ function run(id: string, over: Partial<Run> = {}): Run {
   }
 }
 
-function ev(seq: number, type: string, data: Record<string, unknown>): TraceEvent {
+function ev(seq: number, type: TraceType, data: Record<string, unknown>): TraceEvent {
   return { seq, at: '2025-01-01T00:00:00Z', type, data, hash: '', prev_hash: '' }
 }
 

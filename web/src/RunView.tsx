@@ -12,20 +12,21 @@ import { driverInfo, isCLI, runKind } from './drivers'
 import { errorMessage, isNotFound } from './errors'
 import { ErrorText, Loading, noAccessText } from './feedback'
 import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
-import { can, canStop } from './permissions'
+import { canStop } from './runs'
 import { Markdown } from './Markdown'
 import { canOpenTerminal, endWord } from './terminal'
 import { toTimeline } from './timeline'
 import { Timeline } from './Timeline'
 import { printedLines } from './transcript'
-import type { Level, Run, TraceEvent, User } from './types'
+import type { Can, Run, TraceEvent, User } from './types'
 
 // xterm.js is loaded only when someone opens a terminal.
 const Terminal = lazy(() => import('./Terminal').then((m) => ({ default: m.Terminal })))
 
 interface Props {
   run: Run
-  level: Level
+  /** What the caller may do to the run's agent (the agent's `can`). */
+  can: Can
   me: User | null
   /** Called once when a run this view followed ends. */
   onEnded?: (s: LiveState) => void
@@ -47,7 +48,7 @@ function delegatedAgents(events: TraceEvent[]): string[] {
   return ids
 }
 
-export function RunView({ run, level, me, onEnded, compact, onTrace, onState }: Props) {
+export function RunView({ run, can, me, onEnded, compact, onTrace, onState }: Props) {
   const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
   const endedAtStart = useRef(isTerminal(run.status))
   const reported = useRef(false)
@@ -162,7 +163,7 @@ export function RunView({ run, level, me, onEnded, compact, onTrace, onState }: 
   if (compact) items = items.filter((i) => i.type !== 'usage')
   const going = !finished(state)
   const status = state.status === 'connecting' ? run.status : state.status
-  const terminal = canOpenTerminal(level, status) ? { open: terminalOpen, toggle: () => setTerminalOpen((o) => !o) } : undefined
+  const terminal = canOpenTerminal(can, status) ? { open: terminalOpen, toggle: () => setTerminalOpen((o) => !o) } : undefined
   const kind = runKind(run.driver)
   // An agent CLI's run streams what the CLI prints as the output of its one
   // command ("cli-N"): its JSON events become the timeline's steps as they
@@ -181,7 +182,7 @@ export function RunView({ run, level, me, onEnded, compact, onTrace, onState }: 
           {state.error}
         </p>
       )}
-      {going && <RunControls run={run} level={level} me={me} terminal={terminal} />}
+      {going && <RunControls run={run} can={can} me={me} terminal={terminal} />}
       {/* Stays once opened, after the run ends too: the last screen and why it closed. */}
       {terminalOpen && (
         <Suspense fallback={<Loading what="the terminal" />}>
@@ -212,11 +213,11 @@ interface TerminalToggle {
   toggle: () => void
 }
 
-function RunControls({ run, level, me, terminal }: { run: Run; level: Level; me: User | null; terminal?: TerminalToggle }) {
+function RunControls({ run, can, me, terminal }: { run: Run; can: Can; me: User | null; terminal?: TerminalToggle }) {
   const [error, setError] = useState<unknown>()
   const [asked, setAsked] = useState<'stop' | 'kill'>()
-  const stoppable = canStop(level, run, me)
-  const killable = can(level, 'kill')
+  const stoppable = canStop(can, run, me)
+  const killable = can.includes('kill_run')
   if (!stoppable && !killable && !terminal) return null
 
   async function act(what: 'stop' | 'kill') {

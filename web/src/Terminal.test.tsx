@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { act, fireEvent, render, screen } from '@testing-library/react'
 import { Terminal, type TerminalSocket } from './Terminal'
 import { RunView } from './RunView'
+import { canAt } from './testkit'
 import type { Level, Run, RunStatus, User } from './types'
 
 const fake = vi.hoisted(() => {
@@ -296,7 +297,7 @@ describe('Terminal', () => {
 
 // The run view offers the button; its terminal uses the browser's WebSocket (stubbed here).
 describe('RunView terminal button', () => {
-  const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false }
+  const me: User = { id: 'usr_me', email: 'me@example.com', name: 'Me', admin: false, disabled: false, created_at: '2025-01-01T00:00:00Z' }
   function run(status: RunStatus): Run {
     return {
       id: 'run_1',
@@ -307,6 +308,7 @@ describe('RunView terminal button', () => {
       root_run_id: 'run_1',
       depth: 0,
       message_id: 'msg_1',
+      driver: 'builtin',
       change_set_id: null,
       tokens: { input: 0, output: 0 },
       violation: null,
@@ -338,13 +340,13 @@ describe('RunView terminal button', () => {
   ]
   for (const c of cases) {
     it(`${c.offered ? 'offers' : 'does not offer'} ${c.name} the terminal`, () => {
-      render(<RunView run={run(c.status)} level={c.level} me={me} />)
+      render(<RunView run={run(c.status)} can={canAt(c.level)} me={me} />)
       expect(screen.queryAllByRole('button', { name: 'Terminal' })).toHaveLength(c.offered ? 1 : 0)
     })
   }
 
   it('opens the terminal on click and closes it on a second', async () => {
-    render(<RunView run={run('running')} level="editor" me={me} />)
+    render(<RunView run={run('running')} can={canAt('editor')} me={me} />)
     const button = screen.getByRole('button', { name: 'Terminal' })
     expect(button.getAttribute('aria-expanded')).toBe('false')
     expect(screen.queryByTestId('terminal')).toBeNull()

@@ -31,6 +31,7 @@ function set(entries: ChangeEntry[]): ChangeSet {
     expires_at: '',
     decided_by: null,
     decided_at: null,
+    disk_bytes: 0,
   }
 }
 

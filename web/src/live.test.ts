@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { finished, initialLive, liveReducer, maxLiveOutput, parseData, summarize, type LiveAction, type LiveState } from './live'
 import { formatDuration } from './format'
-import type { Run, TraceEvent } from './types'
+import type { Run, TraceEvent, TraceType } from './types'
 
-function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
+function ev(seq: number, type: TraceType, data: Record<string, unknown> = {}): TraceEvent {
   return { seq, at: `2025-01-01T00:00:0${seq}Z`, type, data, hash: `h${seq}`, prev_hash: seq > 1 ? `h${seq - 1}` : '' }
 }
 
@@ -17,6 +17,7 @@ function run(over: Partial<Run>): Run {
     root_run_id: 'run_1',
     depth: 0,
     message_id: 'msg_1',
+    driver: 'builtin',
     change_set_id: null,
     tokens: { input: 0, output: 0 },
     violation: null,

@@ -9,7 +9,7 @@ function entry(path: string, state: ChangeEntry['state']): ChangeEntry {
 function set(id: string, status: ChangeStatus, ...states: ChangeEntry['state'][]): ChangeSet {
   return {
     id, run_id: null, agent_id: 'agt_1', status, mode: 'review', entries: states.map((s, i) => entry(`f${i}.txt`, s)),
-    created_at: '2025-01-01T00:00:00Z', expires_at: '2025-01-08T00:00:00Z', decided_by: null, decided_at: null,
+    created_at: '2025-01-01T00:00:00Z', expires_at: '2025-01-08T00:00:00Z', decided_by: null, decided_at: null, disk_bytes: 0,
   }
 }
 

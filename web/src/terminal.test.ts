@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest'
 import { canOpenTerminal, closeReason, encodeBinary, encodeInput, endWord, resizeMessage, terminalURL } from './terminal'
-import { levels } from './permissions'
-import type { Level } from './types'
 
 describe('terminalURL', () => {
   const cases: { name: string; protocol: string; host: string; id: string; want: string }[] = [
@@ -18,7 +16,6 @@ describe('terminalURL', () => {
 })
 
 describe('canOpenTerminal', () => {
-  const allowed: Level[] = ['editor', 'owner']
   const statuses: { status: string; open: boolean }[] = [
     { status: 'admitted', open: true },
     { status: 'running', open: true },
@@ -30,15 +27,15 @@ describe('canOpenTerminal', () => {
     { status: 'errored', open: false },
     { status: 'reconciled', open: false },
   ]
-  for (const level of levels) {
+  for (const useTerminal of [false, true]) {
     for (const s of statuses) {
-      const want = s.open && allowed.includes(level)
-      it(`canOpenTerminal(${level}, ${s.status}) = ${want}`, () => expect(canOpenTerminal(level, s.status)).toBe(want))
+      const want = s.open && useTerminal
+      it(`canOpenTerminal(use_terminal ${useTerminal}, ${s.status}) = ${want}`, () =>
+        expect(canOpenTerminal(useTerminal ? ['view_runs', 'use_terminal'] : ['view_runs'], s.status)).toBe(want))
     }
   }
-  it('refuses an unknown or missing level', () => {
+  it('refuses when the agent is not loaded', () => {
     expect(canOpenTerminal(undefined, 'running')).toBe(false)
-    expect(canOpenTerminal('admin' as Level, 'running')).toBe(false)
   })
 })
 

@@ -3,8 +3,7 @@
 // of closing means to the person at the keyboard. Pure functions, so the
 // protocol is tested without a socket; Terminal.tsx speaks it.
 
-import { rank } from './permissions'
-import type { Level } from './types'
+import type { Can } from './types'
 
 /** The socket's address on this page's origin: the session cookie goes with it. */
 export function terminalURL(runId: string, loc: Pick<Location, 'protocol' | 'host'> = window.location): string {
@@ -13,13 +12,14 @@ export function terminalURL(runId: string, loc: Pick<Location, 'protocol' | 'hos
 }
 
 /**
- * Whether to offer the terminal: editors and owners, while the run can still
- * have a shell. A paused run is left out on purpose: the server admits only
+ * Whether to offer the terminal: to a caller the server lets use it
+ * (`use_terminal` in the agent's `can`), while the run can still have a
+ * shell. A paused run is left out on purpose: the server admits only
  * runs that are admitted or running, and a button that is sure to be refused
  * is worse than none. The server decides again on every frame.
  */
-export function canOpenTerminal(level: Level | undefined, status: string): boolean {
-  if (!level || rank(level) < rank('editor')) return false
+export function canOpenTerminal(can: Readonly<Can> | undefined, status: string): boolean {
+  if (!can?.includes('use_terminal')) return false
   return status === 'admitted' || status === 'running'
 }
 

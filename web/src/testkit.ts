@@ -4,7 +4,42 @@
 // files import this.
 
 import { vi } from 'vitest'
-import type { Agent, Level } from './types'
+import type { Action, Agent, Can, Level } from './types'
+
+const levels: readonly Level[] = ['viewer', 'runner', 'editor', 'owner']
+
+/**
+ * The lowest level the server's policy (internal/access) allows each
+ * action, as fixture data for agentAt: the app itself reads agent.can and
+ * keeps no copy of the policy, so a stale row here misleads only a test.
+ */
+const lowest: Record<Action, Level> = {
+  view_agent: 'viewer',
+  read_messages: 'viewer',
+  view_runs: 'viewer',
+  view_changes: 'viewer',
+  read_files: 'viewer',
+  read_documents: 'viewer',
+  send_message: 'runner',
+  stop_own_run: 'runner',
+  read_secrets: 'editor',
+  stop_any_run: 'editor',
+  kill_run: 'editor',
+  edit_agent: 'editor',
+  decide_changes: 'editor',
+  write_files: 'editor',
+  write_documents: 'editor',
+  use_terminal: 'editor',
+  set_budget: 'owner',
+  share: 'owner',
+  release: 'owner',
+  delete_agent: 'owner',
+}
+
+/** What the server's agent view says a caller at level can do. */
+export function canAt(level: Level): Can {
+  return (Object.entries(lowest) as [Action, Level][]).filter(([, min]) => levels.indexOf(level) >= levels.indexOf(min)).map(([action]) => action)
+}
 
 export function agentAt(access: Level, id = 'agt_1'): Agent {
   return {
@@ -22,6 +57,8 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
     state: 'active',
     created_at: '2025-01-01T00:00:00Z',
     updated_at: '2025-01-01T00:00:00Z',
+    pending_changes: 0,
+    can: canAt(access),
   }
 }
 

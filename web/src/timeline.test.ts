@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { describeArguments, mergeEvents, toTimeline, toTimelineItem } from './timeline'
-import type { TraceEvent } from './types'
+import type { TraceEvent, TraceType } from './types'
 
-function ev(seq: number, type: string, data: Record<string, unknown> = {}): TraceEvent {
+function ev(seq: number, type: TraceType, data: Record<string, unknown> = {}): TraceEvent {
   return { seq, at: '2025-01-01T00:00:00Z', type, data, hash: '', prev_hash: '' }
 }
 
@@ -258,7 +258,7 @@ describe('toTimelineItem', () => {
     },
     {
       name: 'an unknown type keeps its data',
-      event: ev(14, 'handed_over', { to: 'agt_2' }),
+      event: ev(14, 'handed_over' as TraceType, { to: 'agt_2' }), // a newer server's type
       title: 'handed_over',
       detail: '{\n  "to": "agt_2"\n}',
       tone: 'info',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { toTimeline } from './timeline'
 import { maxStepText, printedLines, toolStep, transcriptStep, unwrapShell } from './transcript'
-import type { TraceEvent } from './types'
+import type { TraceEvent, TraceType } from './types'
 
 // The transcript events below are what internal/driver's parsers make of
 // the real CLIs' recorded output (internal/driver/testdata/*.stdout.jsonl),
@@ -9,7 +9,7 @@ import type { TraceEvent } from './types'
 // runner's (internal/runner/cli.go).
 
 let seq = 0
-function ev(type: string, data: Record<string, unknown>): TraceEvent {
+function ev(type: TraceType, data: Record<string, unknown>): TraceEvent {
   seq++
   return { seq, at: '2026-12-01T14:20:12Z', type, data, hash: '', prev_hash: '' }
 }

@@ -15,7 +15,7 @@ import { Field } from '../Field'
 import { formatTime, shortId } from '../format'
 import { Markdown } from '../Markdown'
 import { shownName } from '../names'
-import { can, isActive } from '../permissions'
+import { isActive } from '../runs'
 import { Link, navigate, useLocation } from '../router'
 import type { LiveState } from '../live'
 import { RunView } from '../RunView'
@@ -127,7 +127,7 @@ export function AgentPage({ id }: { id: string }) {
       {tab === 'files' && <FileBrowser agent={a} path={query.get('path') ?? ''} />}
       {tab === 'documents' && <DocumentsTab agent={a} />}
       {tab === 'repository' && <RepositoryPanel agent={a} />}
-      {tab === 'sharing' && (can(a.access, 'share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
+      {tab === 'sharing' && (a.can.includes('share') ? <SharingPanel agent={a} /> : <p>Only the owner shares this agent.</p>)}
     </section>
   )
 }
@@ -197,10 +197,10 @@ function Conversation({
               open run {shortId(watched.id)}
             </Link>
           </h2>
-          <RunView key={watched.id} run={watched} level={agent.access} me={me} onEnded={onRunEnded} onState={onState} compact />
+          <RunView key={watched.id} run={watched} can={agent.can} me={me} onEnded={onRunEnded} onState={onState} compact />
         </section>
       )}
-      {can(agent.access, 'send') ? (
+      {agent.can.includes('send_message') ? (
         <SendForm agent={agent} onSent={onSent} />
       ) : (
         <p className="muted">You can read this agent’s conversation; your access does not include sending it messages.</p>

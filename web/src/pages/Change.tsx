@@ -11,7 +11,6 @@ import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { DiffView } from '../DiffView'
 import { formatBytes, formatTime, shortId } from '../format'
 import { shownName } from '../names'
-import { can } from '../permissions'
 import { inboxStale } from '../review'
 import { Link } from '../router'
 import type { ChangeEntry, ChangeSet } from '../types'
@@ -33,7 +32,7 @@ export function ChangePage({ id }: { id: string }) {
   if (!cs.data) return cs.error ? <ErrorText error={cs.error} /> : <Loading what="the change set" />
   const c = cs.data
   const a = agent.data
-  const decidable = !!a && can(a.access, 'decideChanges') && c.status === 'pending'
+  const decidable = !!a && a.can.includes('decide_changes') && c.status === 'pending'
   const open = c.entries.filter(selectable)
   const chosen = tickedPaths(c, ticked)
 
@@ -109,7 +108,7 @@ export function ChangePage({ id }: { id: string }) {
           </div>
         </div>
       )}
-      {c.status === 'pending' && a && !can(a.access, 'decideChanges') && (
+      {c.status === 'pending' && a && !a.can.includes('decide_changes') && (
         <p className="muted">An editor or the owner decides this change set.</p>
       )}
       <ErrorText error={error} />

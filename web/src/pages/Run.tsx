@@ -163,7 +163,7 @@ export function RunPage({ id }: { id: string }) {
       <RunTree run={r} refresh={treeAsked} />
       <h2>Trace</h2>
       {a ? (
-        <RunView key={r.id} run={r} level={a.access} me={user} onEnded={() => void run.reload()} onTrace={onTrace} onState={setLive} />
+        <RunView key={r.id} run={r} can={a.can} me={user} onEnded={() => void run.reload()} onTrace={onTrace} onState={setLive} />
       ) : (
         <Loading what="the trace" />
       )}

@@ -10,7 +10,6 @@ import { ApiError, errorMessage, isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
 import { ModelPicker } from '../ModelPicker'
-import { can } from '../permissions'
 import { navigate } from '../router'
 import type { Agent, AgentRequest, Driver, Limits, Policy } from '../types'
 import { defaultWords, formatLimit, fromHuman, limitFields, toHuman, units, type HumanValue } from '../units'
@@ -267,23 +266,23 @@ export function SettingsPage({ id }: { id: string }) {
     <section>
       <AgentHeader agent={a} section="settings" onChange={agent.setData} />
       <h2>Settings</h2>
-      {can(a.access, 'editSettings') ? (
+      {a.can.includes('edit_agent') ? (
         <AgentForm
           key={a.id}
           agent={a}
           submitLabel="Save"
-          withBudget={can(a.access, 'setBudget')}
+          withBudget={a.can.includes('set_budget')}
           onSubmit={async (body) => agent.setData(await api.updateAgent(a.id, body))}
         />
       ) : (
         <ReadOnlySettings agent={a} />
       )}
-      {!can(a.access, 'setBudget') && (
+      {!a.can.includes('set_budget') && (
         <p className="muted">
           Token budget: {a.budget.tokens === 0 ? 'unlimited' : `${a.budget.tokens} tokens`}; used {a.budget.used}.
         </p>
       )}
-      {can(a.access, 'delete') && <DeleteAgent agent={a} />}
+      {a.can.includes('delete_agent') && <DeleteAgent agent={a} />}
     </section>
   )
 }
