@@ -141,7 +141,7 @@ unit:
 # mostly drive real sandboxes end to end (internal/api, internal/workspace,
 # cmd/corral) run in `unit` only: under the detector they take five to ten
 # times as long, past what CI allows. These take about 4 minutes here.
-RACE_PKGS := ./internal/gateway ./internal/modelapi ./internal/relay/... ./internal/fleet \
+RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/relay/... ./internal/fleet \
 	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
 	./internal/nodeagent ./internal/egress ./internal/archive ./internal/protocol ./internal/runner \
 	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
