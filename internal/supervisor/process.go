@@ -85,7 +85,7 @@ type command struct {
 	mu        sync.Mutex
 	kept      int64
 	total     int64
-	violation string // this command's own limit that ended it
+	violation corral.Violation // this command's own limit that ended it
 }
 
 type conn struct {
@@ -427,7 +427,7 @@ func (s *supervisor) broadcast(m message) {
 }
 
 // kill ends a command for crossing one of its own limits.
-func (c *command) kill(violation string) {
+func (c *command) kill(violation corral.Violation) {
 	c.mu.Lock()
 	if c.violation == "" {
 		c.violation = violation

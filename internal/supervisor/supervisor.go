@@ -77,20 +77,20 @@ const (
 
 // State is a session's state.json.
 type State struct {
-	PID       int       `json:"pid"`
-	State     string    `json:"state"`
-	Violation string    `json:"violation,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	PID       int              `json:"pid"`
+	State     string           `json:"state"`
+	Violation corral.Violation `json:"violation,omitempty"`
+	StartedAt time.Time        `json:"started_at"`
+	EndedAt   time.Time        `json:"ended_at,omitzero"`
 }
 
 // Exit is how a command ended: its cmd/ID.exit record.
 type Exit struct {
-	Code      int    `json:"code"`
-	Signal    string `json:"signal,omitempty"`
-	Violation string `json:"violation,omitempty"`
-	Output    int64  `json:"output"` // bytes the command wrote, kept or not
-	Kept      int64  `json:"kept"`   // bytes in its log
+	Code      int              `json:"code"`
+	Signal    string           `json:"signal,omitempty"`
+	Violation corral.Violation `json:"violation,omitempty"`
+	Output    int64            `json:"output"` // bytes the command wrote, kept or not
+	Kept      int64            `json:"kept"`   // bytes in its log
 }
 
 // Exec is a command to run in the session.
