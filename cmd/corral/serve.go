@@ -35,6 +35,7 @@ import (
 	"corral/internal/role"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
+	"corral/internal/sanitize"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
 	"corral/internal/webui"
@@ -266,7 +267,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		if c.Control == "" {
 			return c, fmt.Errorf("%w: --role sandbox needs --control, control's URL (and --join TOKEN on its first start)", errUsage)
 		}
-		if u, err := url.Parse(c.Control); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if _, err := sanitize.ServerURL(c.Control); err != nil {
 			return c, fmt.Errorf("%w: --control must be control's http or https URL, such as https://corral.example.org", errUsage)
 		}
 	}

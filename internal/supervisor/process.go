@@ -19,6 +19,7 @@ import (
 
 	"corral"
 	"corral/internal/sandbox"
+	"corral/internal/sanitize"
 )
 
 // fdStatus is the descriptor on which a starting supervisor says "ok" or
@@ -320,7 +321,7 @@ var signals = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall
 // exec starts a command; one already started under that id is left alone,
 // so a server that re-sends a command after a crash starts it once.
 func (s *supervisor) exec(e Exec) error {
-	if err := checkID(e.ID); err != nil {
+	if err := sanitize.CommandID(e.ID); err != nil {
 		return err
 	}
 	if e.OutputMax <= 0 {

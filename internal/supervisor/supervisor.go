@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"corral"
@@ -119,15 +118,6 @@ type message struct {
 	Rows   int    `json:"rows,omitempty"`
 	Exit   *Exit  `json:"exit_record,omitempty"`
 	State  *State `json:"state,omitempty"`
-}
-
-var commandID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-func checkID(id string) error {
-	if !commandID.MatchString(id) {
-		return corral.Errorf(corral.EINVALID, "command id %q must be 1 to 64 letters, digits, dots, dashes or underscores", id)
-	}
-	return nil
 }
 
 // Paths of a session's directory.
