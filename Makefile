@@ -9,7 +9,7 @@ BIN      := bin/corral
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X corral/internal/app.version=$(VERSION)
 FUZZTIME ?= 30000x
-FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName
+FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName FuzzPassword FuzzModelName FuzzID FuzzHost FuzzRefName FuzzBranch
 # The agent CLIs (Codex, Claude Code, OpenCode) at the versions pinned in
 # internal/driver/tools/, installed by `make tools`; sessions see it
 # read-only at /opt/corral/tools. The driver tests find it through

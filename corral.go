@@ -10,6 +10,7 @@ package corral
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -113,12 +114,21 @@ type Invite struct {
 	ExpiresAt time.Time
 }
 
+// AgentState is whether an agent may run.
+type AgentState string
+
 // Agent states.
 const (
-	StateActive      = "active"
-	StatePaused      = "paused" // budget reached
-	StateQuarantined = "quarantined"
+	StateActive      AgentState = "active"
+	StatePaused      AgentState = "paused" // budget reached
+	StateQuarantined AgentState = "quarantined"
 )
+
+// AllAgentStates lists every agent state.
+var AllAgentStates = []AgentState{StateActive, StatePaused, StateQuarantined}
+
+// Valid reports whether s is one of AllAgentStates.
+func (s AgentState) Valid() bool { return slices.Contains(AllAgentStates, s) }
 
 // Policy values.
 const (
@@ -145,7 +155,7 @@ type Agent struct {
 	Policy    Policy
 	Limits    Limits
 	Budget    Budget
-	State     string
+	State     AgentState
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// CreatedByRun is the run whose create_agent tool made the agent; ""
@@ -300,27 +310,46 @@ type Message struct {
 	Sources []Source
 }
 
+// ChangeStatus is where a change set is: waiting for a person, or decided
+// one way or another.
+type ChangeStatus string
+
 // Change set statuses.
 const (
-	ChangePending    = "pending"    // some entry still waits for a person (review mode, risky entries in auto mode, a partial decision)
-	ChangeApplied    = "applied"    // decided, and at least one entry was applied
-	ChangeRejected   = "rejected"   // decided, nothing applied, and a person rejected something
-	ChangeDenied     = "denied"     // nothing in it may ever be applied (only protected entries)
-	ChangeConflicted = "conflicted" // decided, nothing applied: the files it changes changed in the workspace since the run
-	ChangeExpired    = "expired"    // nobody decided in time: never applied
-	ChangeFailed     = "failed"     // only in change sets of earlier versions: a failed apply now rolls back and leaves the entries pending
+	ChangePending    ChangeStatus = "pending"    // some entry still waits for a person (review mode, risky entries in auto mode, a partial decision)
+	ChangeApplied    ChangeStatus = "applied"    // decided, and at least one entry was applied
+	ChangeRejected   ChangeStatus = "rejected"   // decided, nothing applied, and a person rejected something
+	ChangeDenied     ChangeStatus = "denied"     // nothing in it may ever be applied (only protected entries)
+	ChangeConflicted ChangeStatus = "conflicted" // decided, nothing applied: the files it changes changed in the workspace since the run
+	ChangeExpired    ChangeStatus = "expired"    // nobody decided in time: never applied
+	ChangeFailed     ChangeStatus = "failed"     // only in change sets of earlier versions: a failed apply now rolls back and leaves the entries pending
 )
 
-// Entry states within a change set. An entry leaves pending once, for one
-// of the others, and never comes back.
+// AllChangeStatuses lists every change set status.
+var AllChangeStatuses = []ChangeStatus{ChangePending, ChangeApplied, ChangeRejected, ChangeDenied, ChangeConflicted, ChangeExpired, ChangeFailed}
+
+// Valid reports whether s is one of AllChangeStatuses.
+func (s ChangeStatus) Valid() bool { return slices.Contains(AllChangeStatuses, s) }
+
+// EntryState is where one entry of a change set is. An entry leaves
+// pending once, for one of the others, and never comes back.
+type EntryState string
+
+// Entry states.
 const (
-	EntryPending    = "pending"
-	EntryApplied    = "applied"
-	EntryRejected   = "rejected"   // a person said no to this entry
-	EntryDenied     = "denied"     // protected: never applied
-	EntryConflicted = "conflicted" // its file changed in the workspace since the run saw it: never applied
-	EntryDropped    = "dropped"    // the change set expired (or, in earlier versions, failed) before anyone decided it
+	EntryPending    EntryState = "pending"
+	EntryApplied    EntryState = "applied"
+	EntryRejected   EntryState = "rejected"   // a person said no to this entry
+	EntryDenied     EntryState = "denied"     // protected: never applied
+	EntryConflicted EntryState = "conflicted" // its file changed in the workspace since the run saw it: never applied
+	EntryDropped    EntryState = "dropped"    // the change set expired (or, in earlier versions, failed) before anyone decided it
 )
+
+// AllEntryStates lists every entry state.
+var AllEntryStates = []EntryState{EntryPending, EntryApplied, EntryRejected, EntryDenied, EntryConflicted, EntryDropped}
+
+// Valid reports whether s is one of AllEntryStates.
+func (s EntryState) Valid() bool { return slices.Contains(AllEntryStates, s) }
 
 // ChangeSet is what one run proposes to change in an agent's workspace,
 // as Corral itself measured it.
@@ -328,7 +357,7 @@ type ChangeSet struct {
 	ID        string
 	AgentID   string
 	RunID     string // "" when not made by a run
-	Status    string
+	Status    ChangeStatus
 	Mode      string // the agent's policy.changes when it was made
 	Entries   []ChangeEntry
 	DiskBytes int64 // what the staged tree takes on the host's disk while the change set waits
@@ -373,7 +402,7 @@ type ChangeEntry struct {
 	Class     string   // ordinary | risky | protected
 	Flags     []string // facts that make it protected (symlink, hardlink, device, setuid, escape, internal, name, stale) or risky (collision)
 	Note      string   // why, in words, when a flag says something a person should read ("" otherwise)
-	State     string   // Entry*
+	State     EntryState
 	// Diff is a unified diff of a text entry, made when the change set was
 	// and kept after it is decided; "" for binary, protected or large
 	// entries. Lists leave it out.

@@ -149,3 +149,54 @@ func TestCharge(t *testing.T) {
 		}
 	}
 }
+
+// TestStates: every listed state of each kind is Valid and distinct, and
+// nothing else is: not "", not another kind's word, not a case variant.
+func TestStates(t *testing.T) {
+	kinds := []struct {
+		name  string
+		all   []string
+		valid func(string) bool
+	}{
+		{"RunStatus", strs(AllRunStatuses), func(s string) bool { return RunStatus(s).Valid() }},
+		{"AgentState", strs(AllAgentStates), func(s string) bool { return AgentState(s).Valid() }},
+		{"ChangeStatus", strs(AllChangeStatuses), func(s string) bool { return ChangeStatus(s).Valid() }},
+		{"EntryState", strs(AllEntryStates), func(s string) bool { return EntryState(s).Valid() }},
+		{"RepoStatus", strs(AllRepoStatuses), func(s string) bool { return RepoStatus(s).Valid() }},
+		{"Violation", strs(AllViolations), func(s string) bool { return Violation(s).Valid() }},
+	}
+	for _, k := range kinds {
+		seen := map[string]bool{}
+		for _, s := range k.all {
+			if seen[s] {
+				t.Errorf("%s %q is listed twice", k.name, s)
+			}
+			seen[s] = true
+			if !k.valid(s) {
+				t.Errorf("%s(%q).Valid() = false, want true", k.name, s)
+			}
+			if k.valid(strings.ToUpper(s)) {
+				t.Errorf("%s(%q).Valid() = true, want false", k.name, strings.ToUpper(s))
+			}
+		}
+		for _, s := range []string{"", "sleeping", "cloning ", "dropped\x00"} {
+			if k.valid(s) && !seen[s] {
+				t.Errorf("%s(%q).Valid() = true, want false", k.name, s)
+			}
+		}
+	}
+	for _, s := range AllRunStatuses {
+		want := s == RunAdmitted || s == RunRunning || s == RunPaused
+		if RunActive(s) != want {
+			t.Errorf("RunActive(%q) = %v, want %v", s, !want, want)
+		}
+	}
+}
+
+func strs[S ~string](all []S) []string {
+	out := make([]string, len(all))
+	for i, s := range all {
+		out[i] = string(s)
+	}
+	return out
+}

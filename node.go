@@ -122,7 +122,7 @@ type SessionSpec struct {
 type SessionState struct {
 	ID        string
 	Running   bool
-	Violation string // the limit of the session that ended it, if one did
+	Violation Violation // the limit of the session that ended it, if one did
 	// Abandoned: it ended because no server came back for it in time.
 	Abandoned bool
 }
@@ -145,10 +145,10 @@ type CommandOutput struct {
 
 // CommandExit is how a command ended.
 type CommandExit struct {
-	Code      int    // exit status; 128+n when signal n ended it
-	Signal    string // the signal that ended it, if one did
-	Violation string // the limit that ended it (the command's or the session's), if one did
-	Output    int64  // bytes it wrote, kept or not
+	Code      int       // exit status; 128+n when signal n ended it
+	Signal    string    // the signal that ended it, if one did
+	Violation Violation // the limit that ended it (the command's or the session's), if one did
+	Output    int64     // bytes it wrote, kept or not
 }
 
 // Actor is who a call that acts in a sandbox is made for: the four fields

@@ -2,15 +2,26 @@ package corral
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
+// RepoStatus is where an agent's repository is: being cloned, cloned, or
+// its clone failed.
+type RepoStatus string
+
 // Repository statuses.
 const (
-	RepoCloning = "cloning"
-	RepoReady   = "ready"
-	RepoFailed  = "failed"
+	RepoCloning RepoStatus = "cloning"
+	RepoReady   RepoStatus = "ready"
+	RepoFailed  RepoStatus = "failed"
 )
+
+// AllRepoStatuses lists every repository status.
+var AllRepoStatuses = []RepoStatus{RepoCloning, RepoReady, RepoFailed}
+
+// Valid reports whether s is one of AllRepoStatuses.
+func (s RepoStatus) Valid() bool { return slices.Contains(AllRepoStatuses, s) }
 
 // Repository is the git repository an agent's persistent workspace is a
 // clone of. A workspace with one turns each applied change set into a
@@ -21,7 +32,7 @@ type Repository struct {
 	Ref          string // the branch or tag asked for, or the branch cloned
 	CredentialID string // the owner's credential asked for; "" to pick by host
 	Head         string // the commit HEAD names, "" until cloned
-	Status       string // RepoCloning, RepoReady or RepoFailed
+	Status       RepoStatus
 	// Error is what went wrong, for people: the clone's failure, or the
 	// last commit that could not be made (the files were applied).
 	Error string

@@ -2,24 +2,34 @@ package corral
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
-// Run statuses. A run is active while admitted, running or paused; every
-// other status is final.
+// RunStatus is where a run is in its life. A run is active while
+// admitted, running or paused; every other status is final.
+type RunStatus string
+
+// Run statuses.
 const (
-	RunAdmitted   = "admitted"   // admission said yes; nothing has run yet
-	RunRunning    = "running"    // the agent loop is working
-	RunPaused     = "paused"     // the agent's budget ran out; resumes when it is raised
-	RunCompleted  = "completed"  // the model answered without asking for tools
-	RunCancelled  = "cancelled"  // stopped at a safe point on request
-	RunKilled     = "killed"     // every process ended at once on request
-	RunErrored    = "errored"    // a limit, the provider or the server ended it
-	RunReconciled = "reconciled" // the server restarted while it ran
+	RunAdmitted   RunStatus = "admitted"   // admission said yes; nothing has run yet
+	RunRunning    RunStatus = "running"    // the agent loop is working
+	RunPaused     RunStatus = "paused"     // the agent's budget ran out; resumes when it is raised
+	RunCompleted  RunStatus = "completed"  // the model answered without asking for tools
+	RunCancelled  RunStatus = "cancelled"  // stopped at a safe point on request
+	RunKilled     RunStatus = "killed"     // every process ended at once on request
+	RunErrored    RunStatus = "errored"    // a limit, the provider or the server ended it
+	RunReconciled RunStatus = "reconciled" // the server restarted while it ran
 )
 
+// AllRunStatuses lists every run status, the active ones first.
+var AllRunStatuses = []RunStatus{RunAdmitted, RunRunning, RunPaused, RunCompleted, RunCancelled, RunKilled, RunErrored, RunReconciled}
+
+// Valid reports whether s is one of AllRunStatuses.
+func (s RunStatus) Valid() bool { return slices.Contains(AllRunStatuses, s) }
+
 // RunActive reports whether a run in status s may still change.
-func RunActive(s string) bool {
+func RunActive(s RunStatus) bool {
 	return s == RunAdmitted || s == RunRunning || s == RunPaused
 }
 
@@ -57,17 +67,27 @@ const (
 // AgentDrivers are the drivers an agent may have.
 var AgentDrivers = []string{DriverBuiltin, DriverCodex, DriverClaudeCode, DriverOpenCode}
 
-// Violations: the limit that ended a run.
+// Violation names the sandbox limit that ended a run or a command; ""
+// when none did.
+type Violation string
+
+// Violations.
 const (
-	ViolationTimeout = "timeout" // wall time: the run's, or one command's
-	ViolationMemory  = "memory"
-	ViolationPids    = "pids"
-	ViolationCPU     = "cpu"
-	ViolationOutput  = "output" // one command's output
+	ViolationTimeout Violation = "timeout" // wall time: the run's, or one command's
+	ViolationMemory  Violation = "memory"
+	ViolationPids    Violation = "pids"
+	ViolationCPU     Violation = "cpu"
+	ViolationOutput  Violation = "output" // one command's output
 	// ViolationDisk: the run used up its staged tree's disk
 	// (limits.disk_bytes or limits.disk_inodes).
-	ViolationDisk = "disk"
+	ViolationDisk Violation = "disk"
 )
+
+// AllViolations lists every violation.
+var AllViolations = []Violation{ViolationTimeout, ViolationMemory, ViolationPids, ViolationCPU, ViolationOutput, ViolationDisk}
+
+// Valid reports whether v is one of AllViolations.
+func (v Violation) Valid() bool { return slices.Contains(AllViolations, v) }
 
 // Tokens counts model tokens as the provider reported them.
 type Tokens struct {
@@ -87,7 +107,7 @@ type Reservation struct {
 type Run struct {
 	ID          string
 	AgentID     string
-	Status      string
+	Status      RunStatus
 	TriggeredBy *UserRef // who sent the message; nil when the account is gone
 	ParentRunID string   // "" for a run a person started
 	// RootRunID is the run a person started that this one descends from
@@ -107,8 +127,8 @@ type Run struct {
 	StageID     string
 	ChangeSetID string // "" until the run's changes are recorded, and when it changed nothing
 	Tokens      Tokens
-	Violation   string // the sandbox limit that ended it, if one did
-	Reason      string // why it ended as it did, in words safe to show to any viewer
+	Violation   Violation // the sandbox limit that ended it, if one did
+	Reason      string    // why it ended as it did, in words safe to show to any viewer
 	CreatedAt   time.Time
 	StartedAt   time.Time // zero until it starts
 	EndedAt     time.Time // zero while active
@@ -152,7 +172,7 @@ type Admission struct {
 	ActiveRuns   int64
 	TokensUsed   int64
 	TokensBudget int64
-	AgentState   string
+	AgentState   AgentState
 	At           time.Time
 	// PendingDiskBytes is what the agent's pending change sets held;
 	// OwnerPendingDiskBytes those of its owner's agents, and
@@ -176,12 +196,12 @@ type RunStore interface {
 	// Runs lists an agent's runs, newest first, at most limit (<= 0: 100).
 	Runs(ctx context.Context, agentID string, limit int) ([]Run, error)
 	// RunsIn lists every run whose status is one of statuses, oldest first.
-	RunsIn(ctx context.Context, statuses ...string) ([]Run, error)
+	RunsIn(ctx context.Context, statuses ...RunStatus) ([]Run, error)
 	// UpdateRun writes r's status, violation, reason, change set id and
 	// start and end times, but only while the stored status is one of
 	// from: ECONFLICT otherwise. Tokens are not written: only Settle
 	// changes them. A run that leaves running loses its gateway token.
-	UpdateRun(ctx context.Context, r Run, from ...string) error
+	UpdateRun(ctx context.Context, r Run, from ...RunStatus) error
 	// SetRunToken keeps the SHA-256 of a running run's gateway token (an
 	// agent CLI's only credential), replacing any: ECONFLICT when the run
 	// is not running. The token itself is never stored.
@@ -228,7 +248,7 @@ type RunStore interface {
 
 	// SetAgentState moves an agent to state to if its state is one of from,
 	// and reports whether it did. It never touches any other field.
-	SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error)
+	SetAgentState(ctx context.Context, agentID string, to AgentState, from ...AgentState) (bool, error)
 	// CountViolations counts the agent's runs that ended with a violation
 	// at or after since.
 	CountViolations(ctx context.Context, agentID string, since time.Time) (int64, error)

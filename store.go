@@ -127,7 +127,7 @@ type ChangeStore interface {
 	// entry is pending or already in the state cs gives it: a decision made
 	// concurrently by someone else makes this an ECONFLICT, never a lost
 	// update. ChangeSet returns entries with their Diff; lists without.
-	UpdateChangeSet(ctx context.Context, cs ChangeSet, from string) error
+	UpdateChangeSet(ctx context.Context, cs ChangeSet, from ChangeStatus) error
 	// PendingChangeSets lists the change sets still waiting, oldest first.
 	PendingChangeSets(ctx context.Context) ([]ChangeSet, error)
 }

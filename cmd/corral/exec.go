@@ -73,9 +73,9 @@ func execCommand(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	if *asJSON {
 		json.NewEncoder(stdout).Encode(struct {
-			ExitCode   int    `json:"exit_code"`
-			Violation  string `json:"violation"`
-			DurationMS int64  `json:"duration_ms"`
+			ExitCode   int              `json:"exit_code"`
+			Violation  corral.Violation `json:"violation"`
+			DurationMS int64            `json:"duration_ms"`
 		}{res.ExitCode, res.Violation, res.Duration.Milliseconds()})
 	} else if res.Violation != "" {
 		fmt.Fprintf(stderr, "corral exec: the %s limit ended the command\n", res.Violation)

@@ -52,7 +52,7 @@ type changeSetView struct {
 // location stays on the server.
 func viewChangeSet(cs corral.ChangeSet) changeSetView {
 	v := changeSetView{
-		ID: cs.ID, AgentID: cs.AgentID, Status: cs.Status, Mode: cs.Mode, DiskBytes: cs.DiskBytes,
+		ID: cs.ID, AgentID: cs.AgentID, Status: string(cs.Status), Mode: cs.Mode, DiskBytes: cs.DiskBytes,
 		Entries:   make([]changeEntryView, len(cs.Entries)),
 		CreatedAt: rfc3339(cs.CreatedAt), ExpiresAt: rfc3339(cs.ExpiresAt),
 	}
@@ -68,7 +68,7 @@ func viewChangeSet(cs corral.ChangeSet) changeSetView {
 		ev := changeEntryView{
 			Path: e.Path, PathEscaped: service.EscapePath(e.Path), Op: e.Op, OldSHA256: e.OldSHA256,
 			NewSHA256: e.NewSHA256, Size: e.Size, Mode: os.FileMode(e.Mode).String(), Class: e.Class,
-			Flags: e.Flags, Note: e.Note, State: e.State,
+			Flags: e.Flags, Note: e.Note, State: string(e.State),
 		}
 		if ev.Flags == nil {
 			ev.Flags = []string{}
@@ -114,7 +114,7 @@ type waitingView struct {
 
 func viewWaiting(w corral.WaitingChangeSet) waitingView {
 	v := waitingView{
-		ID: w.ID, AgentID: w.AgentID, AgentName: w.AgentName, Status: corral.ChangePending,
+		ID: w.ID, AgentID: w.AgentID, AgentName: w.AgentName, Status: string(corral.ChangePending),
 		PendingEntries: w.Pending, TotalEntries: w.Entries, DiskBytes: w.DiskBytes,
 		CreatedAt: rfc3339(w.CreatedAt), ExpiresAt: rfc3339(w.ExpiresAt),
 	}
@@ -127,7 +127,7 @@ func viewWaiting(w corral.WaitingChangeSet) waitingView {
 // waitingChanges is the inbox: GET /api/changes?status=pending. Pending is
 // the one status asked about across agents.
 func (s *Server) waitingChanges(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	if st := r.URL.Query()["status"]; len(st) != 1 || st[0] != corral.ChangePending {
+	if st := r.URL.Query()["status"]; len(st) != 1 || corral.ChangeStatus(st[0]) != corral.ChangePending {
 		return corral.Errorf(corral.EINVALID, "status must be %q: the change sets that wait for you", corral.ChangePending)
 	}
 	sets, err := s.changes.Waiting(r.Context(), actor)

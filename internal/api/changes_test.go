@@ -204,7 +204,7 @@ func TestAutoModeAppliesOrdinaryOnly(t *testing.T) {
 	})
 	states := map[string]string{}
 	for _, en := range cs.Entries {
-		states[en.Path] = en.Class + "/" + en.State
+		states[en.Path] = en.Class + "/" + string(en.State)
 	}
 	if states["notes.md"] != "ordinary/applied" || states["package.json"] != "risky/pending" || states[".git/config"] != "protected/denied" || cs.Status != "pending" {
 		t.Fatalf("auto change set %s: %v", cs.Status, states)

@@ -434,7 +434,7 @@ func TestAgentCLIMemoryViolation(t *testing.T) {
 	e.answer(func(r modeltest.Request) modeltest.Reply { return modeltest.Text(cliFinal) })
 	run := owner.send(id, "Say hello.")
 	done := owner.waitRun(run.ID, "completed", "errored", "killed", "cancelled")
-	if done.Status != "errored" || done.Violation == nil || *done.Violation != corral.ViolationMemory || !strings.Contains(done.Reason, "memory") {
+	if done.Status != "errored" || done.Violation == nil || *done.Violation != string(corral.ViolationMemory) || !strings.Contains(done.Reason, "memory") {
 		t.Fatalf("run = %s, violation %v (%s); want errored with the memory violation", done.Status, done.Violation, done.Reason)
 	}
 	verify(t, run.ID, owner.trace(run.ID))

@@ -339,7 +339,7 @@ func TestDelegationCaps(t *testing.T) {
 		alice.waitRun(root.ID, "errored")
 		var total int64
 		for _, r := range alice.tree(root.ID) {
-			if corral.RunActive(r.Status) {
+			if corral.RunActive(corral.RunStatus(r.Status)) {
 				t.Errorf("run %s still %s", r.ID, r.Status)
 			}
 			total += r.Tokens.Input + r.Tokens.Output

@@ -23,7 +23,7 @@ func (c *client) inbox(t *testing.T) []string {
 	c.do("GET", "/api/changes?status=pending", nil).want(http.StatusOK).decode(&got)
 	out := []string{}
 	for _, w := range got.Items {
-		if w.Status != corral.ChangePending {
+		if w.Status != string(corral.ChangePending) {
 			t.Errorf("inbox item %s has status %q", w.ID, w.Status)
 		}
 		out = append(out, fmt.Sprintf("%s: %d/%d", w.AgentName, w.PendingEntries, w.TotalEntries))

@@ -27,7 +27,7 @@ type lastPushView struct {
 // viewRepository leaves out which credential the clone used: it is the
 // owner's business, and never its secret in any case.
 func viewRepository(r service.Repository) repositoryView {
-	v := repositoryView{URL: r.URL, Ref: r.Ref, Head: r.Head, Status: r.Status, Error: r.Error, Progress: r.Progress}
+	v := repositoryView{URL: r.URL, Ref: r.Ref, Head: r.Head, Status: string(r.Status), Error: r.Error, Progress: r.Progress}
 	if p := r.LastPush; p != nil {
 		v.LastPush = &lastPushView{Branch: p.Branch, Head: p.Head, At: rfc3339(p.At), By: userRefView{ID: p.By.ID, Name: p.By.Name}}
 	}

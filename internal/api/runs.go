@@ -39,10 +39,10 @@ type tokensView struct {
 
 func viewRun(r corral.Run) runView {
 	v := runView{
-		ID: r.ID, AgentID: r.AgentID, Status: r.Status, MessageID: r.MessageID, Driver: "builtin",
+		ID: r.ID, AgentID: r.AgentID, Status: string(r.Status), MessageID: r.MessageID, Driver: "builtin",
 		ParentRunID: optional(r.ParentRunID), RootRunID: r.Root(), Depth: r.Depth, ChangeSetID: optional(r.ChangeSetID),
 		Tokens:    tokensView{Input: r.Tokens.Input, Output: r.Tokens.Output},
-		Violation: optional(r.Violation), Reason: r.Reason, CreatedAt: rfc3339(r.CreatedAt),
+		Violation: optional(string(r.Violation)), Reason: r.Reason, CreatedAt: rfc3339(r.CreatedAt),
 	}
 	if r.Driver != "" {
 		v.Driver = r.Driver

@@ -145,7 +145,7 @@ func viewAgent(a corral.Agent) agentView {
 		},
 		Limits:    viewLimits(a.Limits),
 		Budget:    budgetOf(a.Budget),
-		State:     a.State,
+		State:     string(a.State),
 		CreatedAt: rfc3339(a.CreatedAt),
 		UpdatedAt: rfc3339(a.UpdatedAt),
 

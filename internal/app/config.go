@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"corral/internal/archive"
 	"corral/internal/gateway"
 	"corral/internal/role"
+	"corral/internal/sanitize"
 	"corral/internal/service"
 )
 
@@ -121,7 +121,7 @@ func checkRole(c *Config) error {
 		if c.Control == "" {
 			return configError("--role sandbox needs --control, control's URL (and --join TOKEN on its first start)")
 		}
-		if u, err := url.Parse(c.Control); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if _, err := sanitize.ServerURL(c.Control); err != nil {
 			return configError("--control must be control's http or https URL, such as https://corral.example.org")
 		}
 	}

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // Config is what the gateway needs to reach a provider. cmd/ fills it from
@@ -258,8 +258,8 @@ func New(cfg Config) (*Gateway, error) {
 }
 
 func validBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := sanitize.ServerURL(s)
+	if err != nil {
 		return corral.Errorf(corral.EINVALID,
 			"CORRAL_MODEL_BASE_URL must be an absolute http or https URL, such as http://127.0.0.1:11434/v1")
 	}

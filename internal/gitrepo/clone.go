@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // Clone clones the repository at rawURL (ref: a branch or tag, "" for the
@@ -28,12 +29,12 @@ import (
 // failure dir is removed: the caller never finds half a clone.
 func (c Config) Clone(ctx context.Context, rawURL, ref string, auth *Auth, dir string, progress func(int)) (err error) {
 	c = c.withDefaults()
-	u, err := CheckURL(rawURL)
+	u, err := sanitize.RepositoryURL(rawURL)
 	if err != nil {
 		return err
 	}
 	if ref != "" {
-		if err := c.CheckRef(ctx, ref); err != nil {
+		if err := sanitize.RefName(ref); err != nil {
 			return err
 		}
 	}
@@ -280,20 +281,6 @@ func (lim TreeLimits) passed(files, dirs, size int64) error {
 		return corral.Errorf(corral.ETOOLARGE, "the repository holds more than %d directories (--import-max-dirs); nothing was cloned", lim.MaxDirs)
 	case lim.MaxBytes > 0 && size > lim.MaxBytes:
 		return corral.Errorf(corral.ETOOLARGE, "the repository's files hold more than %d bytes (--import-max-bytes); nothing was cloned", lim.MaxBytes)
-	}
-	return nil
-}
-
-// CheckRef validates a branch or tag name to clone: git would read some
-// as an option or a pattern.
-func (c Config) CheckRef(ctx context.Context, ref string) error {
-	c = c.withDefaults()
-	bad := corral.Errorf(corral.EINVALID, "ref is not a valid branch or tag name")
-	if len(ref) > 255 || strings.HasPrefix(ref, "-") {
-		return bad
-	}
-	if _, err := c.run(ctx, "", nil, nil, nil, "check-ref-format", "--allow-onelevel", "refs/x/"+ref); err != nil {
-		return bad
 	}
 	return nil
 }

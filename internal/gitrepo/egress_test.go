@@ -15,6 +15,7 @@ import (
 
 	"corral"
 	"corral/internal/gittest"
+	"corral/internal/sanitize"
 )
 
 // TestEgressRefusesPrivateRemotes: a clone or push to a loopback address,
@@ -59,7 +60,7 @@ func TestEgressRefusesPrivateRemotes(t *testing.T) {
 // connect to that address (http.curloptResolve), so a second lookup
 // cannot send it elsewhere.
 func TestEgressPinsTheAddress(t *testing.T) {
-	u, _ := CheckURL("https://localhost:8443/r.git")
+	u, _ := sanitize.RepositoryURL("https://localhost:8443/r.git")
 	r, err := Config{Egress: loopback}.remote(context.Background(), u, nil)
 	if err != nil || r.resolve != "localhost:8443:127.0.0.1" {
 		t.Fatalf("remote = %+v, %v; want localhost pinned to 127.0.0.1", r, err)
@@ -73,7 +74,7 @@ func TestEgressPinsTheAddress(t *testing.T) {
 		!slices.Contains(cmd.Env, "GIT_CONFIG_VALUE_"+valueIndex(cmd.Env, "http.curloptResolve")+"=localhost:8443:127.0.0.1") {
 		t.Fatalf("git's environment does not pin the address: %q", cmd.Env)
 	}
-	u, _ = CheckURL("https://127.0.0.1:8443/r.git")
+	u, _ = sanitize.RepositoryURL("https://127.0.0.1:8443/r.git")
 	if r, err := (Config{Egress: loopback}).remote(context.Background(), u, nil); err != nil || r.resolve != "" {
 		t.Fatalf("an address needs no pin: %+v, %v", r, err)
 	}

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -31,7 +30,6 @@ import (
 
 	"corral"
 	"corral/internal/egress"
-	"corral/internal/sanitize"
 )
 
 // DefaultMaxBytes is the default clone size limit.
@@ -136,64 +134,6 @@ func (c Config) remote(ctx context.Context, u *url.URL, auth *Auth) (*remote, er
 // trusted, something else than a git server listening): one message, so
 // that answers cannot map which ports of a host are open.
 const msgUnreachable = "the repository could not be reached over https: its host did not answer as a trusted git server (unreachable, refused, not trusted, or not git)"
-
-// CheckURL validates a remote's URL: https only, no userinfo (a credential
-// belongs in the credential store, not in a URL that is stored and shown),
-// a host that is a DNS name or an IP address, no query or fragment.
-func CheckURL(raw string) (*url.URL, error) {
-	if len(raw) > 2048 {
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL is longer than 2048 bytes")
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL cannot be parsed: give https://host/path")
-	}
-	switch {
-	case u.Scheme != "https":
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL must start with https:// (other transports are refused)")
-	case u.User != nil:
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL must not carry a user name or password: add a credential instead")
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL must not have a query or a fragment")
-	case !validHost(u.Hostname()):
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL's host must be a DNS name or an IP address")
-	case u.Port() != "":
-		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-			return nil, corral.Errorf(corral.EINVALID, "the repository URL's port is not a number from 1 to 65535")
-		}
-	}
-	if strings.ContainsAny(u.Path, "\x00\r\n\\") {
-		return nil, corral.Errorf(corral.EINVALID, "the repository URL's path has a control character or a backslash")
-	}
-	return u, nil
-}
-
-func validHost(h string) bool {
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// CheckBranch validates a branch name to push to (sanitize.Branch: git's
-// rules for a ref name, and no name that would mean something else in a
-// refspec). It starts no process.
-func (c Config) CheckBranch(_ context.Context, name string) error {
-	return sanitize.Branch(name)
-}
 
 // credentialHelper is git's credential helper for a process with a
 // credential: it answers git's "get" with what the pipe at file

@@ -37,43 +37,6 @@ var loopback = egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix(
 
 func auth() *Auth { return &Auth{Username: testUser, Secret: []byte(testSecret)} }
 
-func TestCheckURL(t *testing.T) {
-	tests := []struct {
-		name, url string
-		ok        bool
-	}{
-		{"https", "https://example.com/team/repo.git", true},
-		{"https with port", "https://git.example.com:8443/repo", true},
-		{"ip host", "https://127.0.0.1:9/repo.git", true},
-		{"ipv6 host", "https://[::1]:9/repo.git", true},
-		{"http", "http://example.com/repo.git", false},
-		{"ssh", "ssh://git@example.com/repo.git", false},
-		{"scp form", "git@example.com:team/repo.git", false},
-		{"file", "file:///etc/passwd", false},
-		{"ext transport", "ext::sh -c touch% /tmp/x", false},
-		{"userinfo with password", "https://user:pass@example.com/repo.git", false},
-		{"userinfo user only", "https://token@example.com/repo.git", false},
-		{"no host", "https:///repo.git", false},
-		{"underscore host", "https://bad_host.example.com/repo", false},
-		{"option-looking host", "https://-oProxy.example.com/repo", false},
-		{"query", "https://example.com/repo.git?x=1", false},
-		{"fragment", "https://example.com/repo.git#main", false},
-		{"newline", "https://example.com/re\npo", false},
-		{"bad port", "https://example.com:99999/repo", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := CheckURL(tt.url)
-			if (err == nil) != tt.ok {
-				t.Fatalf("CheckURL(%q) = %v, want ok %v", tt.url, err, tt.ok)
-			}
-			if err != nil && corral.ErrorCode(err) != corral.EINVALID {
-				t.Fatalf("CheckURL(%q) code = %s, want %s", tt.url, corral.ErrorCode(err), corral.EINVALID)
-			}
-		})
-	}
-}
-
 // TestCommandEnvironment: git never inherits the server's environment, and
 // the credential is in the environment of the one process, never in argv.
 func TestCommandEnvironment(t *testing.T) {

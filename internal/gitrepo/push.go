@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // PushResult is what a push did.
@@ -21,11 +22,11 @@ type PushResult struct {
 // not contain, nothing is pushed: ECONFLICT naming the remote's head.
 func (c Config) Push(ctx context.Context, dir, rawURL, branch string, auth *Auth) (PushResult, error) {
 	c = c.withDefaults()
-	u, err := CheckURL(rawURL)
+	u, err := sanitize.RepositoryURL(rawURL)
 	if err != nil {
 		return PushResult{}, err
 	}
-	if err := c.CheckBranch(ctx, branch); err != nil {
+	if err := sanitize.Branch(branch); err != nil {
 		return PushResult{}, err
 	}
 	head, err := c.Head(ctx, dir)

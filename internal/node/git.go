@@ -11,6 +11,7 @@ import (
 
 	"corral"
 	"corral/internal/gitrepo"
+	"corral/internal/sanitize"
 	"corral/internal/workspace"
 )
 
@@ -26,7 +27,7 @@ func auth(a *corral.GitAuth) *gitrepo.Auth {
 // must be empty, and no run may be working on it (its stage would not
 // know of the files).
 func (l *Local) CanClone(ctx context.Context, agentID string) error {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return err
 	}
 	defer l.writers.Lock(agentID)()
@@ -55,7 +56,7 @@ func (l *Local) canCloneLocked(agentID string) error {
 // workspace in one rename: a failure (or a cancelled ctx) leaves nothing
 // of it on disk.
 func (l *Local) Clone(ctx context.Context, agentID string, spec corral.CloneSpec, progress func(int)) (corral.CloneResult, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return corral.CloneResult{}, err
 	}
 	tmp := filepath.Join(l.clonesDir(), agentID)
@@ -114,7 +115,7 @@ func (l *Local) installClone(agentID, tmp string) error {
 
 // Commit commits paths of the agent's workspace.
 func (l *Local) Commit(ctx context.Context, agentID string, spec corral.CommitSpec) (corral.CommitResult, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return corral.CommitResult{}, err
 	}
 	defer l.writers.Lock(agentID)()
@@ -157,7 +158,7 @@ func (l *Local) commitLocked(agentID string, spec *corral.CommitSpec, paths []st
 
 // Log lists the newest n commits of the workspace's repository.
 func (l *Local) Log(ctx context.Context, agentID string, n int) ([]corral.GitCommit, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return nil, err
 	}
 	log, err := l.cfg.Git.Log(ctx, l.workspaceDir(agentID), n)
@@ -174,7 +175,7 @@ func (l *Local) Log(ctx context.Context, agentID string, n int) ([]corral.GitCom
 
 // Push pushes the repository's HEAD to branch of url, a fast-forward only.
 func (l *Local) Push(ctx context.Context, agentID, url, branch string, a *corral.GitAuth) (corral.PushResult, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return corral.PushResult{}, err
 	}
 	res, err := l.cfg.Git.Push(ctx, l.workspaceDir(agentID), url, branch, auth(a))

@@ -39,7 +39,7 @@ import (
 // meanwhile is told (keepBases): approving its change set later conflicts
 // on what the import changed.
 func (l *Local) Import(ctx context.Context, agentID, contentType string, body io.Reader, commit *corral.CommitSpec) (corral.ImportResult, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return corral.ImportResult{}, err
 	}
 	format, body := archive.Sniff(contentType, body)

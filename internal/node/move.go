@@ -15,6 +15,7 @@ import (
 
 	"corral"
 	"corral/internal/gitrepo"
+	"corral/internal/sanitize"
 )
 
 // A move carries a whole workspace from one node to another as a tar:
@@ -25,7 +26,7 @@ import (
 // ExportWorkspace writes the agent's workspace as a tar. The agent's
 // writers wait meanwhile, so the tar is one state of the workspace.
 func (l *Local) ExportWorkspace(ctx context.Context, agentID string, w io.Writer) error {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return err
 	}
 	defer l.writers.Lock(agentID)()
@@ -106,7 +107,7 @@ func (l *Local) ExportWorkspace(ctx context.Context, agentID string, w io.Writer
 // clone (Git.MaxBytes). Its files go to the sandbox's user, but .git,
 // which stays the server's, as after a clone.
 func (l *Local) ImportWorkspace(ctx context.Context, agentID string, r io.Reader) error {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return err
 	}
 	if err := l.CanClone(ctx, agentID); err != nil {

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -127,14 +126,3 @@ func (l *Local) importsDir() string             { return filepath.Join(l.cfg.Dat
 func (l *Local) clonesDir() string              { return filepath.Join(l.cfg.Data, "clones") }
 func (l *Local) movesDir() string               { return filepath.Join(l.cfg.Data, "moves") }
 func (l *Local) sessionsDir() string            { return filepath.Join(l.cfg.Data, "sessions") }
-
-// ids are what the node accepts as the id of an agent, a stage or a
-// session: what corral.NewID makes, never a path.
-var ids = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-func checkID(what, id string) error {
-	if !ids.MatchString(id) {
-		return corral.Errorf(corral.EINVALID, "%s id %q is not an id", what, id)
-	}
-	return nil
-}

@@ -12,11 +12,12 @@ import (
 	"corral"
 	"corral/internal/driver"
 	"corral/internal/sandbox"
+	"corral/internal/sanitize"
 	"corral/internal/supervisor"
 )
 
 func (l *Local) dir(id string) (string, error) {
-	if err := checkID("session", id); err != nil {
+	if err := sanitize.ID("session", id); err != nil {
 		return "", err
 	}
 	return filepath.Join(l.sessionsDir(), id), nil
@@ -313,7 +314,7 @@ func (l *Local) running() int {
 	}
 	n := 0
 	for _, e := range ents {
-		if !e.IsDir() || !ids.MatchString(e.Name()) {
+		if !e.IsDir() || sanitize.ID("session", e.Name()) != nil {
 			continue
 		}
 		st, err := supervisor.ReadState(filepath.Join(l.sessionsDir(), e.Name()))
@@ -332,7 +333,7 @@ func (l *Local) EndAll(ctx context.Context) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if e.IsDir() && ids.MatchString(e.Name()) {
+		if e.IsDir() && sanitize.ID("session", e.Name()) == nil {
 			errs = append(errs, l.EndSession(ctx, e.Name()))
 		}
 	}

@@ -10,13 +10,14 @@ import (
 	"strings"
 
 	"corral"
+	"corral/internal/sanitize"
 	"corral/internal/workspace"
 )
 
 // workspace returns the agent's persistent workspace, creating it (owned
 // by the sandbox's user) on first use.
 func (l *Local) workspace(agentID string) (string, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return "", err
 	}
 	dir := l.workspaceDir(agentID)
@@ -40,7 +41,7 @@ func (l *Local) stageOptions() workspace.StageOptions {
 
 // Stage stages the agent's workspace as the tree spec.ID.
 func (l *Local) Stage(ctx context.Context, spec corral.StageSpec) error {
-	if err := checkID("stage", spec.ID); err != nil {
+	if err := sanitize.ID("stage", spec.ID); err != nil {
 		return err
 	}
 	dir, err := l.workspace(spec.AgentID)
@@ -66,7 +67,7 @@ func (l *Local) Stage(ctx context.Context, spec corral.StageSpec) error {
 
 // ReopenStage opens a staged tree an earlier process or a paused run left.
 func (l *Local) ReopenStage(ctx context.Context, agentID, id string) error {
-	if err := errors.Join(checkID("agent", agentID), checkID("stage", id)); err != nil {
+	if err := errors.Join(sanitize.ID("agent", agentID), sanitize.ID("stage", id)); err != nil {
 		return err
 	}
 	defer l.writers.Lock(agentID)()
@@ -84,7 +85,7 @@ func (l *Local) ReopenStage(ctx context.Context, agentID, id string) error {
 // openStage is the stage id, open or re-opened from disk: a stage whose
 // manifest is taken stays on disk, not in memory, until it is discarded.
 func (l *Local) openStage(agentID, id string) (*workspace.Stage, error) {
-	if err := errors.Join(checkID("agent", agentID), checkID("stage", id)); err != nil {
+	if err := errors.Join(sanitize.ID("agent", agentID), sanitize.ID("stage", id)); err != nil {
 		return nil, err
 	}
 	if st := l.stage(id); st != nil {
@@ -173,7 +174,7 @@ func (l *Local) keepBases(agentID string, paths []string) error {
 // Manifest measures, classifies and diffs what a run changed in its tree.
 // A stage that cannot be measured is removed: nothing could apply it.
 func (l *Local) Manifest(ctx context.Context, agentID, id string, policy corral.ClassPolicy) (corral.StageManifest, error) {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return corral.StageManifest{}, err
 	}
 	defer l.writers.Lock(agentID)()
@@ -271,7 +272,7 @@ func (l *Local) Apply(ctx context.Context, req corral.ApplyRequest) (corral.Appl
 
 // DiscardStage removes a staged tree, mounted or not.
 func (l *Local) DiscardStage(ctx context.Context, id string) error {
-	if err := checkID("stage", id); err != nil {
+	if err := sanitize.ID("stage", id); err != nil {
 		return err
 	}
 	l.forget(id)
@@ -284,7 +285,7 @@ func (l *Local) DiscardStage(ctx context.Context, id string) error {
 // before anything under it is removed, and the workspace, the lower layer
 // of their overlays, goes only once they all have.
 func (l *Local) DropAgent(ctx context.Context, agentID string) error {
-	if err := checkID("agent", agentID); err != nil {
+	if err := sanitize.ID("agent", agentID); err != nil {
 		return err
 	}
 	defer l.writers.Lock(agentID)()

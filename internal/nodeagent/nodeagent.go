@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"corral/internal/fleet"
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
+	"corral/internal/sanitize"
 )
 
 // Config is a node's settings.
@@ -63,8 +63,7 @@ type Agent struct {
 
 // New checks cfg.
 func New(cfg Config) (*Agent, error) {
-	u, err := url.Parse(cfg.Control)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if _, err := sanitize.ServerURL(cfg.Control); err != nil {
 		return nil, corral.Errorf(corral.EINVALID, "--control must be control's http or https URL, such as https://corral.example.org")
 	}
 	if cfg.Name == "" {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"corral"
+	"corral/internal/sanitize"
 )
 
 // Stores are the document stores of one server, under one directory:
@@ -46,8 +46,8 @@ func (s *Stores) Library() *Index { return s.library }
 // Private is agent's own store, opened on first use. Idle connections
 // close after a minute, so an idle agent holds no file open.
 func (s *Stores) Private(ctx context.Context, agentID string) (*Index, error) {
-	if !validID(agentID) {
-		return nil, corral.Errorf(corral.EINVALID, "not an agent id")
+	if err := sanitize.ID("agent", agentID); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,8 +66,8 @@ func (s *Stores) Private(ctx context.Context, agentID string) (*Index, error) {
 
 // Drop deletes an agent's private store (the agent is deleted).
 func (s *Stores) Drop(agentID string) error {
-	if !validID(agentID) {
-		return corral.Errorf(corral.EINVALID, "not an agent id")
+	if err := sanitize.ID("agent", agentID); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	x := s.private[agentID]
@@ -94,19 +94,4 @@ func (s *Stores) Close() error {
 
 func (s *Stores) privatePath(agentID string) string {
 	return filepath.Join(s.dir, "agents", agentID, "documents.db")
-}
-
-// validID accepts what corral.NewID makes (a prefix, "_", base32): an id
-// becomes a directory name, so nothing else may pass.
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

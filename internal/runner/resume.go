@@ -96,7 +96,7 @@ func (r *Runner) takeUp(ctx context.Context, run corral.Run) {
 
 // endPaused ends a paused run on request. Its staged changes become a
 // change set for review.
-func (r *Runner) endPaused(ctx context.Context, runID, status, reason string) error {
+func (r *Runner) endPaused(ctx context.Context, runID string, status corral.RunStatus, reason string) error {
 	run, err := r.store.Run(ctx, runID)
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func (r *Runner) Reconcile(ctx context.Context) (reconciled, reattached int, err
 		r.endSession(run.ID)
 		from := run.Status
 		run.Status, run.EndedAt = corral.RunReconciled, r.cfg.Now().UTC()
-		run.Reason = "the server stopped while the run was " + from + "; its session did not outlive it"
+		run.Reason = "the server stopped while the run was " + string(from) + "; its session did not outlive it"
 		if err := r.store.UpdateRun(ctx, run, from); err != nil {
 			r.cfg.Log.Error("reconciling a run", "run", run.ID, "err", err)
 			continue

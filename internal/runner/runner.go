@@ -314,9 +314,9 @@ func (r *Runner) lookup(runID string) *active {
 
 // outcome is how a loop ended.
 type outcome struct {
-	status    string // a final Run* status, or RunPaused
+	status    corral.RunStatus // a final Run* status, or RunPaused
 	reason    string
-	violation string
+	violation corral.Violation
 	answer    string // the model's final text, for the thread
 	shutdown  bool   // the server is stopping: leave the run for reconciliation
 	// waitingFor: with status RunPaused, the delegated run whose pause

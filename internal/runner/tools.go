@@ -58,10 +58,10 @@ const (
 
 // toolResult is how one tool call ended.
 type toolResult struct {
-	ExitCode  int    `json:"exit_code"`
-	Output    string `json:"output"`
-	Violation string `json:"violation,omitempty"`
-	Error     string `json:"error,omitempty"`
+	ExitCode  int              `json:"exit_code"`
+	Output    string           `json:"output"`
+	Violation corral.Violation `json:"violation,omitempty"`
+	Error     string           `json:"error,omitempty"`
 }
 
 // forModel is the result as the model reads it.
@@ -71,9 +71,9 @@ func (r toolResult) forModel(name string) string {
 		return "error: " + r.Error
 	case name == "shell":
 		b, _ := json.Marshal(struct {
-			ExitCode  int    `json:"exit_code"`
-			Output    string `json:"output"`
-			Violation string `json:"violation"`
+			ExitCode  int              `json:"exit_code"`
+			Output    string           `json:"output"`
+			Violation corral.Violation `json:"violation"`
 		}{r.ExitCode, r.Output, r.Violation})
 		return string(b)
 	default:

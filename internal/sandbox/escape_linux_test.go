@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"corral"
 	"corral/internal/kerneltest"
 )
 
@@ -71,11 +72,11 @@ const roFile, roInner, roEmptyDir = "file.txt", "dir/inner.txt", "empty-dir"
 type escapeCase struct {
 	name      string // also $ATTACK
 	class     string
-	rw        bool   // a fresh read-write workspace; otherwise the shared read-only one
-	limits    Limits // Wall defaults to 10s
-	end       string // "stop" or "kill": how the host ends the run once the attack reported
-	violation string // the limit that must end the run; then no verdict line is needed
-	want      string // a substring the verdict line must hold
+	rw        bool             // a fresh read-write workspace; otherwise the shared read-only one
+	limits    Limits           // Wall defaults to 10s
+	end       string           // "stop" or "kill": how the host ends the run once the attack reported
+	violation corral.Violation // the limit that must end the run; then no verdict line is needed
+	want      string           // a substring the verdict line must hold
 	attack    attack
 	setup     func(t *testing.T, r *caseRun) // on the host, before the run
 	verify    func(t *testing.T, r *caseRun) // on the host, after it

@@ -123,7 +123,7 @@ func TestLimitsEndTheRun(t *testing.T) {
 		name      string
 		limits    Limits
 		script    string
-		violation string
+		violation corral.Violation
 	}{
 		{"wall time", Limits{Wall: 300 * time.Millisecond}, "sleep 30", ViolationTimeout},
 		{"cpu time", Limits{CPU: 300 * time.Millisecond}, "while :; do :; done", ViolationCPU},

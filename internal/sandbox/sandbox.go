@@ -137,11 +137,11 @@ func (s Spec) session() SessionSpec {
 
 // Result is how a sandboxed command ended.
 type Result struct {
-	ExitCode  int           // the command's exit status; 128+n when signal n ended it
-	Signal    string        // the signal that ended it, if one did
-	Violation string        // the limit that ended it, "" if none
-	Duration  time.Duration // from start to the end of the last process
-	Output    int64         // bytes of output the command produced (kept or discarded)
+	ExitCode  int              // the command's exit status; 128+n when signal n ended it
+	Signal    string           // the signal that ended it, if one did
+	Violation corral.Violation // the limit that ended it, "" if none
+	Duration  time.Duration    // from start to the end of the last process
+	Output    int64            // bytes of output the command produced (kept or discarded)
 }
 
 // Inside the sandbox: the identity and paths every command sees.

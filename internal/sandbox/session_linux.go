@@ -31,7 +31,7 @@ type Session struct {
 	sendMu sync.Mutex
 
 	mu        sync.Mutex
-	violation string
+	violation corral.Violation
 	procs     map[uint64]*Proc
 	next      uint64
 	ended     bool
@@ -381,7 +381,7 @@ func (s *Session) watch(poll time.Duration) {
 
 // end kills the whole session at once, recording why. Killing the init is
 // enough: the kernel then kills every process in its PID namespace.
-func (s *Session) end(violation string) {
+func (s *Session) end(violation corral.Violation) {
 	s.mu.Lock()
 	if s.violation == "" {
 		s.violation = violation
@@ -423,7 +423,7 @@ func (s *Session) Ended() bool {
 }
 
 // Violation is the limit of the session that ended it, "" if none did (yet).
-func (s *Session) Violation() string {
+func (s *Session) Violation() corral.Violation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.violation
@@ -434,7 +434,7 @@ func (s *Session) Violation() string {
 // pids limit) ends the session with that violation at once, so a command
 // the kernel killed is never reported without the limit that killed it.
 // It returns the session's violation, "" for none.
-func (s *Session) Check() string {
+func (s *Session) Check() corral.Violation {
 	if u, err := s.cg.usage(); err == nil {
 		switch {
 		case u.OOMKills > 0:

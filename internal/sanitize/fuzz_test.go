@@ -358,3 +358,62 @@ func FuzzPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzID: ID accepts exactly 1 to 64 bytes of a-z, 0-9 and "_";
+// CommandID exactly 1 to 64 ASCII letters, digits, ".", "_" and "-"
+// starting with a letter or digit. Neither ever accepts a path.
+func FuzzID(f *testing.F) {
+	for _, s := range []string{"agt_abc", "m3-0", "..", "a/b", "Agt_a", "", "cli-1.x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lower, command := len(s) >= 1 && len(s) <= 64, len(s) >= 1 && len(s) <= 64
+		for i, r := range s {
+			digit, letter := r >= '0' && r <= '9', r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+			lower = lower && (digit || r >= 'a' && r <= 'z' || r == '_')
+			command = command && (digit || letter || i > 0 && strings.ContainsRune("._-", r))
+		}
+		err := sanitize.ID("agent", s)
+		if err != nil {
+			mustCode(t, "ID", err, corral.EINVALID)
+		}
+		if (err == nil) != lower {
+			t.Fatalf("ID(%q) = %v, want ok %v", s, err, lower)
+		}
+		err = sanitize.CommandID(s)
+		if err != nil {
+			mustCode(t, "CommandID", err, corral.EINVALID)
+		}
+		if (err == nil) != command {
+			t.Fatalf("CommandID(%q) = %v, want ok %v", s, err, command)
+		}
+		if err == nil && (s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00")) {
+			t.Fatalf("CommandID(%q) accepted a path", s)
+		}
+	})
+}
+
+// FuzzHost: a host Host accepts comes back in its one form: lower-case
+// ASCII letters, digits, ".", "-", ":", "[" and "]" only, and the same
+// again when checked again.
+func FuzzHost(f *testing.F) {
+	for _, s := range []string{"GitHub.COM.:443", "[::1]:8443", "bücher.example", "10.0.0.5:3000", "1.2.3", "a@b", "x:0443"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := sanitize.Host(s)
+		if err != nil {
+			mustCode(t, "Host", err, corral.EINVALID)
+			return
+		}
+		for _, r := range out {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(".-:[]", r)) {
+				t.Fatalf("Host(%q) = %q: %q is not in a host's form", s, out, r)
+			}
+		}
+		again, err := sanitize.Host(out)
+		if err != nil || again != out {
+			t.Fatalf("Host(%q) = %q, but Host(%q) = %q, %v", s, out, out, again, err)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 // Package sanitize checks what people send before the rest of Corral sees
-// it: one validator per kind of input (names, message content, free text,
-// emails, display names, passwords, model names).
+// it: one validator per kind of input (names, paths, message content, free
+// text, emails, display names, passwords, model names, ids, hosts, URLs,
+// git ref and branch names). No other package checks these kinds itself.
 //
 // Every entry point of the server runs its input through the validator for
 // its kind and keeps what the validator returns, never the raw input: the

@@ -19,7 +19,7 @@ type AgentStore interface {
 	corral.MessageStore
 	UserByID(ctx context.Context, id string) (corral.User, error)
 	UserByEmail(ctx context.Context, email string) (corral.User, error)
-	SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error)
+	SetAgentState(ctx context.Context, agentID string, to corral.AgentState, from ...corral.AgentState) (bool, error)
 }
 
 // Agents is everything done to agents: settings, sharing, and the thread.

@@ -145,8 +145,8 @@ func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id stri
 // settle derives a decided change set's status from its entries: pending
 // while any entry is; then applied if anything was; conflicted, rejected
 // or denied (only protected entries) if nothing was.
-func settle(cs corral.ChangeSet) string {
-	seen := map[string]bool{}
+func settle(cs corral.ChangeSet) corral.ChangeStatus {
+	seen := map[corral.EntryState]bool{}
 	for _, e := range cs.Entries {
 		seen[e.State] = true
 	}

@@ -3,16 +3,11 @@ package service
 import (
 	"bytes"
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/net/idna"
-
 	"corral"
-	"corral/internal/gitrepo"
 	"corral/internal/sanitize"
 	"corral/internal/secrets"
 )
@@ -60,7 +55,7 @@ func (s *Credentials) Create(ctx context.Context, actor corral.User, name, host,
 	if err != nil {
 		return corral.CodeCredential{}, err
 	}
-	if host, err = CredentialHost(host); err != nil {
+	if host, err = sanitize.Host(host); err != nil {
 		return corral.CodeCredential{}, err
 	}
 	if err := checkCredentialUsername(username); err != nil {
@@ -137,11 +132,11 @@ func (s *Credentials) Delete(ctx context.Context, actor corral.User, id string) 
 // that aliases it): it is zeroed when fn returns. An error of fn that
 // repeats the secret is replaced, so no log line or answer can carry it.
 func (s *Credentials) WithSecret(ctx context.Context, agentID, credentialID, repoURL string, fn func(username string, secret []byte) error) error {
-	u, err := gitrepo.CheckURL(repoURL)
+	u, err := sanitize.RepositoryURL(repoURL)
 	if err != nil {
 		return err
 	}
-	h, err := CredentialHost(u.Host)
+	h, err := sanitize.Host(u.Host)
 	if err != nil {
 		return err
 	}
@@ -186,100 +181,6 @@ func repositoriesOf(c corral.CodeCredential) string {
 		return "no repository yet"
 	}
 	return strings.Join(c.Repositories, ", ")
-}
-
-// CredentialHost checks and normalises a credential's host: a DNS name
-// (internationalised names are stored in their ASCII form) or an IP
-// address, with an optional port, and nothing else: no scheme, user, path,
-// query or whitespace. Names are lower-cased and ":443", https' default,
-// is dropped, so "GitHub.com:443" and "github.com" are one host; an IPv6
-// address with a port is written "[::1]:8443".
-func CredentialHost(s string) (string, error) {
-	bad := func(why string) error {
-		return corral.Errorf(corral.EINVALID, "host %s: give a host name or IP address with an optional port, like github.com or 10.0.0.5:8443", why)
-	}
-	switch {
-	case s == "":
-		return "", bad("is empty")
-	case len(s) > 300:
-		return "", bad("is too long")
-	case strings.Contains(s, "://"):
-		return "", bad("must not have a scheme (drop https://)")
-	case strings.ContainsAny(s, "/?#@\\"):
-		return "", bad("must not have a path, query, fragment or user name")
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return "", bad("must not contain spaces or control characters")
-		}
-	}
-	name, port := s, ""
-	if ip, err := parseIP(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
-		return joinHostPort(ip, ""), nil // a bare IPv6 address has colons of its own
-	}
-	if strings.Contains(s, ":") {
-		h, p, err := net.SplitHostPort(s)
-		if err != nil {
-			return "", bad("has a malformed port")
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 || p != strconv.Itoa(n) {
-			return "", bad("has a port that is not a number from 1 to 65535")
-		}
-		name, port = h, p
-	}
-	if ip, err := parseIP(name); err == nil {
-		return joinHostPort(ip, port), nil
-	}
-	if strings.Contains(name, ":") {
-		return "", bad("is not a valid address")
-	}
-	ascii, err := idna.Lookup.ToASCII(strings.TrimSuffix(name, "."))
-	if err != nil || !dnsName(ascii) {
-		return "", bad("is not a valid DNS name")
-	}
-	return joinHostPort(strings.ToLower(ascii), port), nil
-}
-
-func parseIP(s string) (string, error) {
-	ip := net.ParseIP(s)
-	if ip == nil {
-		return "", corral.Errorf(corral.EINVALID, "not an IP address")
-	}
-	return ip.String(), nil
-}
-
-func joinHostPort(host, port string) string {
-	if port == "" || port == "443" {
-		if strings.Contains(host, ":") {
-			return "[" + host + "]"
-		}
-		return host
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// dnsName reports whether s is a DNS name of letters, digits and hyphens
-// whose last label is not all digits (that would be a malformed IPv4
-// address, not a name).
-func dnsName(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	labels := strings.Split(s, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	last := labels[len(labels)-1]
-	return strings.Trim(last, "0123456789") != ""
 }
 
 func checkCredentialUsername(u string) error {

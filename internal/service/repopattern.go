@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"corral"
-	"corral/internal/gitrepo"
+	"corral/internal/sanitize"
 )
 
 // Bounds of a credential's repositories.
@@ -39,7 +39,7 @@ func RepositoryPatterns(patterns []string, host string) ([]string, error) {
 
 // RepositoryPattern checks and normalises one pattern of the repositories
 // a credential for host may be used for: host/path, the host the
-// credential's (normalised as CredentialHost does), the path a
+// credential's (normalised as sanitize.Host does), the path a
 // repository's, in which * stands for any part of one segment
 // ("github.com/acme/*" is every repository of acme, not those of a
 // subgroup). A leading https:// and a trailing .git or / are dropped.
@@ -55,7 +55,7 @@ func RepositoryPattern(s, host string) (string, error) {
 	if !ok {
 		return "", bad("has no path")
 	}
-	h, err := CredentialHost(h)
+	h, err := sanitize.Host(h)
 	if err != nil {
 		return "", bad("has a host that is not valid")
 	}
@@ -80,7 +80,7 @@ func RepositoryPattern(s, host string) (string, error) {
 // repositoryKey is a repository URL as patterns match it: the normalised
 // host, then the path as the server reads it (cleaned), without .git.
 func repositoryKey(u *url.URL) (string, error) {
-	h, err := CredentialHost(u.Host)
+	h, err := sanitize.Host(u.Host)
 	if err != nil {
 		return "", err
 	}
@@ -91,7 +91,7 @@ func repositoryKey(u *url.URL) (string, error) {
 // allows reports whether a credential may be used for the repository at
 // rawURL: one of its patterns matches it, host and every segment.
 func allows(c corral.CodeCredential, rawURL string) bool {
-	u, err := gitrepo.CheckURL(rawURL)
+	u, err := sanitize.RepositoryURL(rawURL)
 	if err != nil {
 		return false
 	}

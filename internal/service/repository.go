@@ -8,7 +8,7 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/gitrepo"
+	"corral/internal/sanitize"
 	"corral/internal/trace"
 )
 
@@ -29,9 +29,6 @@ type RepositoryStore interface {
 type RepositoryConfig struct {
 	Store   RepositoryStore
 	Secrets SecretSource // nil: anonymous clones only, and no push with a credential
-	// Git checks the names a person gives (a ref, a branch) as git does;
-	// the git work itself is the node's.
-	Git gitrepo.Config
 	// Trace keeps each agent's chain of clones and pushes (the runs'
 	// trace store; an agent's chain is named by its id). Required.
 	Trace trace.Store
@@ -122,13 +119,13 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 	if err != nil {
 		return Repository{}, err
 	}
-	u, err := gitrepo.CheckURL(rawURL)
+	u, err := sanitize.RepositoryURL(rawURL)
 	if err != nil {
 		return Repository{}, err
 	}
 	if credentialID != "" {
-		if !validID(credentialID) {
-			return Repository{}, corral.Errorf(corral.EINVALID, "credential_id is not a credential id")
+		if err := sanitize.ID("credential", credentialID); err != nil {
+			return Repository{}, err
 		}
 		// Found now, so a wrong id, or a repository the credential does
 		// not allow, is an answer to this request (404, 403), not a failed
@@ -145,7 +142,7 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 		r := corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
 			Status: corral.RepoCloning, CreatedBy: actor.ID, CreatedAt: c.cfg.Now().UTC()}
 		if ref != "" {
-			err = repos.cfg.Git.CheckRef(ctx, ref)
+			err = sanitize.RefName(ref)
 		}
 		if err == nil {
 			err = repos.cfg.Store.CreateRepository(ctx, r)
@@ -292,7 +289,7 @@ func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch s
 	if err != nil {
 		return corral.PushResult{}, err
 	}
-	if err := repos.cfg.Git.CheckBranch(ctx, branch); err != nil {
+	if err := sanitize.Branch(branch); err != nil {
 		return corral.PushResult{}, err
 	}
 	r, err := repos.cfg.Store.Repository(ctx, a.ID)
@@ -461,17 +458,4 @@ func oneLine(s string) string {
 		out = append(out, r)
 	}
 	return string(out)
-}
-
-// validID accepts what corral.NewID makes, no more (a credential id).
-func validID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
 }

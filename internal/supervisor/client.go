@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // Client is the server's connection to one supervisor.
@@ -252,7 +253,7 @@ func (c *Client) Read(id string, offset int64, max int) ([]byte, *Exit, error) {
 // Read is Client.Read without a client: for a session whose supervisor is
 // gone.
 func Read(dir, id string, offset int64, most int) ([]byte, *Exit, error) {
-	if err := checkID(id); err != nil {
+	if err := sanitize.CommandID(id); err != nil {
 		return nil, nil, err
 	}
 	// The exit first: a log read after it holds everything.

@@ -19,6 +19,7 @@ import (
 
 	"corral"
 	"corral/internal/sandbox"
+	"corral/internal/sanitize"
 )
 
 // fdStatus is the descriptor on which a starting supervisor says "ok" or
@@ -85,7 +86,7 @@ type command struct {
 	mu        sync.Mutex
 	kept      int64
 	total     int64
-	violation string // this command's own limit that ended it
+	violation corral.Violation // this command's own limit that ended it
 }
 
 type conn struct {
@@ -320,7 +321,7 @@ var signals = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall
 // exec starts a command; one already started under that id is left alone,
 // so a server that re-sends a command after a crash starts it once.
 func (s *supervisor) exec(e Exec) error {
-	if err := checkID(e.ID); err != nil {
+	if err := sanitize.CommandID(e.ID); err != nil {
 		return err
 	}
 	if e.OutputMax <= 0 {
@@ -427,7 +428,7 @@ func (s *supervisor) broadcast(m message) {
 }
 
 // kill ends a command for crossing one of its own limits.
-func (c *command) kill(violation string) {
+func (c *command) kill(violation corral.Violation) {
 	c.mu.Lock()
 	if c.violation == "" {
 		c.violation = violation

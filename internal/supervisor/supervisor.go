@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"corral"
@@ -77,20 +76,20 @@ const (
 
 // State is a session's state.json.
 type State struct {
-	PID       int       `json:"pid"`
-	State     string    `json:"state"`
-	Violation string    `json:"violation,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	PID       int              `json:"pid"`
+	State     string           `json:"state"`
+	Violation corral.Violation `json:"violation,omitempty"`
+	StartedAt time.Time        `json:"started_at"`
+	EndedAt   time.Time        `json:"ended_at,omitzero"`
 }
 
 // Exit is how a command ended: its cmd/ID.exit record.
 type Exit struct {
-	Code      int    `json:"code"`
-	Signal    string `json:"signal,omitempty"`
-	Violation string `json:"violation,omitempty"`
-	Output    int64  `json:"output"` // bytes the command wrote, kept or not
-	Kept      int64  `json:"kept"`   // bytes in its log
+	Code      int              `json:"code"`
+	Signal    string           `json:"signal,omitempty"`
+	Violation corral.Violation `json:"violation,omitempty"`
+	Output    int64            `json:"output"` // bytes the command wrote, kept or not
+	Kept      int64            `json:"kept"`   // bytes in its log
 }
 
 // Exec is a command to run in the session.
@@ -119,15 +118,6 @@ type message struct {
 	Rows   int    `json:"rows,omitempty"`
 	Exit   *Exit  `json:"exit_record,omitempty"`
 	State  *State `json:"state,omitempty"`
-}
-
-var commandID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-func checkID(id string) error {
-	if !commandID.MatchString(id) {
-		return corral.Errorf(corral.EINVALID, "command id %q must be 1 to 64 letters, digits, dots, dashes or underscores", id)
-	}
-	return nil
 }
 
 // Paths of a session's directory.

@@ -252,7 +252,8 @@ func validateApply(dir, journalDir, id string, entries []Entry, src Source) (str
 		e.Op = "workspace.Apply"
 		return e
 	}
-	if err := validID(id); err != nil {
+	// The id names the journal's file and the temporaries.
+	if err := sanitize.ID("change set", id); err != nil {
 		return "", "", err
 	}
 	if dir == "" || journalDir == "" {
@@ -369,22 +370,6 @@ func structuralPath(p string) error {
 	if bad {
 		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
 			Message: fmt.Sprintf("invalid path %q: it must be relative, clean and stay inside the workspace", p)}
-	}
-	return nil
-}
-
-// validID accepts ids that are safe as file names in the journal
-// directory and in temporary names.
-func validID(id string) error {
-	ok := id != "" && len(id) <= 128 && id[0] != '.' && id[0] != '-'
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			ok = false
-		}
-	}
-	if !ok {
-		return &corral.Error{Code: corral.EINVALID, Op: "workspace.Apply",
-			Message: fmt.Sprintf("invalid change set id %q", id)}
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func newEnv(t testing.TB, fx fixture) *env {
 		ws:     filepath.Join(base, "ws"),
 		staged: filepath.Join(base, "staged"),
 		jdir:   filepath.Join(base, "journal"),
-		id:     "cs-1",
+		id:     "cs_1",
 	}
 	staged := map[string]file{}
 	for _, c := range fx.changes {
@@ -500,7 +500,7 @@ func TestApplyInvalid(t *testing.T) {
 		tc{name: "bad hash", entries: with(func(en *Entry) { en.NewSHA256 = "zz" })},
 		tc{name: "duplicate path", entries: []Entry{good, good}},
 		tc{name: "file and directory", entries: []Entry{good, with(func(en *Entry) { en.Path = "x.txt/y" })[0]}},
-		tc{name: "reserved name", entries: with(func(en *Entry) { en.Path = "a/" + tempPrefix + "cs-1-0" })},
+		tc{name: "reserved name", entries: with(func(en *Entry) { en.Path = "a/" + tempPrefix + "cs_1-0" })},
 		tc{name: "no entries"},
 		tc{name: "id with a slash", id: "a/b", entries: []Entry{good}},
 		tc{name: "id ..", id: "..", entries: []Entry{good}},
@@ -880,7 +880,7 @@ func TestApplyMoveSource(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(src, "d", "f.txt"), []byte(content), 0o600))
 			}
 			entries := []Entry{{Path: "d/f.txt", Op: OpCreate, NewSHA256: sum(content), Size: int64(len(content)), Mode: 0o755, Class: ClassOrdinary}}
-			err := Apply(ws, jdir, "imp-1", entries, MoveSource(src), nil)
+			err := Apply(ws, jdir, "imp_1", entries, MoveSource(src), nil)
 			if tt.wantCode != "" {
 				wantCode(t, err, tt.wantCode)
 				if _, err := os.Lstat(filepath.Join(ws, "d", "f.txt")); !os.IsNotExist(err) {

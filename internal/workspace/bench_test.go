@@ -66,7 +66,7 @@ func BenchmarkStageManifestVsNaive(b *testing.B) {
 			b.Fatalf("manifest has %d entries, want 10: %q", len(m), entryOps(m))
 		}
 		m = ClassifyAll(m, ClassPolicy{})
-		if err := Apply(ws, filepath.Join(scratch, "journal"), fmt.Sprintf("cs-%d", i), m, s.Source(), nil); err != nil {
+		if err := Apply(ws, filepath.Join(scratch, "journal"), fmt.Sprintf("cs_%d", i), m, s.Source(), nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Close(); err != nil {

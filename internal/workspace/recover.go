@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"corral"
+	"corral/internal/sanitize"
 )
 
 // Recover finishes or rolls back every journal left in journalDir for dir
@@ -55,7 +56,7 @@ func Recover(dir, journalDir string, hook Hook) error {
 	var errs []error
 	for _, de := range des {
 		id, ok := strings.CutSuffix(de.Name(), ".json")
-		if !ok || de.IsDir() || validID(id) != nil {
+		if !ok || de.IsDir() || sanitize.ID("change set", id) != nil {
 			continue
 		}
 		if err := hook.step("recover-read " + id); err != nil {
@@ -121,7 +122,7 @@ func removeStrays(absDir, journalDir string, hook Hook) error {
 	for _, de := range des {
 		name := de.Name()
 		id, ok := strings.CutSuffix(name, ".json.tmp")
-		if !ok || de.IsDir() || validID(id) != nil || has[id+".json"] {
+		if !ok || de.IsDir() || sanitize.ID("change set", id) != nil || has[id+".json"] {
 			continue
 		}
 		// A temporary that names another workspace belongs to that

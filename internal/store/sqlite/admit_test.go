@@ -53,7 +53,7 @@ func mustAdmit(t *testing.T, db *DB, agent corral.Agent, user corral.User, offse
 }
 
 // mustUpdateRun moves r to status, stamping the times a real run would get.
-func mustUpdateRun(t *testing.T, db *DB, r corral.Run, status, violation string, ended time.Time) corral.Run {
+func mustUpdateRun(t *testing.T, db *DB, r corral.Run, status corral.RunStatus, violation corral.Violation, ended time.Time) corral.Run {
 	t.Helper()
 	from := r.Status
 	r.Status, r.Violation, r.EndedAt = status, violation, ended
@@ -91,7 +91,7 @@ func TestAdmit(t *testing.T) {
 		reason     string // what decide answers
 		before     func() // run before Admit
 		wantFacts  [2]int64
-		wantState  string
+		wantState  corral.AgentState
 		wantUsed   int64
 		wantStored bool // the message and the run exist afterwards
 	}{

@@ -223,7 +223,7 @@ func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet, diffs bo
 // UpdateChangeSet records a decision: status, who and when, and each
 // entry's state, only if the stored status is still from and every entry
 // it changes is still pending.
-func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from string) error {
+func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from corral.ChangeStatus) error {
 	const op = "sqlite.UpdateChangeSet"
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {

@@ -43,7 +43,7 @@ func TestAdmitPendingDiskBytes(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	other := mustAgent(t, db, owner, "other", time.Second)
-	newSet := func(agent corral.Agent, status string, bytes int64) corral.ChangeSet {
+	newSet := func(agent corral.Agent, status corral.ChangeStatus, bytes int64) corral.ChangeSet {
 		t.Helper()
 		cs := corral.ChangeSet{
 			ID: corral.NewID("chg"), AgentID: agent.ID, Status: status, Mode: corral.ChangesReview,

@@ -4,14 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pressly/goose/v3"
-
-	"corral/internal/sanitize"
+	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
 )
 
 // goMigrations are the migrations SQL cannot express. Their versions share
-// one sequence with the files in migrations/.
+// one sequence with the files in migrations/. Like an SQL file, a Go
+// migration never changes once released, so it calls no code that can
+// (nothing of this module outside this file: see frozenEmail), and
+// TestGoMigrationsAreFrozen holds this file to it.
 var goMigrations = []*goose.Migration{
 	// 8: stored emails into the form sanitize.Email gives since it
 	// normalises to NFC. Down leaves them: the new form is also a valid
@@ -23,8 +29,8 @@ var goMigrations = []*goose.Migration{
 	goose.NewGoMigration(17, &goose.GoFunc{RunTx: normaliseEmails}, nil),
 }
 
-// normaliseEmails rewrites every stored email into the form sanitize.Email
-// returns today. Emails were first stored lower-cased, but not in NFC, so
+// normaliseEmails rewrites every stored email into the form frozenEmail
+// returns (sanitize.Email's when migration 17 was written). Emails were first stored lower-cased, but not in NFC, so
 // an account made with a decomposed "å" could no longer be found by a
 // lookup of the normalised form; then in NFC, with a domain as typed. Two accounts whose emails become one are
 // a conflict only a person can settle: the migration then fails, naming
@@ -44,8 +50,8 @@ func normaliseEmails(ctx context.Context, tx *sql.Tx) error {
 		if err := rows.Scan(&id, &email); err != nil {
 			return err
 		}
-		norm, err := sanitize.Email(email)
-		if err != nil {
+		norm, ok := frozenEmail(email)
+		if !ok {
 			norm = email // accepted by an older rule: left as it is
 		}
 		if other, ok := owner[norm]; ok {
@@ -72,4 +78,87 @@ func normaliseEmails(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return nil
+}
+
+// frozenEmail is sanitize.Email as it was when migrations 8 and 17 last
+// changed (with its helpers oneDomain, invisible and isASCII), copied here
+// on purpose and never to be edited: a migration must do forever what it
+// did when it was written, and a database that meets it years from now
+// must end where the ones that met it then did. sanitize.Email is free to
+// change; a new normalisation is a new migration with its own copy. (The
+// Unicode and IDNA tables of golang.org/x/text and x/net are still the
+// module's; they only ever grow.) false: not an address by those rules.
+func frozenEmail(s string) (string, bool) {
+	const maxEmail = 254
+	if !utf8.ValidString(s) {
+		return "", false
+	}
+	s = norm.NFKC.String(strings.ToLower(norm.NFKC.String(strings.TrimSpace(s))))
+	local, domain, ok := strings.Cut(s, "@")
+	if !ok || local == "" || len(s) > maxEmail || strings.ContainsAny(s, `<>()[]\,;:"`) {
+		return "", false
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return "", false
+	}
+	for _, l := range labels {
+		if l == "" || strings.Contains(l, "@") {
+			return "", false
+		}
+	}
+	if d, ok := frozenOneDomain(domain); ok {
+		domain = d
+	} else if !frozenASCII(domain) {
+		return "", false
+	}
+	s = local + "@" + domain
+	if len(s) > maxEmail {
+		return "", false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || frozenInvisible(r) {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// frozenOneDomain is sanitize's oneDomain of frozenEmail's time.
+func frozenOneDomain(d string) (string, bool) {
+	ascii, err := idna.Lookup.ToASCII(d)
+	if err != nil {
+		return "", false
+	}
+	u, err := idna.Lookup.ToUnicode(ascii)
+	if err != nil {
+		return "", false
+	}
+	return u, true
+}
+
+// frozenInvisible is sanitize's invisible of frozenEmail's time.
+func frozenInvisible(r rune) bool {
+	switch {
+	case unicode.IsControl(r):
+		return true
+	case unicode.Is(unicode.Bidi_Control, r):
+		return true
+	case r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF:
+		return true
+	case r >= 0x206A && r <= 0x206F:
+		return true
+	case r == 0x2028, r == 0x2029:
+		return true
+	}
+	return false
+}
+
+func frozenASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,5 +127,21 @@ func TestMigrationOneMailbox(t *testing.T) {
 	_, ids, err = reopenBefore(t, 17, "victim1@xn--exmple-4nf.com", "victim1@ex\u0430mple.com")
 	if err == nil || !strings.Contains(err.Error(), ids[0]) || !strings.Contains(err.Error(), ids[1]) {
 		t.Fatalf("Open with two accounts of one mailbox: %v, want it refused naming %s and %s", err, ids[0], ids[1])
+	}
+}
+
+// TestGoMigrationsAreFrozen: the file of the Go migrations imports nothing
+// of this module, whose code may change; what a migration needs is copied
+// into the file, frozen (frozenEmail).
+func TestGoMigrationsAreFrozen(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "emails.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if p == "corral" || strings.HasPrefix(p, "corral/") {
+			t.Errorf("emails.go, the Go migrations, imports %s: copy what a migration needs into the file instead", p)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func TestAdmitPendingDiskBounds(t *testing.T) {
 	c1 := mustAgent(t, db, carol, "c1", 4*time.Second)
 	bounds := service.PendingDiskBounds{PerUser: 1000, Total: 2500}
 
-	newSet := func(agent corral.Agent, status string, bytes int64) corral.ChangeSet {
+	newSet := func(agent corral.Agent, status corral.ChangeStatus, bytes int64) corral.ChangeSet {
 		t.Helper()
 		cs := corral.ChangeSet{
 			ID: corral.NewID("chg"), AgentID: agent.ID, Status: status, Mode: corral.ChangesReview,
@@ -63,7 +63,7 @@ func TestAdmitPendingDiskBounds(t *testing.T) {
 			newSet(b1, corral.ChangePending, 900)
 		}, a3, [3]int64{0, 800, 1700}, ""},
 		{"decided and expired sets hold nothing", func() {
-			for _, st := range []string{corral.ChangeApplied, corral.ChangeRejected, corral.ChangeExpired, corral.ChangeDenied, corral.ChangeConflicted} {
+			for _, st := range []corral.ChangeStatus{corral.ChangeApplied, corral.ChangeRejected, corral.ChangeExpired, corral.ChangeDenied, corral.ChangeConflicted} {
 				newSet(a3, st, 5000)
 				newSet(b1, st, 5000)
 			}
@@ -132,7 +132,7 @@ func TestLargestPendingChangeSets(t *testing.T) {
 	for _, s := range []struct {
 		name   string
 		agent  corral.Agent
-		status string
+		status corral.ChangeStatus
 		bytes  int64
 	}{
 		{"a1 small", a1, corral.ChangePending, 100},

@@ -24,7 +24,7 @@ func TestRepositoryLifecycle(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		status string
+		status corral.RepoStatus
 		code   string
 	}{
 		{"while cloning", corral.RepoCloning, corral.ECONFLICT},

@@ -33,16 +33,16 @@ func placeholders(n int) string {
 }
 
 // appendStrings returns first followed by ss, as query arguments.
-func appendStrings(first []any, ss []string) []any {
+func appendStrings[S ~string](first []any, ss []S) []any {
 	out := append([]any(nil), first...)
 	for _, s := range ss {
-		out = append(out, s)
+		out = append(out, string(s))
 	}
 	return out
 }
 
 // activeStatuses is the SQL list of the statuses corral.RunActive accepts.
-const activeStatuses = `'` + corral.RunAdmitted + `', '` + corral.RunRunning + `', '` + corral.RunPaused + `'`
+const activeStatuses = `'` + string(corral.RunAdmitted) + `', '` + string(corral.RunRunning) + `', '` + string(corral.RunPaused) + `'`
 
 // admitCountsQuery counts an agent's runs: all of them, and the active.
 const admitCountsQuery = `SELECT count(*), coalesce(sum(status IN (` + activeStatuses + `)), 0)
@@ -62,11 +62,11 @@ const treeCountsQuery = `SELECT
 // first, by agents_owner_id) and INDEXED BY the server's index.
 const pendingDiskQuery = `SELECT
 	(SELECT coalesce(sum(disk_bytes), 0) FROM change_sets
-		WHERE agent_id = ?1 AND status = '` + corral.ChangePending + `'),
+		WHERE agent_id = ?1 AND status = '` + string(corral.ChangePending) + `'),
 	(SELECT coalesce(sum(c.disk_bytes), 0) FROM agents a CROSS JOIN change_sets c ON c.agent_id = a.id
-		WHERE a.owner_id = ?2 AND c.status = '` + corral.ChangePending + `'),
+		WHERE a.owner_id = ?2 AND c.status = '` + string(corral.ChangePending) + `'),
 	(SELECT coalesce(sum(disk_bytes), 0) FROM change_sets INDEXED BY change_sets_pending_disk
-		WHERE status = '` + corral.ChangePending + `')`
+		WHERE status = '` + string(corral.ChangePending) + `')`
 
 // Admit decides and records in one write transaction. The writer pool
 // begins every transaction IMMEDIATE, so the facts are read under the
@@ -307,7 +307,7 @@ const agentRunsQuery = `SELECT ` + runColumns + runFrom + `
 
 // RunsIn lists every run whose status is one of statuses, in the order
 // they were admitted. No statuses: no runs.
-func (db *DB) RunsIn(ctx context.Context, statuses ...string) ([]corral.Run, error) {
+func (db *DB) RunsIn(ctx context.Context, statuses ...corral.RunStatus) ([]corral.Run, error) {
 	if len(statuses) == 0 {
 		return nil, nil
 	}
@@ -337,7 +337,7 @@ func (db *DB) runs(ctx context.Context, op, query string, args ...any) ([]corral
 // which must not be empty (EINVALID). ENOTFOUND when there is no run r.ID;
 // ECONFLICT when its status is not one of from. A status or violation the
 // schema does not know is an internal error: it can only be a bug.
-func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...string) error {
+func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...corral.RunStatus) error {
 	const op = "sqlite.UpdateRun"
 	if len(from) == 0 {
 		return corral.Errorf(corral.EINVALID, "no status to update the run from")
@@ -350,9 +350,9 @@ func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...string) error
 	res, err := tx.ExecContext(ctx, `
 		UPDATE runs SET status = ?1, violation = ?2, reason = ?3, change_set_id = ?4,
 			started_at = ?5, ended_at = ?6,
-			token_hash = CASE WHEN ?1 = '`+corral.RunRunning+`' THEN token_hash END
+			token_hash = CASE WHEN ?1 = '`+string(corral.RunRunning)+`' THEN token_hash END
 		WHERE id = ?7 AND status IN (`+placeholders(len(from))+`)`,
-		appendStrings([]any{r.Status, r.Violation, r.Reason, r.ChangeSetID,
+		appendStrings([]any{string(r.Status), string(r.Violation), r.Reason, r.ChangeSetID,
 			nullMillis(r.StartedAt), nullMillis(r.EndedAt), r.ID}, from)...)
 	if err != nil {
 		return corral.Internal(op, err)
@@ -453,26 +453,21 @@ func (db *DB) LastCheckpoint(ctx context.Context, agentID string) (string, []byt
 	return id, data, nil
 }
 
-// validState reports whether s is an agent state.
-func validState(s string) bool {
-	return s == corral.StateActive || s == corral.StatePaused || s == corral.StateQuarantined
-}
-
 // SetAgentState moves an agent to state to if its state is one of from,
 // and reports whether it did. Besides the state it writes only updated_at
 // (the store's clock): never a setting nor the budget, so that it cannot
 // undo an edit made meanwhile. EINVALID when to or any of from is not an
 // agent state, or from is empty; ENOTFOUND when the agent does not exist.
-func (db *DB) SetAgentState(ctx context.Context, agentID, to string, from ...string) (bool, error) {
+func (db *DB) SetAgentState(ctx context.Context, agentID string, to corral.AgentState, from ...corral.AgentState) (bool, error) {
 	const op = "sqlite.SetAgentState"
-	if !validState(to) {
+	if !to.Valid() {
 		return false, corral.Errorf(corral.EINVALID, "an agent's state must be active, paused or quarantined")
 	}
 	if len(from) == 0 {
 		return false, corral.Errorf(corral.EINVALID, "no state to move the agent from")
 	}
 	for _, s := range from {
-		if !validState(s) {
+		if !s.Valid() {
 			return false, corral.Errorf(corral.EINVALID, "an agent's state must be active, paused or quarantined")
 		}
 	}
@@ -484,7 +479,7 @@ func (db *DB) SetAgentState(ctx context.Context, agentID, to string, from ...str
 	res, err := tx.ExecContext(ctx, `
 		UPDATE agents SET state = ?, updated_at = ?
 		WHERE id = ? AND state IN (`+placeholders(len(from))+`)`,
-		appendStrings([]any{to, millis(db.now()), agentID}, from)...)
+		appendStrings([]any{string(to), millis(db.now()), agentID}, from)...)
 	if err != nil {
 		return false, corral.Internal(op, err)
 	}

@@ -27,18 +27,18 @@ func TestUpdateRun(t *testing.T) {
 	steps := []struct {
 		name   string
 		change func(corral.Run) corral.Run
-		from   []string
+		from   []corral.RunStatus
 		code   string // "" when the update must succeed
 		kind   string // for ENOTFOUND
 	}{
 		{"start", func(r corral.Run) corral.Run {
 			r.Status, r.StartedAt = corral.RunRunning, t0.Add(time.Second)
 			return r
-		}, []string{corral.RunAdmitted}, "", ""},
+		}, []corral.RunStatus{corral.RunAdmitted}, "", ""},
 		{"start again", func(r corral.Run) corral.Run {
 			r.Status = corral.RunRunning
 			return r
-		}, []string{corral.RunAdmitted}, corral.ECONFLICT, ""},
+		}, []corral.RunStatus{corral.RunAdmitted}, corral.ECONFLICT, ""},
 		{"no from", func(r corral.Run) corral.Run {
 			r.Status = corral.RunCompleted
 			return r
@@ -46,30 +46,30 @@ func TestUpdateRun(t *testing.T) {
 		{"unknown run", func(r corral.Run) corral.Run {
 			r.ID, r.Status = "run_nope", corral.RunCompleted
 			return r
-		}, []string{corral.RunRunning}, corral.ENOTFOUND, "run"},
+		}, []corral.RunStatus{corral.RunRunning}, corral.ENOTFOUND, "run"},
 		{"unknown status", func(r corral.Run) corral.Run {
 			r.Status = "sleeping"
 			return r
-		}, []string{corral.RunRunning}, corral.EINTERNAL, ""},
+		}, []corral.RunStatus{corral.RunRunning}, corral.EINTERNAL, ""},
 		{"unknown violation", func(r corral.Run) corral.Run {
 			r.Status, r.Violation = corral.RunErrored, "network"
 			return r
-		}, []string{corral.RunRunning}, corral.EINTERNAL, ""},
+		}, []corral.RunStatus{corral.RunRunning}, corral.EINTERNAL, ""},
 		{"end with a violation, tokens ignored", func(r corral.Run) corral.Run {
 			r.Status, r.Violation, r.Reason = corral.RunErrored, "memory", "the memory limit ended it"
 			r.ChangeSetID, r.EndedAt = r.StageID, t0.Add(time.Minute)
 			r.Tokens = corral.Tokens{Input: 1e6, Output: 1e6}
 			return r
-		}, []string{corral.RunAdmitted, corral.RunRunning, corral.RunPaused}, "", ""},
+		}, []corral.RunStatus{corral.RunAdmitted, corral.RunRunning, corral.RunPaused}, "", ""},
 		{"final is final", func(r corral.Run) corral.Run {
 			r.Status = corral.RunRunning
 			return r
-		}, []string{corral.RunAdmitted, corral.RunRunning, corral.RunPaused}, corral.ECONFLICT, ""},
+		}, []corral.RunStatus{corral.RunAdmitted, corral.RunRunning, corral.RunPaused}, corral.ECONFLICT, ""},
 		{"reconcile clears the times", func(r corral.Run) corral.Run {
 			r.Status, r.StartedAt, r.EndedAt = corral.RunReconciled, time.Time{}, time.Time{}
 			r.Violation, r.Reason, r.ChangeSetID = "", "", ""
 			return r
-		}, []string{corral.RunErrored}, "", ""},
+		}, []corral.RunStatus{corral.RunErrored}, "", ""},
 	}
 	want := r
 	for _, s := range steps {
@@ -166,20 +166,20 @@ func TestSetAgentState(t *testing.T) {
 	steps := []struct {
 		name      string
 		agent     string
-		to        string
-		from      []string
+		to        corral.AgentState
+		from      []corral.AgentState
 		want      bool
 		code      string
-		wantState string
+		wantState corral.AgentState
 	}{
-		{"pause", a.ID, corral.StatePaused, []string{corral.StateActive}, true, "", corral.StatePaused},
-		{"pause again", a.ID, corral.StatePaused, []string{corral.StateActive}, false, "", corral.StatePaused},
-		{"resume only from quarantine", a.ID, corral.StateActive, []string{corral.StateQuarantined}, false, "", corral.StatePaused},
-		{"quarantine", a.ID, corral.StateQuarantined, []string{corral.StateActive, corral.StatePaused}, true, "", corral.StateQuarantined},
-		{"unknown state", a.ID, "sleeping", []string{corral.StateQuarantined}, false, corral.EINVALID, corral.StateQuarantined},
-		{"unknown from", a.ID, corral.StateActive, []string{corral.StateQuarantined, "sleeping"}, false, corral.EINVALID, corral.StateQuarantined},
+		{"pause", a.ID, corral.StatePaused, []corral.AgentState{corral.StateActive}, true, "", corral.StatePaused},
+		{"pause again", a.ID, corral.StatePaused, []corral.AgentState{corral.StateActive}, false, "", corral.StatePaused},
+		{"resume only from quarantine", a.ID, corral.StateActive, []corral.AgentState{corral.StateQuarantined}, false, "", corral.StatePaused},
+		{"quarantine", a.ID, corral.StateQuarantined, []corral.AgentState{corral.StateActive, corral.StatePaused}, true, "", corral.StateQuarantined},
+		{"unknown state", a.ID, "sleeping", []corral.AgentState{corral.StateQuarantined}, false, corral.EINVALID, corral.StateQuarantined},
+		{"unknown from", a.ID, corral.StateActive, []corral.AgentState{corral.StateQuarantined, "sleeping"}, false, corral.EINVALID, corral.StateQuarantined},
 		{"no from", a.ID, corral.StateActive, nil, false, corral.EINVALID, corral.StateQuarantined},
-		{"unknown agent", "agt_nope", corral.StateActive, []string{corral.StateQuarantined}, false, corral.ENOTFOUND, corral.StateQuarantined},
+		{"unknown agent", "agt_nope", corral.StateActive, []corral.AgentState{corral.StateQuarantined}, false, corral.ENOTFOUND, corral.StateQuarantined},
 	}
 	for _, s := range steps {
 		got, err := db.SetAgentState(ctx, s.agent, s.to, s.from...)
@@ -225,7 +225,7 @@ func TestCountViolations(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	b := mustAgent(t, db, owner, "b", 0)
-	end := func(agent corral.Agent, violation string, ended time.Duration) {
+	end := func(agent corral.Agent, violation corral.Violation, ended time.Duration) {
 		r := mustAdmit(t, db, agent, owner, 0)
 		if ended < 0 {
 			mustUpdateRun(t, db, r, corral.RunRunning, violation, time.Time{}) // has not ended

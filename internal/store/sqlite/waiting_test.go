@@ -20,7 +20,7 @@ func TestWaitingChangeSets(t *testing.T) {
 	b := mustAgent(t, db, owner, "beta", time.Second)
 	other := mustAgent(t, db, owner, "gamma", 2*time.Second)
 
-	set := func(agent corral.Agent, at time.Duration, status string, states ...string) corral.ChangeSet {
+	set := func(agent corral.Agent, at time.Duration, status corral.ChangeStatus, states ...corral.EntryState) corral.ChangeSet {
 		t.Helper()
 		cs := corral.ChangeSet{ID: corral.NewID("chg"), AgentID: agent.ID, RunID: "run_" + agent.Name, Status: status,
 			Mode: corral.ChangesReview, CreatedAt: t0.Add(at), ExpiresAt: t0.Add(at + time.Hour), DiskBytes: int64(at / time.Second)}
