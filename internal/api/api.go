@@ -57,13 +57,15 @@ type Config struct {
 
 // Server answers the API.
 type Server struct {
-	accounts *service.Accounts
-	agents   *service.Agents
-	changes  *service.Changes
-	runs     *service.Runs
-	cfg      Config
-	handler  http.Handler
-	streams  *streamSlots
+	accounts  *service.Accounts
+	agents    *service.Agents
+	decisions *service.Decisions
+	files     *service.Files
+	repos     *service.Repositories
+	runs      *service.Runs
+	cfg       Config
+	handler   http.Handler
+	streams   *streamSlots
 
 	// Each nil answers unavailable.
 	credentials *service.Credentials
@@ -72,18 +74,20 @@ type Server struct {
 	models      *service.Models
 }
 
-// Services are the use cases the API serves. Accounts, Agents, Changes
-// and Runs are required; without one of the others its routes answer
-// unavailable (Nodes: role control only).
+// Services are the use cases the API serves. Accounts, Agents,
+// Decisions, Files, Repositories and Runs are required; without one of
+// the others its routes answer unavailable (Nodes: role control only).
 type Services struct {
-	Accounts    *service.Accounts
-	Agents      *service.Agents
-	Changes     *service.Changes
-	Runs        *service.Runs
-	Credentials *service.Credentials
-	Documents   *service.Documents
-	Models      *service.Models
-	Nodes       *service.Nodes
+	Accounts     *service.Accounts
+	Agents       *service.Agents
+	Decisions    *service.Decisions
+	Files        *service.Files
+	Repositories *service.Repositories
+	Runs         *service.Runs
+	Credentials  *service.Credentials
+	Documents    *service.Documents
+	Models       *service.Models
+	Nodes        *service.Nodes
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -191,7 +195,7 @@ func New(cfg Config, svc Services) *Server {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
-	s := &Server{accounts: svc.Accounts, agents: svc.Agents, changes: svc.Changes, runs: svc.Runs,
+	s := &Server{accounts: svc.Accounts, agents: svc.Agents, decisions: svc.Decisions, files: svc.Files, repos: svc.Repositories, runs: svc.Runs,
 		credentials: svc.Credentials, documents: svc.Documents, nodes: svc.Nodes, models: svc.Models,
 		cfg: cfg, streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
 	mux := http.NewServeMux()

@@ -88,7 +88,7 @@ func viewChangeSet(cs corral.ChangeSet) changeSetView {
 }
 
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	sets, err := s.changes.List(r.Context(), actor, r.PathValue("id"))
+	sets, err := s.decisions.List(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *Server) waitingChanges(w http.ResponseWriter, r *http.Request, actor co
 	if st := r.URL.Query()["status"]; len(st) != 1 || corral.ChangeStatus(st[0]) != corral.ChangePending {
 		return corral.Errorf(corral.EINVALID, "status must be %q: the change sets that wait for you", corral.ChangePending)
 	}
-	sets, err := s.changes.Waiting(r.Context(), actor)
+	sets, err := s.decisions.Waiting(r.Context(), actor)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (s *Server) waitingChanges(w http.ResponseWriter, r *http.Request, actor co
 }
 
 func (s *Server) getChange(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	cs, err := s.changes.Get(r.Context(), actor, r.PathValue("id"))
+	cs, err := s.decisions.Get(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (s *Server) approveChange(w http.ResponseWriter, r *http.Request, actor cor
 	if err != nil {
 		return err
 	}
-	cs, err := s.changes.Approve(r.Context(), actor, r.PathValue("id"), paths)
+	cs, err := s.decisions.Approve(r.Context(), actor, r.PathValue("id"), paths)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (s *Server) rejectChange(w http.ResponseWriter, r *http.Request, actor corr
 	if err != nil {
 		return err
 	}
-	cs, err := s.changes.Reject(r.Context(), actor, r.PathValue("id"), paths)
+	cs, err := s.decisions.Reject(r.Context(), actor, r.PathValue("id"), paths)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ type fileView struct {
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	p := r.URL.Query().Get("path")
-	list, content, err := s.changes.ReadFile(r.Context(), actor, r.PathValue("id"), p)
+	list, content, err := s.files.ReadFile(r.Context(), actor, r.PathValue("id"), p)
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, actor corral.
 		return decodeError(err)
 	}
 	p := r.URL.Query().Get("path")
-	if err := s.changes.WriteFile(r.Context(), actor, r.PathValue("id"), p, body); err != nil {
+	if err := s.files.WriteFile(r.Context(), actor, r.PathValue("id"), p, body); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, fileView{Type: "file", Path: p, Size: int64(len(body))})

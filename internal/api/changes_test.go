@@ -23,12 +23,12 @@ func (e *env) propose(t *testing.T, agentID string, edit func(tree string)) corr
 		t.Fatal(err)
 	}
 	id := corral.NewID("chg")
-	if err := e.changes.Begin(ctx, a, id); err != nil {
+	if err := e.stages.Begin(ctx, a, id); err != nil {
 		t.Fatal(err)
 	}
 	// The node's layout: DATA/stages/<id>/tree is what a sandbox binds.
 	edit(filepath.Join(e.dataDir, "stages", id, "tree"))
-	cs, err := e.changes.Finish(ctx, a, "", id, true)
+	cs, err := e.stages.Finish(ctx, a, "", id, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestChangeSetConflictRejectExpiry(t *testing.T) {
 	}
 	cs = e.propose(t, id, func(tree string) { write(t, filepath.Join(tree, "i.txt"), "i\n") })
 	e.clock.Advance(2 * time.Hour)
-	if n, err := e.changes.ExpireDue(context.Background()); err != nil || n != 1 {
+	if n, err := e.decisions.ExpireDue(context.Background()); err != nil || n != 1 {
 		t.Fatalf("ExpireDue = %d, %v; want 1", n, err)
 	}
 	if stages, _ := os.ReadDir(filepath.Join(e.dataDir, "stages")); len(stages) != 0 {

@@ -160,7 +160,7 @@ func assertAbsent(t *testing.T, e *env, log, secret string, sealed []byte) {
 func TestCredentialsUnavailableWithoutKey(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	a := e.app
-	e.serve(api.New(api.Config{}, api.Services{Accounts: a.Accounts, Agents: a.Agents, Changes: a.Changes, Runs: a.Runs}))
+	e.serve(api.New(api.Config{}, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs}))
 	alice := e.signup("alice@example.com", "Alice")
 	for _, r := range []struct{ method, path string }{{"GET", "/api/credentials"}, {"POST", "/api/credentials"}, {"DELETE", "/api/credentials/crd_x"}} {
 		if got := alice.do(r.method, r.path, map[string]string{}); got.status != http.StatusServiceUnavailable {

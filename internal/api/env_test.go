@@ -35,24 +35,26 @@ import (
 
 // env is a real Corral API over a real SQLite database in a temp dir.
 type env struct {
-	t        testing.TB
-	db       *sqlite.DB
-	dbPath   string
-	api      *api.Server
-	srv      *httptest.Server
-	clock    *fakeClock
-	changes  *service.Changes
-	sessions *node.Local
-	dataDir  string
-	model    *modeltest.Provider
-	runner   *runner.Runner
-	creds    *service.Credentials
-	provider *gateway.Gateway
-	native   *native // with envOptions.native
-	runs     *service.Runs
-	deleg    *service.Delegation
-	docs     *service.Documents
-	stores   *retrieval.Stores
+	t         testing.TB
+	db        *sqlite.DB
+	dbPath    string
+	api       *api.Server
+	srv       *httptest.Server
+	clock     *fakeClock
+	stages    *service.Stages
+	decisions *service.Decisions
+	repos     *service.Repositories
+	sessions  *node.Local
+	dataDir   string
+	model     *modeltest.Provider
+	runner    *runner.Runner
+	creds     *service.Credentials
+	provider  *gateway.Gateway
+	native    *native // with envOptions.native
+	runs      *service.Runs
+	deleg     *service.Delegation
+	docs      *service.Documents
+	stores    *retrieval.Stores
 	// app is the server the fields above are parts of (restart builds a
 	// new one); config and options are what it is built from.
 	app     *app.App
@@ -205,7 +207,8 @@ func (e *env) start() {
 	e.mu.Lock()
 	e.app = a
 	e.mu.Unlock()
-	e.db, e.api, e.changes, e.sessions, e.runner = a.Store, a.API, a.Changes, a.Node, a.Runner
+	e.db, e.api, e.sessions, e.runner = a.Store, a.API, a.Node, a.Runner
+	e.stages, e.decisions, e.repos = a.Stages, a.Decisions, a.Repositories
 	e.creds, e.provider, e.runs, e.deleg, e.docs, e.stores = a.Credentials, a.Model, a.Runs, a.Delegation, a.Documents, a.Stores
 }
 

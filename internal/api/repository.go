@@ -64,7 +64,7 @@ func (s *Server) putRepository(w http.ResponseWriter, r *http.Request, actor cor
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	repo, err := s.changes.Clone(r.Context(), actor, r.PathValue("id"), body.URL, body.Ref, body.CredentialID)
+	repo, err := s.repos.Clone(r.Context(), actor, r.PathValue("id"), body.URL, body.Ref, body.CredentialID)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Server) putRepository(w http.ResponseWriter, r *http.Request, actor cor
 }
 
 func (s *Server) getRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	repo, err := s.changes.Repository(r.Context(), actor, r.PathValue("id"))
+	repo, err := s.repos.Repository(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Server) getRepository(w http.ResponseWriter, r *http.Request, actor cor
 }
 
 func (s *Server) listRepositoryCommits(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	commits, err := s.changes.Commits(r.Context(), actor, r.PathValue("id"))
+	commits, err := s.repos.Commits(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	res, err := s.changes.Push(r.Context(), actor, r.PathValue("id"), body.Branch)
+	res, err := s.repos.Push(r.Context(), actor, r.PathValue("id"), body.Branch)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 // getAgentTrace answers the agent's own chain: its clones and pushes, in
 // the shape of a run's trace.
 func (s *Server) getAgentTrace(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	events, err := s.changes.AgentTrace(r.Context(), actor, r.PathValue("id"))
+	events, err := s.repos.AgentTrace(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -259,7 +259,7 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	if repo.LastPush == nil || repo.LastPush.Branch != "corral/tidy" || repo.LastPush.Head != pushed.Head || repo.LastPush.By.ID != owner.user.ID {
 		t.Errorf("last push = %+v", repo.LastPush)
 	}
-	if found := secrettest.Find([]any{e.changes, e.runner, e.creds, e.api}, []byte(gitSecret)); len(found) > 0 {
+	if found := secrettest.Find([]any{e.repos, e.decisions, e.stages, e.runner, e.creds, e.api}, []byte(gitSecret)); len(found) > 0 {
 		t.Errorf("after the push, the credential is still reachable from the server: %v", found)
 	}
 
@@ -341,7 +341,7 @@ func TestRepositoryCloneStoppedByShutdown(t *testing.T) {
 	id := owner.createAgent("stopped")
 	owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": s.URL()}).want(http.StatusAccepted)
 	<-arrived // git is talking to the server
-	e.changes.CloseRepositories()
+	e.repos.Close()
 	var r api.RepositoryView
 	owner.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&r)
 	if r.Status != "failed" || r.Error != "the server stopped during the clone" {

@@ -33,7 +33,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, actor corral
 		}
 		recursive = b
 	}
-	if err := s.changes.DeleteFile(r.Context(), actor, r.PathValue("id"), q.Get("path"), recursive); err != nil {
+	if err := s.files.DeleteFile(r.Context(), actor, r.PathValue("id"), q.Get("path"), recursive); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -42,7 +42,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, actor corral
 
 func (s *Server) importWorkspace(w http.ResponseWriter, r *http.Request, actor corral.User) error {
 	body := &slidingReader{r: r.Body, rc: http.NewResponseController(w)}
-	res, err := s.changes.Import(r.Context(), actor, r.PathValue("id"), r.Header.Get("Content-Type"), body)
+	res, err := s.files.Import(r.Context(), actor, r.PathValue("id"), r.Header.Get("Content-Type"), body)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Server) importWorkspace(w http.ResponseWriter, r *http.Request, actor c
 }
 
 func (s *Server) archiveWorkspace(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	wa, err := s.changes.Archive(r.Context(), actor, r.PathValue("id"))
+	wa, err := s.files.Archive(r.Context(), actor, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

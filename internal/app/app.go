@@ -8,7 +8,8 @@
 // is completed by a setter after it is made, so a part that exists works.
 // The order is the dependency graph's:
 //
-//	store → node (or fleet and router) → changes → gateway → admission →
+//	store → node (or fleet and router) → repositories → decisions →
+//	stages, files → gateway → admission →
 //	delegation, documents → runner → agents, runs → API
 //
 // Admission only admits; the runner starts what it admitted for a
@@ -83,17 +84,22 @@ type Parts struct {
 	Model  *gateway.Gateway
 	Runner *runner.Runner
 	// The use cases.
-	Accounts    *service.Accounts
-	Agents      *service.Agents
-	Admissions  *service.Admissions
-	Runs        *service.Runs
-	Changes     *service.Changes
-	Delegation  *service.Delegation
-	Documents   *service.Documents
-	Credentials *service.Credentials
-	Models      *service.Models
-	Nodes       *service.Nodes
-	Enrollment  *service.Enrollment
+	Accounts   *service.Accounts
+	Agents     *service.Agents
+	Admissions *service.Admissions
+	Runs       *service.Runs
+	// Change sets: the runs' stages, their review, the workspace's files
+	// and its repository.
+	Stages       *service.Stages
+	Decisions    *service.Decisions
+	Files        *service.Files
+	Repositories *service.Repositories
+	Delegation   *service.Delegation
+	Documents    *service.Documents
+	Credentials  *service.Credentials
+	Models       *service.Models
+	Nodes        *service.Nodes
+	Enrollment   *service.Enrollment
 	// Stores are the agents' document stores.
 	Stores *retrieval.Stores
 	API    *api.Server

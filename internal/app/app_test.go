@@ -34,7 +34,7 @@ func TestNewBuildsEveryPart(t *testing.T) {
 	parts := map[string]bool{
 		"Store": a.Store != nil, "Node": a.Node != nil, "Model": a.Model != nil, "Runner": a.Runner != nil,
 		"Accounts": a.Accounts != nil, "Agents": a.Agents != nil, "Admissions": a.Admissions != nil, "Runs": a.Runs != nil,
-		"Changes": a.Changes != nil, "Delegation": a.Delegation != nil, "Documents": a.Documents != nil,
+		"Stages": a.Stages != nil, "Decisions": a.Decisions != nil, "Files": a.Files != nil, "Repositories": a.Repositories != nil, "Delegation": a.Delegation != nil, "Documents": a.Documents != nil,
 		"Credentials": a.Credentials != nil, "Models": a.Models != nil, "Stores": a.Stores != nil, "API": a.API != nil,
 	}
 	for name, built := range parts {

@@ -109,14 +109,18 @@ func (a *App) buildServer(ctx context.Context) error {
 		trees, sessions = local, local
 	}
 
-	a.Changes = service.NewChanges(service.ChangesDeps{Store: db, Trees: trees, TTL: c.ChangeTTL,
-		Repositories: &service.RepositoryConfig{Store: db, Secrets: a.Credentials, Trace: db}}, cfg)
-	a.defer_(a.Changes.CloseRepositories) // stops running clones before the database closes
-	if a.FailedClones, err = a.Changes.ReconcileRepositories(ctx); err != nil {
+	// Change sets: a repository's commits, the review, the runs' stages,
+	// the workspace's files.
+	a.Repositories = service.NewRepositories(db, trees, &service.RepositoryConfig{Store: db, Secrets: a.Credentials, Trace: db}, cfg)
+	a.defer_(a.Repositories.Close) // stops running clones before the database closes
+	if a.FailedClones, err = a.Repositories.Reconcile(ctx); err != nil {
 		return err
 	} else if n := a.FailedClones; n > 0 {
 		log.Warn("clones interrupted by the last stop were failed", "repositories", n)
 	}
+	a.Decisions = service.NewDecisions(db, trees, a.Repositories, cfg)
+	a.Stages = service.NewStages(db, trees, a.Decisions, c.ChangeTTL, cfg)
+	a.Files = service.NewFiles(db, trees, a.Repositories)
 
 	if a.Model, err = gateway.New(c.Model); err != nil {
 		return err
@@ -139,7 +143,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Documents = service.NewDocuments(db, a.Stores, a.Model, service.DocumentsConfig{
 		MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
 
-	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Changes, Node: sessions,
+	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
 		Delegator: a.Delegation, Retriever: a.Documents},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log})
 	a.defer_(a.Runner.Close)
@@ -196,7 +200,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	if a.guard != nil && apiCfg.MaxStreams == 0 {
 		apiCfg.MaxStreams = max(1, a.guard.MaxConns()/2)
 	}
-	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Changes: a.Changes, Runs: a.Runs,
+	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
 		Credentials: a.Credentials, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes})
 	mux.Handle("/api/", a.API)
 	mux.Handle("/v1/", api.NotFound())

@@ -60,7 +60,7 @@ func (a *App) Run(ctx context.Context, ready chan<- string) error {
 	if _, err := a.mustListen(); err != nil {
 		return err
 	}
-	go sweepChanges(ctx, a.Changes, log)
+	go sweepChanges(ctx, a.Decisions, log)
 	go sweepSessions(ctx, a.Store, log)
 	addr := a.guard.Addr().String()
 	a.Open()
@@ -165,7 +165,7 @@ func guardListener(ln net.Listener, c Config, log *slog.Logger) *netguard.Listen
 }
 
 // sweepChanges expires change sets nobody decided in time, once a minute.
-func sweepChanges(ctx context.Context, changes *service.Changes, log *slog.Logger) {
+func sweepChanges(ctx context.Context, changes *service.Decisions, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {

@@ -14,7 +14,6 @@ import (
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
 	"corral/internal/runner"
-	"corral/internal/service"
 	"corral/internal/vethtest"
 )
 
@@ -75,7 +74,7 @@ func benchRunRelayed(b *testing.B, ln net.Listener) {
 		return modeltest.Text("done")
 	})
 	remote := relayed(b, ln, h.sessions)
-	remoteChanges := service.NewChanges(service.ChangesDeps{Store: h.db, Trees: remote, TTL: time.Hour}, service.Config{})
+	remoteChanges := newStages(h.db, remote)
 	variants := []struct {
 		name   string
 		runner *runner.Runner

@@ -51,7 +51,7 @@ type Model interface {
 }
 
 // Workspaces stages runs' trees, by the run's stage id, and turns them
-// into change sets (service.Changes).
+// into change sets (service.Stages).
 type Workspaces interface {
 	Begin(ctx context.Context, agent corral.Agent, id string) error
 	// Reopen opens a stage left by a paused run or an earlier process;
@@ -186,7 +186,7 @@ type Deps struct {
 	Store Store
 	Model Model
 	// Workspaces stages runs' trees and makes their change sets
-	// (service.Changes).
+	// (service.Stages).
 	Workspaces Workspaces
 	// Node is where runs' sessions are started.
 	Node corral.Sessions

@@ -35,7 +35,7 @@ const patience = 2 * time.Minute
 type harness struct {
 	t        testing.TB
 	db       *sqlite.DB
-	changes  *service.Changes
+	stages   *service.Stages
 	sessions *node.Local
 	dataDir  string
 	model    *modeltest.Provider
@@ -70,7 +70,7 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := service.NewChanges(service.ChangesDeps{Store: db, Trees: sessions, TTL: time.Hour}, service.Config{})
+	stages := newStages(db, sessions)
 	// Runs cut off by the end of a test leave their sessions running, as
 	// for a restart: they end before the stages are unmounted.
 	t.Cleanup(func() {
@@ -88,7 +88,7 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, db: db, changes: changes, sessions: sessions, dataDir: dataDir, model: model, gateway: gw, owner: owner}
+	return &harness{t: t, db: db, stages: stages, sessions: sessions, dataDir: dataDir, model: model, gateway: gw, owner: owner}
 }
 
 // sandboxUID owns workspaces: the sandbox's host user when the tests run
@@ -103,7 +103,7 @@ func sandboxUID() int {
 // newRunner returns a runner over store and model, closed when the test
 // ends.
 func (h *harness) newRunner(store runner.Store, model runner.Model, cfg runner.Config) *runner.Runner {
-	r := runner.New(runner.Deps{Store: store, Model: model, Workspaces: h.changes, Node: h.sessions}, cfg)
+	r := runner.New(runner.Deps{Store: store, Model: model, Workspaces: h.stages, Node: h.sessions}, cfg)
 	h.t.Cleanup(r.Close)
 	return r
 }
@@ -355,7 +355,7 @@ func TestCloseLeavesRunsToReattach(t *testing.T) {
 		}
 		return modeltest.Calls(modeltest.ShellCall("c1", "echo started; echo s > s.txt; "+marker+"; echo finished; exit 3"))
 	})
-	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.changes, Node: h.sessions}, runner.Config{})
+	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.stages, Node: h.sessions}, runner.Config{})
 	agent := h.agent(corral.Limits{})
 	run := h.start(first, agent, "work long")
 	h.waitProcess(run.ID, marker)
@@ -417,7 +417,7 @@ func TestReconcileWhenTheSessionIsGone(t *testing.T) {
 		}
 		return modeltest.Calls(modeltest.ShellCall("c1", "echo started > s.txt; "+marker))
 	})
-	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.changes, Node: h.sessions}, runner.Config{})
+	first := runner.New(runner.Deps{Store: h.db, Model: h.gateway, Workspaces: h.stages, Node: h.sessions}, runner.Config{})
 	agent := h.agent(corral.Limits{})
 	run := h.start(first, agent, "work long")
 	h.waitProcess(run.ID, marker)
@@ -541,4 +541,11 @@ func TestReconcileMetersCallsInFlight(t *testing.T) {
 	if err != nil || got.Budget.Used != 4321 || got.Budget.Reserved != 0 {
 		t.Fatalf("budget after Reconcile = %+v, %v; want the call in flight used at its ceiling", got.Budget, err)
 	}
+}
+
+// newStages are the stages of runs over trees, as the server builds them
+// (without git repositories).
+func newStages(db service.ChangeStore, trees corral.Trees) *service.Stages {
+	repos := service.NewRepositories(db, trees, nil, service.Config{})
+	return service.NewStages(db, trees, service.NewDecisions(db, trees, repos, service.Config{}), time.Hour, service.Config{})
 }

@@ -8,7 +8,6 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/keylock"
 	"corral/internal/sanitize"
 )
 
@@ -23,153 +22,31 @@ type ChangeStore interface {
 	WaitingChangeSets(ctx context.Context, agentIDs []string) ([]corral.WaitingChangeSet, error)
 }
 
-// Changes turns runs into change sets and decides them. The trees are
-// the node's (corral.Trees): Changes decides who may do what and keeps the
-// records.
-type Changes struct {
+// Decisions are the change sets' review: list them, approve or reject
+// their entries, expire what nobody decided in time. The trees are the
+// node's (corral.Trees): Decisions decides who may do what and keeps the
+// records; an approved entry is applied transactionally by the node, and
+// with a repository committed.
+type Decisions struct {
 	store ChangeStore
 	trees corral.Trees
-	ttl   time.Duration
+	repos *Repositories
 	cfg   Config
-	// decisions serialises the decisions on one agent's change sets, each
-	// from a fresh read: an apply and its record are one step.
-	decisions keylock.Map
-
-	repos *repositories // nil: no git repositories (repository.go)
 }
 
-// ChangesDeps is what the change-set use cases are built on.
-type ChangesDeps struct {
-	Store ChangeStore
-	Trees corral.Trees // the node's
-	// TTL is how long a proposal waits for a decision; 0 for 7 days.
-	TTL time.Duration
-	// Repositories turns on git repositories: clones, a commit for every
-	// applied change set and upload, and push. nil: none.
-	Repositories *RepositoryConfig
-}
-
-// NewChanges returns the change-set use cases over the node's trees.
-func NewChanges(d ChangesDeps, cfg Config) *Changes {
+// NewDecisions returns the review use cases; repos commits what is
+// applied to an agent with a repository.
+func NewDecisions(store ChangeStore, trees corral.Trees, repos *Repositories, cfg Config) *Decisions {
 	cfg.defaults()
-	if d.TTL == 0 {
-		d.TTL = 7 * 24 * time.Hour
-	}
-	c := &Changes{store: d.Store, trees: d.Trees, ttl: d.TTL, cfg: cfg}
-	if d.Repositories != nil {
-		c.repos = newRepositories(*d.Repositories, cfg.Now)
-	}
-	return c
-}
-
-// Begin stages the agent's workspace for a run under id, which the change
-// set made from it will carry. The caller (the runner) has already decided
-// the run may happen.
-func (c *Changes) Begin(ctx context.Context, agent corral.Agent, id string) error {
-	return c.trees.Stage(ctx, corral.StageSpec{
-		ID: id, AgentID: agent.ID, Secrets: agent.Policy.Secrets,
-		DiskBytes: agent.Limits.DiskBytes, DiskInodes: agent.Limits.DiskInodes,
-	})
-}
-
-// Reopen opens the staged tree id of an agent left by an earlier process
-// or by a paused run. ENOTFOUND when there is none.
-func (c *Changes) Reopen(ctx context.Context, agentID, id string) error {
-	return c.trees.ReopenStage(ctx, agentID, id)
-}
-
-// Discard removes a staged tree that will not become a change set.
-func (c *Changes) Discard(ctx context.Context, id string) error {
-	return c.trees.DiscardStage(ctx, id)
-}
-
-// Finish records what a staged run changed, as Corral measures it, as the
-// change set id. When auto is true and the agent's policy is auto, ordinary
-// entries are applied at once; otherwise (review policy, or a run that did
-// not complete) every entry waits for a person. Protected entries are
-// always denied. Each text entry's diff is made now and kept with the
-// change set, so it stays readable after the decision. It returns a change
-// set with an empty ID when the run changed nothing. The stage is removed
-// unless the change set waits.
-func (c *Changes) Finish(ctx context.Context, agent corral.Agent, runID, id string, auto bool) (corral.ChangeSet, error) {
-	m, err := c.trees.Manifest(ctx, agent.ID, id, corral.ClassPolicy{Protected: agent.Policy.Protected, Risky: agent.Policy.Risky})
-	if err != nil {
-		return corral.ChangeSet{}, err
-	}
-	if len(m.Entries) == 0 {
-		return corral.ChangeSet{}, c.trees.DiscardStage(ctx, id)
-	}
-	mode := agent.Policy.Changes
-	if !auto {
-		mode = corral.ChangesReview
-	}
-	now := c.cfg.Now().UTC()
-	cs := corral.ChangeSet{
-		ID: id, AgentID: agent.ID, RunID: runID, Mode: mode,
-		CreatedAt: now, ExpiresAt: now.Add(c.ttl), DiskBytes: m.DiskBytes,
-	}
-	for _, e := range m.Entries {
-		e.State = corral.EntryPending
-		if e.Class == corral.ClassProtected {
-			e.State = corral.EntryDenied
-		}
-		cs.Entries = append(cs.Entries, e)
-	}
-	if mode == corral.ChangesAuto {
-		var picked []int
-		for i, e := range cs.Entries {
-			if e.State == corral.EntryPending && e.Class == corral.ClassOrdinary {
-				picked = append(picked, i)
-			}
-		}
-		// What could not be applied (a conflict, a failure) waits for a
-		// person: nothing is lost and nothing is applied half.
-		unlock := c.decisions.Lock(agent.ID)
-		err := c.apply(ctx, &cs, picked)
-		unlock()
-		if err != nil && corral.ErrorCode(err) != corral.ECONFLICT {
-			c.cfg.Log.Warn("auto-apply failed; the change set waits for review", "change_set", cs.ID, "err", err)
-		}
-	}
-	cs.Status = settle(cs)
-	if err := c.store.CreateChangeSet(ctx, cs); err != nil {
-		c.closeStage(cs)
-		return corral.ChangeSet{}, err
-	}
-	if cs.Status != corral.ChangePending {
-		c.closeStage(cs)
-	}
-	return cs, nil
-}
-
-// settle derives a decided change set's status from its entries: pending
-// while any entry is; then applied if anything was; conflicted, rejected
-// or denied (only protected entries) if nothing was.
-func settle(cs corral.ChangeSet) corral.ChangeStatus {
-	seen := map[corral.EntryState]bool{}
-	for _, e := range cs.Entries {
-		seen[e.State] = true
-	}
-	switch {
-	case seen[corral.EntryPending]:
-		return corral.ChangePending
-	case seen[corral.EntryApplied]:
-		return corral.ChangeApplied
-	case seen[corral.EntryConflicted]:
-		return corral.ChangeConflicted
-	case seen[corral.EntryRejected]:
-		return corral.ChangeRejected
-	default:
-		return corral.ChangeDenied
-	}
+	return &Decisions{store: store, trees: trees, repos: repos, cfg: cfg}
 }
 
 // apply applies the entries of cs at idx, all or nothing; the caller
-// holds the agent's decisions lock. Entries whose file changed in the
+// holds the agent's lock (Repositories.lock). Entries whose file changed in the
 // workspace since the run saw it become conflicted, and nothing is applied
 // (ECONFLICT naming them). A failure rolls back and leaves the entries
 // pending. With a repository, what was applied is one commit.
-func (c *Changes) apply(ctx context.Context, cs *corral.ChangeSet, idx []int) error {
+func (c *Decisions) apply(ctx context.Context, cs *corral.ChangeSet, idx []int) error {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -177,7 +54,7 @@ func (c *Changes) apply(ctx context.Context, cs *corral.ChangeSet, idx []int) er
 	for k, i := range idx {
 		req.Entries[k] = cs.Entries[i]
 	}
-	commit, repo := c.changeSetCommit(ctx, cs) // with a repository (repository.go)
+	commit, repo := c.repos.changeSetCommit(ctx, cs) // with a repository
 	req.Commit = commit
 	res, err := c.trees.Apply(ctx, req)
 	if len(res.Conflicts) > 0 {
@@ -194,13 +71,13 @@ func (c *Changes) apply(ctx context.Context, cs *corral.ChangeSet, idx []int) er
 	for _, i := range idx {
 		cs.Entries[i].State = corral.EntryApplied
 	}
-	c.recordCommit(ctx, repo, res.Commit)
+	c.repos.recordCommit(ctx, repo, res.Commit)
 	return nil
 }
 
 // load reads a change set and checks the actor's access to its agent,
 // fresh. A change set of an agent the actor cannot see does not exist.
-func (c *Changes) load(ctx context.Context, actor corral.User, id string, action access.Action) (corral.ChangeSet, corral.Agent, error) {
+func (c *Decisions) load(ctx context.Context, actor corral.User, id string, action access.Action) (corral.ChangeSet, corral.Agent, error) {
 	cs, err := c.store.ChangeSet(ctx, id)
 	if err != nil {
 		return corral.ChangeSet{}, corral.Agent{}, err
@@ -219,7 +96,7 @@ func (c *Changes) load(ctx context.Context, actor corral.User, id string, action
 }
 
 // List returns an agent's change sets, newest first, without diffs.
-func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) ([]corral.ChangeSet, error) {
+func (c *Decisions) List(ctx context.Context, actor corral.User, agentID string) ([]corral.ChangeSet, error) {
 	a, err := c.store.Agent(ctx, agentID, actor.ID)
 	if err != nil {
 		return nil, err
@@ -234,7 +111,7 @@ func (c *Changes) List(ctx context.Context, actor corral.User, agentID string) (
 // of the agents on which the actor may decide change sets. Which agents
 // those are is the access policy's answer for each agent the actor can
 // reach, so a viewer's inbox is empty however much waits.
-func (c *Changes) Waiting(ctx context.Context, actor corral.User) ([]corral.WaitingChangeSet, error) {
+func (c *Decisions) Waiting(ctx context.Context, actor corral.User) ([]corral.WaitingChangeSet, error) {
 	agents, err := c.store.AgentsFor(ctx, actor.ID)
 	if err != nil {
 		return nil, err
@@ -250,7 +127,7 @@ func (c *Changes) Waiting(ctx context.Context, actor corral.User) ([]corral.Wait
 
 // Get returns a change set with each text entry's diff, as made when the
 // run ended: it stays readable after the set is decided.
-func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
+func (c *Decisions) Get(ctx context.Context, actor corral.User, id string) (corral.ChangeSet, error) {
 	cs, _, err := c.load(ctx, actor, id, access.ViewChanges)
 	if err != nil {
 		return cs, err
@@ -269,24 +146,24 @@ func (c *Changes) Get(ctx context.Context, actor corral.User, id string) (corral
 // entry that is not protected), all or nothing among them; the others stay
 // pending. Entries whose file changed in the workspace since the run saw it
 // become conflicted and nothing is applied: ECONFLICT, saying which.
-func (c *Changes) Approve(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
+func (c *Decisions) Approve(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
 	return c.decide(ctx, actor, id, true, paths)
 }
 
 // Reject rejects the pending entries named by paths (nil: every pending
 // entry); the others stay pending.
-func (c *Changes) Reject(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
+func (c *Decisions) Reject(ctx context.Context, actor corral.User, id string, paths []string) (corral.ChangeSet, error) {
 	return c.decide(ctx, actor, id, false, paths)
 }
 
-func (c *Changes) decide(ctx context.Context, actor corral.User, id string, approve bool, paths []string) (corral.ChangeSet, error) {
+func (c *Decisions) decide(ctx context.Context, actor corral.User, id string, approve bool, paths []string) (corral.ChangeSet, error) {
 	cs, _, err := c.load(ctx, actor, id, access.DecideChanges)
 	if err != nil {
 		return corral.ChangeSet{}, err
 	}
 	// Decisions on one agent's change sets, like every write of its
 	// workspace, happen one at a time, each from a fresh read.
-	defer c.decisions.Lock(cs.AgentID)()
+	defer c.repos.lock(cs.AgentID)()
 	if cs, err = c.store.ChangeSet(ctx, id); err != nil {
 		return corral.ChangeSet{}, err
 	}
@@ -374,13 +251,13 @@ func chosen(cs corral.ChangeSet, paths []string, approve bool) ([]int, error) {
 }
 
 // closeStage removes a decided change set's staged tree, mounted or not.
-func (c *Changes) closeStage(cs corral.ChangeSet) {
+func (c *Decisions) closeStage(cs corral.ChangeSet) {
 	if err := c.trees.DiscardStage(context.Background(), cs.ID); err != nil {
 		c.cfg.Log.Warn("removing a staged tree", "change_set", cs.ID, "err", err)
 	}
 }
 
-func (c *Changes) expire(ctx context.Context, cs corral.ChangeSet) {
+func (c *Decisions) expire(ctx context.Context, cs corral.ChangeSet) {
 	expired := cs
 	expired.Entries = slices.Clone(cs.Entries)
 	for i := range expired.Entries {
@@ -396,7 +273,7 @@ func (c *Changes) expire(ctx context.Context, cs corral.ChangeSet) {
 
 // ExpireDue marks every pending change set past its time expired and
 // removes its staged tree. An expired change set is never applied.
-func (c *Changes) ExpireDue(ctx context.Context) (int, error) {
+func (c *Decisions) ExpireDue(ctx context.Context) (int, error) {
 	pending, err := c.store.PendingChangeSets(ctx)
 	if err != nil {
 		return 0, err

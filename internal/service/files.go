@@ -9,6 +9,20 @@ import (
 	"corral/internal/sanitize"
 )
 
+// Files are what people do with an agent's persistent workspace: read,
+// write, import, delete, export. With a repository, each write is a
+// commit.
+type Files struct {
+	store agentReader
+	trees corral.Trees
+	repos *Repositories
+}
+
+// NewFiles returns the workspace's file use cases.
+func NewFiles(store agentReader, trees corral.Trees, repos *Repositories) *Files {
+	return &Files{store: store, trees: trees, repos: repos}
+}
+
 // scope is what actor may see of agent a's workspace: secret files are
 // the editors'; to a viewer or runner they do not exist.
 func scope(a corral.Agent) corral.FileScope {
@@ -19,8 +33,8 @@ func scope(a corral.Agent) corral.FileScope {
 // ReadFile returns the listing of a directory or the content of a file of
 // the agent's persistent workspace. Symbolic links are never followed out
 // of it.
-func (c *Changes) ReadFile(ctx context.Context, actor corral.User, agentID, p string) ([]corral.FileInfo, []byte, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles)
+func (c *Files) ReadFile(ctx context.Context, actor corral.User, agentID, p string) ([]corral.FileInfo, []byte, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.ReadFiles)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,17 +45,17 @@ func (c *Changes) ReadFile(ctx context.Context, actor corral.User, agentID, p st
 // (an upload by an editor): atomically, owned by the sandbox's user, never
 // through a symbolic link. A run working on the workspace meanwhile can
 // never overwrite it: approving its change set conflicts instead.
-func (c *Changes) WriteFile(ctx context.Context, actor corral.User, agentID, p string, content []byte) error {
-	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+func (c *Files) WriteFile(ctx context.Context, actor corral.User, agentID, p string, content []byte) error {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
 		return err
 	}
-	commit, repo := c.uploadCommit(ctx, actor, a, "Upload "+p)
+	commit, repo := c.repos.uploadCommit(ctx, actor, a, "Upload "+p)
 	res, err := c.trees.WriteFile(ctx, corral.FileWrite{AgentID: a.ID, Path: p, Content: content, Commit: commit})
 	if err != nil {
 		return err
 	}
-	c.recordCommit(ctx, repo, res)
+	c.repos.recordCommit(ctx, repo, res)
 	return nil
 }
 
@@ -51,17 +65,17 @@ func (c *Changes) WriteFile(ctx context.Context, actor corral.User, agentID, p s
 // written. It creates and replaces files; it never deletes one. A run
 // working on the workspace meanwhile is told: approving its change set
 // later conflicts on what the import changed.
-func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, contentType string, body io.Reader) (corral.ImportResult, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+func (c *Files) Import(ctx context.Context, actor corral.User, agentID, contentType string, body io.Reader) (corral.ImportResult, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
 		return corral.ImportResult{}, err
 	}
-	commit, repo := c.uploadCommit(ctx, actor, a, "Import an archive")
+	commit, repo := c.repos.uploadCommit(ctx, actor, a, "Import an archive")
 	res, err := c.trees.Import(ctx, a.ID, contentType, body, commit)
 	if err != nil {
 		return corral.ImportResult{}, err
 	}
-	c.recordCommit(ctx, repo, res.Commit)
+	c.repos.recordCommit(ctx, repo, res.Commit)
 	return res, nil
 }
 
@@ -70,17 +84,17 @@ func (c *Changes) Import(ctx context.Context, actor corral.User, agentID, conten
 // without it is a conflict saying so). The journal covers it like an
 // apply. Links are never followed nor deleted: a link at p or under it
 // makes the delete a conflict naming it, and nothing is deleted.
-func (c *Changes) DeleteFile(ctx context.Context, actor corral.User, agentID, p string, recursive bool) error {
-	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+func (c *Files) DeleteFile(ctx context.Context, actor corral.User, agentID, p string, recursive bool) error {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
 		return err
 	}
-	commit, repo := c.uploadCommit(ctx, actor, a, "Delete "+p)
+	commit, repo := c.repos.uploadCommit(ctx, actor, a, "Delete "+p)
 	res, err := c.trees.DeleteFile(ctx, a.ID, p, recursive, commit)
 	if err != nil {
 		return err
 	}
-	c.recordCommit(ctx, repo, res.Commit)
+	c.repos.recordCommit(ctx, repo, res.Commit)
 	return nil
 }
 
@@ -96,8 +110,8 @@ type WorkspaceArchive struct {
 // tar.gz: regular files and directories, never a link, no temporary of
 // Corral's, secret files only for a caller who may read them (editors and
 // owners). See corral.Trees.Archive.
-func (c *Changes) Archive(ctx context.Context, actor corral.User, agentID string) (*WorkspaceArchive, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ReadFiles)
+func (c *Files) Archive(ctx context.Context, actor corral.User, agentID string) (*WorkspaceArchive, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.ReadFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +126,3 @@ func (wa *WorkspaceArchive) Write(ctx context.Context, w io.Writer) error {
 // EscapePath is how a workspace path is shown to people: exactly its bytes,
 // every control, invisible or invalid one escaped (sanitize.Escape).
 func EscapePath(p string) string { return sanitize.Escape(p) }
-
-func (c *Changes) loadAgent(ctx context.Context, actor corral.User, id string, action access.Action) (corral.Agent, error) {
-	a, err := c.store.Agent(ctx, id, actor.ID)
-	if err != nil {
-		return corral.Agent{}, err
-	}
-	if err := access.Check(a.Access, action).Err("agent", action); err != nil {
-		return corral.Agent{}, err
-	}
-	return a, nil
-}

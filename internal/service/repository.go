@@ -8,6 +8,7 @@ import (
 
 	"corral"
 	"corral/internal/access"
+	"corral/internal/keylock"
 	"corral/internal/sanitize"
 	"corral/internal/trace"
 )
@@ -25,7 +26,7 @@ type RepositoryStore interface {
 	Run(ctx context.Context, id string) (corral.Run, error)
 }
 
-// RepositoryConfig turns on git repositories for Changes.
+// RepositoryConfig turns on git repositories.
 type RepositoryConfig struct {
 	Store   RepositoryStore
 	Secrets SecretSource // nil: anonymous clones only, and no push with a credential
@@ -68,14 +69,40 @@ const (
 	maxCommitsListed      = 100
 )
 
+// Repositories are an agent's git repository: clone, commits, push, and
+// the commit of every applied change set and upload. They hold the lock
+// of each agent's workspace writes at this level (lock): a decision's
+// apply and its commit, or a clone, are one step.
+type Repositories struct {
+	store ChangeStore
+	trees corral.Trees
+	cfg   Config
+	locks keylock.Map
+	repos *repositories // nil: no git repositories
+}
+
+// NewRepositories returns the repository use cases over the node's
+// trees; with cfg nil there are none (each answers unavailable).
+func NewRepositories(store ChangeStore, trees corral.Trees, cfg *RepositoryConfig, c Config) *Repositories {
+	c.defaults()
+	r := &Repositories{store: store, trees: trees, cfg: c}
+	if cfg != nil {
+		r.repos = newRepositories(*cfg, c.Now)
+	}
+	return r
+}
+
+// lock takes the agent's lock of workspace writes; the func releases it.
+func (c *Repositories) lock(agentID string) func() { return c.locks.Lock(agentID) }
+
 func newRepositories(cfg RepositoryConfig, now func() time.Time) *repositories {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &repositories{cfg: cfg, ctx: ctx, cancel: cancel, rec: trace.NewRecorder(cfg.Trace, now), progress: map[string]int{}}
 }
 
-// CloseRepositories stops every clone in flight and waits for the jobs to
+// Close stops every clone in flight and waits for the jobs to
 // record it (each removes what it cloned). The server's shutdown calls it.
-func (c *Changes) CloseRepositories() {
+func (c *Repositories) Close() {
 	if c.repos == nil {
 		return
 	}
@@ -83,10 +110,10 @@ func (c *Changes) CloseRepositories() {
 	c.repos.jobs.Wait()
 }
 
-// ReconcileRepositories runs at start-up: a clone the last process left
+// Reconcile runs at start-up: a clone the last process left
 // cloning is failed (no job survives the process) and its partial
 // directory removed (by the node, when it starts).
-func (c *Changes) ReconcileRepositories(ctx context.Context) (int, error) {
+func (c *Repositories) Reconcile(ctx context.Context) (int, error) {
 	if c.repos == nil {
 		return 0, nil
 	}
@@ -98,7 +125,7 @@ func (c *Changes) ReconcileRepositories(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
-func (c *Changes) reposOn() (*repositories, error) {
+func (c *Repositories) reposOn() (*repositories, error) {
 	if c.repos == nil {
 		return nil, corral.Errorf(corral.EUNAVAIL, "git repositories are not enabled on this server")
 	}
@@ -110,8 +137,8 @@ func (c *Changes) reposOn() (*repositories, error) {
 // once, with the repository cloning; GET shows how it goes. The
 // credential is the owner's: credentialID must be one of the owner's and
 // allow the URL (403 otherwise); without one, the clone is anonymous.
-func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL, ref, credentialID string) (Repository, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+func (c *Repositories) Clone(ctx context.Context, actor corral.User, agentID, rawURL, ref, credentialID string) (Repository, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
 		return Repository{}, err
 	}
@@ -136,7 +163,7 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 		}
 	}
 	// One clone decision at a time per agent: the check and the row.
-	unlock := c.decisions.Lock(a.ID)
+	unlock := c.locks.Lock(a.ID)
 	err = c.trees.CanClone(ctx, a.ID)
 	if err == nil {
 		r := corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
@@ -165,7 +192,7 @@ func (c *Changes) Clone(ctx context.Context, actor corral.User, agentID, rawURL,
 
 // cloneJob clones in the background; the node lands all of the clone in
 // the workspace or nothing of it.
-func (c *Changes) cloneJob(r corral.Repository) {
+func (c *Repositories) cloneJob(r corral.Repository) {
 	repos := c.repos
 	defer repos.jobs.Done()
 	ctx := repos.ctx
@@ -209,7 +236,7 @@ func (c *Changes) cloneJob(r corral.Repository) {
 // the repository at repoURL, or anonymously when credentialID is "": a
 // repository set without a credential is cloned and pushed without one,
 // never with one picked by its host.
-func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, repoURL string, fn func(*corral.GitAuth) error) error {
+func (c *Repositories) withAuth(ctx context.Context, agentID, credentialID, repoURL string, fn func(*corral.GitAuth) error) error {
 	if credentialID == "" {
 		return fn(nil)
 	}
@@ -223,8 +250,8 @@ func (c *Changes) withAuth(ctx context.Context, agentID, credentialID, repoURL s
 }
 
 // Repository returns the agent's repository: ENOTFOUND when it has none.
-func (c *Changes) Repository(ctx context.Context, actor corral.User, agentID string) (Repository, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ViewAgent)
+func (c *Repositories) Repository(ctx context.Context, actor corral.User, agentID string) (Repository, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.ViewAgent)
 	if err != nil {
 		return Repository{}, err
 	}
@@ -249,8 +276,8 @@ func (c *Changes) Repository(ctx context.Context, actor corral.User, agentID str
 
 // Commits lists the newest commits of the agent's repository (at most
 // 100), each with the change set it applied.
-func (c *Changes) Commits(ctx context.Context, actor corral.User, agentID string) ([]RepoCommit, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ViewChanges)
+func (c *Repositories) Commits(ctx context.Context, actor corral.User, agentID string) ([]RepoCommit, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.ViewChanges)
 	if err != nil {
 		return nil, err
 	}
@@ -280,8 +307,8 @@ func (c *Changes) Commits(ctx context.Context, actor corral.User, agentID string
 // Push pushes the repository's HEAD to branch on its remote, a
 // fast-forward only, with the owner's credential (opened only inside this
 // call). ECONFLICT, naming the remote's head, when the remote moved.
-func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch string) (corral.PushResult, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.WriteFiles)
+func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, branch string) (corral.PushResult, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
 		return corral.PushResult{}, err
 	}
@@ -328,15 +355,15 @@ func (c *Changes) Push(ctx context.Context, actor corral.User, agentID, branch s
 
 // traceAgent appends an event to the agent's own chain. A failure is
 // logged: the clone or push it records has happened either way.
-func (c *Changes) traceAgent(ctx context.Context, agentID, typ string, data map[string]any) {
+func (c *Repositories) traceAgent(ctx context.Context, agentID, typ string, data map[string]any) {
 	if _, err := c.repos.rec.Append(context.WithoutCancel(ctx), agentID, typ, data); err != nil {
 		c.cfg.Log.Error("tracing on the agent", "agent", agentID, "type", typ, "err", err)
 	}
 }
 
 // AgentTrace returns the agent's own chain: its clones and pushes.
-func (c *Changes) AgentTrace(ctx context.Context, actor corral.User, agentID string) ([]trace.Event, error) {
-	a, err := c.loadAgent(ctx, actor, agentID, access.ViewAgent)
+func (c *Repositories) AgentTrace(ctx context.Context, actor corral.User, agentID string) ([]trace.Event, error) {
+	a, err := loadAgent(ctx, c.store, actor, agentID, access.ViewAgent)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +379,7 @@ const autoApprover = "Corral (auto mode)"
 
 // repository is the agent's repository when it is ready for commits;
 // nil otherwise (no repositories, none cloned, or not ready).
-func (c *Changes) repository(ctx context.Context, agentID string) *corral.Repository {
+func (c *Repositories) repository(ctx context.Context, agentID string) *corral.Repository {
 	if c.repos == nil {
 		return nil
 	}
@@ -367,7 +394,7 @@ func (c *Changes) repository(ctx context.Context, agentID string) *corral.Reposi
 // Secret files (.env and the like) are never committed: a push would carry
 // them off the machine. What an earlier commit could not include comes
 // along.
-func (c *Changes) commitSpec(ctx context.Context, r *corral.Repository, who corral.Identity, message string) *corral.CommitSpec {
+func (c *Repositories) commitSpec(ctx context.Context, r *corral.Repository, who corral.Identity, message string) *corral.CommitSpec {
 	spec := &corral.CommitSpec{Author: corral.Identity{Name: oneLine(who.Name), Email: oneLine(who.Email)}, Message: message, Paths: r.Pending}
 	if a, err := c.store.Agent(ctx, r.AgentID, ""); err == nil {
 		spec.Secrets = a.Policy.Secrets
@@ -378,7 +405,7 @@ func (c *Changes) commitSpec(ctx context.Context, r *corral.Repository, who corr
 // changeSetCommit is the commit of an applied change set, with a ready
 // repository: author the person who sent the message that started the
 // run, Approved-By the person who approved it (or Corral in auto mode).
-func (c *Changes) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*corral.CommitSpec, *corral.Repository) {
+func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*corral.CommitSpec, *corral.Repository) {
 	// Not the request's context: the files are applied whether or not the
 	// caller is still there, and the commit belongs with them.
 	ctx = context.WithoutCancel(ctx)
@@ -413,7 +440,7 @@ func (c *Changes) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*c
 
 // uploadCommit is the commit of an upload, import or delete by actor,
 // with a ready repository.
-func (c *Changes) uploadCommit(ctx context.Context, actor corral.User, a corral.Agent, message string) (*corral.CommitSpec, *corral.Repository) {
+func (c *Repositories) uploadCommit(ctx context.Context, actor corral.User, a corral.Agent, message string) (*corral.CommitSpec, *corral.Repository) {
 	ctx = context.WithoutCancel(ctx)
 	r := c.repository(ctx, a.ID)
 	if r == nil {
@@ -429,7 +456,7 @@ func (c *Changes) uploadCommit(ctx context.Context, actor corral.User, a corral.
 // recordCommit keeps how a commit of repository r went: its head, or what
 // the next commit must include after a failure (the files are written
 // either way).
-func (c *Changes) recordCommit(ctx context.Context, r *corral.Repository, res corral.CommitResult) {
+func (c *Repositories) recordCommit(ctx context.Context, r *corral.Repository, res corral.CommitResult) {
 	if r == nil || !res.Made {
 		return
 	}
