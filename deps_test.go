@@ -60,6 +60,21 @@ var forbidden = []struct {
 		why:  "the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees",
 	},
 	{
+		from: []string{"corral/internal/modelapi"},
+		to:   []string{"corral/internal/runner", "corral/internal/gateway"},
+		why:  "the model API reaches runs through its Runs and the provider through its Upstream, both handed in by the composition root",
+	},
+	{
+		from: []string{"corral/internal/runner"},
+		to:   []string{"corral/internal/modelapi", "corral/internal/gateway"},
+		why:  "the runner makes model calls through its Model and grants agent CLIs' calls as corral.CLIGrant: it knows neither the gateway nor the model API",
+	},
+	{
+		from: []string{"corral/internal/gateway"},
+		to:   []string{"corral/internal/runner", "corral/internal/modelapi", "corral/internal/service"},
+		why:  "the gateway makes model calls and knows nothing of who makes them: the words of a call are the root package's",
+	},
+	{
 		from: []string{"corral/internal/nodeagent", "corral/internal/relay", "corral/internal/relay/noderpc"},
 		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/gateway", "corral/internal/modelapi", "corral/internal/runner", "corral/internal/secrets"},
 		why:  "a sandbox node holds no database, no keys and no accounts: it is handed what each call needs",
@@ -155,6 +170,9 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/protocol/protocol.go":     "package protocol\n",
 		"internal/driver/driver.go":         "package driver\n",
 		"internal/modelapi/modelapi.go":     "package modelapi\n\nimport _ \"corral/internal/service\"\n",
+		"internal/modelapi/runs.go":         "package modelapi\n\nimport _ \"corral/internal/runner\"\n",
+		"internal/runner/model.go":          "package runner\n\nimport _ \"corral/internal/gateway\"\n",
+		"internal/gateway/gateway.go":       "package gateway\n\nimport _ \"corral/internal/runner\"\n",
 		"internal/gittest/gittest.go":       "package gittest\n",
 		"internal/app/app.go":               "package app\n",
 		"internal/fleet/fleet.go":           "package fleet\n\nimport _ \"corral/internal/app\"\n",
@@ -185,6 +203,15 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/service imports corral/internal/workspace (internal/service/changes.go)",
 		"corral/internal/modelapi must not import corral/internal/service (the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees):\n" +
 			"\tcorral/internal/modelapi imports corral/internal/service (internal/modelapi/modelapi.go)",
+		"corral/internal/modelapi must not import corral/internal/workspace (the gateway agent CLIs reach from their sandboxes authorizes only by a run's grant: no accounts, no storage, no trees):\n" +
+			"\tcorral/internal/modelapi imports corral/internal/runner (internal/modelapi/runs.go)\n" +
+			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)",
+		"corral/internal/modelapi must not import corral/internal/runner (the model API reaches runs through its Runs and the provider through its Upstream, both handed in by the composition root):\n" +
+			"\tcorral/internal/modelapi imports corral/internal/runner (internal/modelapi/runs.go)",
+		"corral/internal/runner must not import corral/internal/gateway (the runner makes model calls through its Model and grants agent CLIs' calls as corral.CLIGrant: it knows neither the gateway nor the model API):\n" +
+			"\tcorral/internal/runner imports corral/internal/gateway (internal/runner/model.go)",
+		"corral/internal/gateway must not import corral/internal/runner (the gateway makes model calls and knows nothing of who makes them: the words of a call are the root package's):\n" +
+			"\tcorral/internal/gateway imports corral/internal/runner (internal/gateway/gateway.go)",
 		"corral/internal/nodeagent must not import corral/internal/secrets (a sandbox node holds no database, no keys and no accounts: it is handed what each call needs):\n" +
 			"\tcorral/internal/nodeagent imports corral/internal/secrets (internal/nodeagent/nodeagent.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +

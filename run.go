@@ -89,10 +89,11 @@ var AllViolations = []Violation{ViolationTimeout, ViolationMemory, ViolationPids
 // Valid reports whether v is one of AllViolations.
 func (v Violation) Valid() bool { return slices.Contains(AllViolations, v) }
 
-// Tokens counts model tokens as the provider reported them.
+// Tokens counts model tokens as the provider reported them (a model
+// call's usage: ModelResponse.Usage, Settle).
 type Tokens struct {
-	Input  int64
-	Output int64
+	Input  int64 // prompt_tokens
+	Output int64 // completion_tokens
 }
 
 // Reservation is a model call's hold on its agent's budget (see

@@ -10,7 +10,6 @@ import (
 
 	"corral"
 	"corral/internal/api"
-	"corral/internal/gateway"
 )
 
 // TestDocumentIsolationProperty walks thousands of random operations over
@@ -166,6 +165,6 @@ func TestDocumentIsolationProperty(t *testing.T) {
 // noMeter meters nothing: these searches make no model call.
 type noMeter struct{}
 
-func (noMeter) Reserve(context.Context, int64) (gateway.Settle, error) {
-	return func(context.Context, gateway.Usage, bool) error { return nil }, nil
+func (noMeter) Reserve(context.Context, int64) (corral.Settle, error) {
+	return func(context.Context, corral.Tokens, bool) error { return nil }, nil
 }

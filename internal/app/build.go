@@ -156,7 +156,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	} else if gwLn, err = modelapi.Listen(filepath.Join(c.Data, gatewaySocket)); err != nil {
 		return err
 	}
-	gw := modelapi.Serve(gwLn, modelapi.Handler(modelapi.Runner(a.Runner), a.Model, log))
+	gw := modelapi.Serve(gwLn, modelapi.Handler(a.Runner, a.Model, log))
 	a.defer_(func() { gw.Close() })
 	if role.HoldsWorktree(r) {
 		for _, d := range corral.AgentDrivers[1:] {

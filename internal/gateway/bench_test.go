@@ -12,9 +12,11 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+
+	"corral"
 )
 
-// memMeter is the trivial in-memory Meter of the benchmark.
+// memMeter is the trivial in-memory corral.Meter of the benchmark.
 type memMeter struct {
 	mu       sync.Mutex
 	in, out  int64
@@ -22,13 +24,13 @@ type memMeter struct {
 	checkErr error
 }
 
-func (m *memMeter) Reserve(context.Context, int64) (Settle, error) {
+func (m *memMeter) Reserve(context.Context, int64) (corral.Settle, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.checkErr != nil {
 		return nil, m.checkErr
 	}
-	return func(_ context.Context, u Usage, _ bool) error {
+	return func(_ context.Context, u corral.Tokens, _ bool) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.in += u.Input
@@ -109,13 +111,13 @@ func benchOverhead(b *testing.B, stream bool) {
 	m := &memMeter{}
 	ctx := context.Background()
 
-	gwReq := Request{
-		Messages: []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "what is here?"}},
-		Tools:    []Tool{shellTool},
+	gwReq := corral.ModelRequest{
+		Messages: []corral.ModelMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "what is here?"}},
+		Tools:    []corral.ModelTool{shellTool},
 	}
 	var text strings.Builder
 	if stream {
-		gwReq.OnDelta = func(d Delta) { text.WriteString(d.Content) }
+		gwReq.OnDelta = func(d corral.ModelDelta) { text.WriteString(d.Content) }
 	}
 	directParams := openai.ChatCompletionNewParams{
 		Model: "m",

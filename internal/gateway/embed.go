@@ -37,19 +37,19 @@ const (
 // any answer, is made again the way Complete makes it, under the same reservation.
 // An answer that is not exactly one finite vector per text, all of one
 // dimension, is EUNAVAIL "the provider returned malformed embeddings".
-func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Meter) ([][]float32, Usage, error) {
+func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m corral.Meter) ([][]float32, corral.Tokens, error) {
 	if err := g.Configured(); err != nil {
-		return nil, Usage{}, err
+		return nil, corral.Tokens{}, err
 	}
 	if model == "" {
-		return nil, Usage{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+		return nil, corral.Tokens{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "no embedding model is named: set CORRAL_EMBED_MODEL"}
 	}
 	if err := embeddable(texts); err != nil {
-		return nil, Usage{}, err
+		return nil, corral.Tokens{}, err
 	}
 	if len(texts) == 0 {
-		return nil, Usage{}, nil
+		return nil, corral.Tokens{}, nil
 	}
 	params := openai.EmbeddingNewParams{
 		Model:          model,
@@ -61,9 +61,9 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Met
 	for _, t := range texts {
 		size += len(t) + 8 // and what separates it from the next
 	}
-	settle, err := m.Reserve(ctx, Ceiling(size, 0))
+	settle, err := m.Reserve(ctx, corral.Ceiling(size, 0))
 	if err != nil {
-		return nil, Usage{}, err
+		return nil, corral.Tokens{}, err
 	}
 	// Complete's loop without its callbacks: an embedding call has no
 	// OnRetry to tell and no Interrupt, and never streams.
@@ -83,8 +83,8 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m Met
 			return g.settleEmbed(ctx, r, res, len(texts), settle)
 		}
 		if err := g.wait(ctx, nil, wait); err != nil {
-			settle(context.WithoutCancel(ctx), Usage{}, true)
-			return nil, Usage{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+			settle(context.WithoutCancel(ctx), corral.Tokens{}, true)
+			return nil, corral.Tokens{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the embedding call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
 		waited += wait
@@ -119,21 +119,21 @@ func (g *Gateway) embedOnce(ctx context.Context, params openai.EmbeddingNewParam
 		return r, nil
 	}
 	if res.JSON.Usage.Valid() && res.Usage.JSON.PromptTokens.Valid() {
-		r.usage, r.metered = Usage{Input: res.Usage.PromptTokens}, true
+		r.usage, r.metered = corral.Tokens{Input: res.Usage.PromptTokens}, true
 	}
 	return r, res
 }
 
 // settleEmbed is settle for an embedding call: record what the provider
 // says was spent, then judge the answer.
-func (g *Gateway) settleEmbed(ctx context.Context, r result, res *openai.CreateEmbeddingResponse, n int, settle Settle) ([][]float32, Usage, error) {
+func (g *Gateway) settleEmbed(ctx context.Context, r result, res *openai.CreateEmbeddingResponse, n int, settle corral.Settle) ([][]float32, corral.Tokens, error) {
 	u, reported := r.spent()
 	recErr := settle(context.WithoutCancel(ctx), u, reported)
-	fail := func(err error) ([][]float32, Usage, error) {
+	fail := func(err error) ([][]float32, corral.Tokens, error) {
 		if recErr != nil {
-			return nil, Usage{}, recErr
+			return nil, corral.Tokens{}, recErr
 		}
-		return nil, Usage{}, err
+		return nil, corral.Tokens{}, err
 	}
 	malformed := &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 		Message: "the provider returned malformed embeddings"}
@@ -146,7 +146,7 @@ func (g *Gateway) settleEmbed(ctx context.Context, r result, res *openai.CreateE
 	case r.err != nil:
 		return fail(g.providerError(ctx, r))
 	case !r.metered:
-		return nil, Usage{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+		return nil, corral.Tokens{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "the provider reported no token usage: Corral cannot meter it"}
 	}
 	vectors, err := vectorsOf(res.Data, n)

@@ -102,8 +102,8 @@ func TestEmbed(t *testing.T) {
 		t.Errorf("%d vectors for %d texts", len(vectors), len(texts))
 	}
 	// modeltest counts a token per word.
-	want := Usage{Input: 6 + 4 + 1}
-	if u != want || !reflect.DeepEqual(m.recorded, []Usage{want}) || m.checks != 1 {
+	want := corral.Tokens{Input: 6 + 4 + 1}
+	if u != want || !reflect.DeepEqual(m.recorded, []corral.Tokens{want}) || m.checks != 1 {
 		t.Errorf("usage %+v, recorded %v after %d checks; want %+v recorded once after one check", u, m.recorded, m.checks, want)
 	}
 	reqs := p.Requests()
@@ -125,7 +125,7 @@ func TestEmbedOrdersByIndex(t *testing.T) {
 	if want := [][]float32{{1, 1}, {2, 2}, {3, 3}}; !reflect.DeepEqual(vectors, want) {
 		t.Errorf("vectors = %v, want %v: in the order of their index", vectors, want)
 	}
-	if u != (Usage{Input: 7}) || p.requests() != 1 {
+	if u != (corral.Tokens{Input: 7}) || p.requests() != 1 {
 		t.Errorf("usage %+v after %d requests, want 7 input tokens after 1", u, p.requests())
 	}
 }
@@ -148,7 +148,7 @@ func TestEmbedRecordError(t *testing.T) {
 			if err != recErr {
 				t.Errorf("Embed error = %v, want Record's error unchanged", err)
 			}
-			if !reflect.DeepEqual(vectors, tt.vectors) || !reflect.DeepEqual(m.recorded, []Usage{{Input: 7}}) {
+			if !reflect.DeepEqual(vectors, tt.vectors) || !reflect.DeepEqual(m.recorded, []corral.Tokens{{Input: 7}}) {
 				t.Errorf("vectors %v, recorded %v; want %v and the usage", vectors, m.recorded, tt.vectors)
 			}
 		})
@@ -196,7 +196,7 @@ func TestEmbedRefusedBeforeTheCall(t *testing.T) {
 					t.Errorf("code = %q (%v), want %q", code, err, tt.code)
 				}
 			}
-			if vectors != nil || u != (Usage{}) || tt.meter.checks != tt.checks || len(tt.meter.recorded) != 0 {
+			if vectors != nil || u != (corral.Tokens{}) || tt.meter.checks != tt.checks || len(tt.meter.recorded) != 0 {
 				t.Errorf("got %v and %+v, meter saw %d checks and %v; want nothing and %d checks",
 					vectors, u, tt.meter.checks, tt.meter.recorded, tt.checks)
 			}
@@ -219,7 +219,7 @@ func TestEmbedLimits(t *testing.T) {
 		p, g := newProvider(t, nil)
 		m := &meter{}
 		vectors, u, err := g.Embed(context.Background(), embedModel, nil, m)
-		if err != nil || vectors != nil || u != (Usage{}) || m.checks != 0 || len(p.Requests()) != 0 {
+		if err != nil || vectors != nil || u != (corral.Tokens{}) || m.checks != 0 || len(p.Requests()) != 0 {
 			t.Errorf("Embed(no texts) = %v, %+v, %v after %d checks and %d requests; want nothing at all",
 				vectors, u, err, m.checks, len(p.Requests()))
 		}
@@ -259,7 +259,7 @@ func TestEmbedMissingUsage(t *testing.T) {
 			if want := "the provider reported no token usage: Corral cannot meter it"; corral.ErrorMessage(err) != want {
 				t.Errorf("message = %q, want %q", corral.ErrorMessage(err), want)
 			}
-			if vectors != nil || u != (Usage{}) || len(m.recorded) != 0 {
+			if vectors != nil || u != (corral.Tokens{}) || len(m.recorded) != 0 {
 				t.Errorf("got %v and %+v, recorded %v; want nothing", vectors, u, m.recorded)
 			}
 		})
@@ -305,13 +305,13 @@ func TestEmbedMalformed(t *testing.T) {
 				t.Errorf("message = %q, want %q", corral.ErrorMessage(err), want)
 			}
 			checkHidden(t, err, testKey, "private")
-			if vectors != nil || u != (Usage{}) {
+			if vectors != nil || u != (corral.Tokens{}) {
 				t.Errorf("got %v and %+v, want nothing", vectors, u)
 			}
 			// The tokens are spent: recorded even though the answer is refused.
-			var want []Usage
+			var want []corral.Tokens
 			if tt.recorded {
-				want = []Usage{{Input: 7}}
+				want = []corral.Tokens{{Input: 7}}
 			}
 			if !reflect.DeepEqual(m.recorded, want) {
 				t.Errorf("recorded %v, want %v", m.recorded, want)
@@ -347,7 +347,7 @@ func TestEmbedRetries(t *testing.T) {
 			m := &meter{}
 			vectors, u, err := g.Embed(context.Background(), embedModel, []string{"a"}, m)
 			if tt.message == "" {
-				if err != nil || !reflect.DeepEqual(vectors, [][]float32{{1, 2}}) || u != (Usage{Input: 7}) {
+				if err != nil || !reflect.DeepEqual(vectors, [][]float32{{1, 2}}) || u != (corral.Tokens{Input: 7}) {
 					t.Errorf("Embed = %v, %+v, %v; want the last try's answer", vectors, u, err)
 				}
 			} else {

@@ -1,19 +1,21 @@
 // Package gateway is the one place every model call goes through. It speaks
 // Chat Completions (with tool calls) to any OpenAI-compatible endpoint,
 // meters tokens from the provider's own usage figures, enforces the budget
-// through a Meter (each call reserves its ceiling, its request's size and
-// an output cap it is sent with, before it goes, and settles on the
-// provider's usage), and keeps the provider key: the key is
-// sent only in the Authorization header and never appears in an error, a log
-// or a Response.
+// through a corral.Meter (each call reserves its ceiling, its request's size
+// and an output cap it is sent with, before it goes, and settles on the
+// provider's usage), and keeps the provider key: the key is sent only in
+// the Authorization header and never appears in an error, a log or a
+// response. The words of a call (corral.ModelRequest, corral.ModelResponse,
+// corral.Meter...) are the root package's: the runner, the services and
+// the model API speak them without importing the gateway.
 //
 // Embed (embed.go) asks the provider's /v1/embeddings for vectors under the
 // same rules: budget reserved first, usage metered, key kept, retries alike.
 //
-// A call is made whole or streamed: a Request with OnDelta streams (Server-Sent
-// Events, with the usage asked for in a final chunk) and hands over the
-// assistant's text as it arrives; both kinds go through the same reservation,
-// the same metering and the same error rules.
+// A call is made whole or streamed: a request with OnDelta streams
+// (Server-Sent Events, with the usage asked for in a final chunk) and hands
+// over the assistant's text as it arrives; both kinds go through the same
+// reservation, the same metering and the same error rules.
 //
 // A call the provider answered 429 or 5xx, or whose connection failed
 // before any answer came, is tried again (see retry.go): a bounded number
@@ -45,7 +47,7 @@ import (
 type Config struct {
 	BaseURL    string       // e.g. http://127.0.0.1:11434/v1; "" means no provider
 	APIKey     string       // may be empty for local providers such as Ollama
-	Model      string       // the default model; a Request may name another
+	Model      string       // the default model; a request may name another
 	HTTPClient *http.Client // optional
 	// Native lists the protocols the provider also speaks itself
 	// (NativeResponses, NativeMessages): agent CLIs' calls in them are
@@ -64,96 +66,9 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Message is one turn of a conversation.
-type Message struct {
-	Role       string // system, user, assistant or tool
-	Content    string
-	ToolCalls  []ToolCall // assistant turns only
-	ToolCallID string     // tool turns only: the call this result answers
-}
-
-// ToolCall is a function call the model asked for.
-type ToolCall struct {
-	ID        string
-	Name      string
-	Arguments string // JSON, as the model wrote it: validate before use
-}
-
-// Tool is a function the model may call.
-type Tool struct {
-	Name        string
-	Description string
-	Parameters  map[string]any // JSON schema of the arguments
-}
-
-// Request is one model call.
-type Request struct {
-	Model    string // "" means Config.Model
-	Messages []Message
-	Tools    []Tool
-
-	// OnDelta, when set, makes the call stream. It is called with each piece
-	// of the assistant's text as it arrives, in order, on the goroutine that
-	// called Complete and before Complete returns; the pieces add up to the
-	// Response's content. Tool calls come only whole, in the Response. A call
-	// can still fail after some pieces were handed over (no usage at the end,
-	// a broken stream): the pieces were provisional, the error is the answer.
-	OnDelta func(Delta)
-
-	// OnRetry, when set, is told of each failed try before the gateway
-	// waits to make it again, on the goroutine that called Complete.
-	OnRetry func(Retry)
-
-	// Interrupt, when closed, asks for no more tries: a wait to try again
-	// ends at once and the call fails. A try in flight is not cut (that is
-	// what cancelling ctx is for). A run's graceful stop closes it.
-	Interrupt <-chan struct{}
-}
-
-// Delta is a piece of the assistant's reply as a streamed call receives it.
-type Delta struct {
-	Content string
-}
-
-// Usage is the token count of one call, exactly as the provider reported it.
-type Usage struct {
-	Input  int64 // prompt_tokens
-	Output int64 // completion_tokens
-}
-
-// Response is the model's answer to one Request.
-type Response struct {
-	Message Message // the assistant's reply: content and/or tool calls
-	Usage   Usage
-	Model   string // the model the provider says answered
-}
-
-// Meter is the budget side: Check before a call, Record after, with the
-// provider's figures.
-type Meter interface {
-	// Reserve holds a call's ceiling (the most it can spend: see Ceiling)
-	// against the budget before the call is sent, and returns what settles
-	// the call. Its error (EADMISSION when the budget cannot hold it)
-	// reaches the caller unchanged.
-	Reserve(ctx context.Context, ceiling int64) (Settle, error)
-}
-
-// Settle ends a call's reservation, once, whatever way the call ended:
-// with the usage the provider reported (reported), or with none (an answer
-// came without usage: the call is metered at its ceiling). A call that got
-// no answer settles with no usage, reported. Its error reaches the caller
-// unchanged, together with the Response.
-type Settle func(ctx context.Context, u Usage, reported bool) error
-
 // DefaultMaxOutput is the output cap a call is sent with when its request
 // sets none or a higher one (Config.MaxOutput).
 const DefaultMaxOutput = 32_000
-
-// Ceiling is the most a call can spend: requestBytes of request (a
-// tokenizer makes at most one token of each byte, and the body holds at
-// least a byte of syntax for each of the few tokens a message adds) and
-// its output cap.
-func Ceiling(requestBytes int, maxOutput int64) int64 { return int64(requestBytes) + maxOutput }
 
 // Gateway makes model calls. It is safe for concurrent use.
 type Gateway struct {
@@ -290,7 +205,7 @@ func (g *Gateway) Configured() error {
 // provider. However the call ends, it settles the reservation once: with
 // the provider's usage, with none (the ceiling) when an answer came
 // without it, or empty when no answer came; a Settle error is returned
-// unchanged along with the Response. A provider that reports no usage
+// unchanged along with the response. A provider that reports no usage
 // makes the call fail.
 //
 // A try that the provider answered 429 or 5xx, or whose connection was
@@ -300,21 +215,21 @@ func (g *Gateway) Configured() error {
 // reservation. A wait that would take the call past maxWaiting in all is
 // not waited: the call fails at once. A streamed try that handed over a
 // delta is never made again.
-func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response, error) {
+func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corral.Meter) (corral.ModelResponse, error) {
 	if err := g.Configured(); err != nil {
-		return Response{}, err
+		return corral.ModelResponse{}, err
 	}
 	model := req.Model
 	if model == "" {
 		model = g.model
 	}
 	if model == "" {
-		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+		return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "no model is named: set CORRAL_MODEL or the agent's model"}
 	}
 	params, err := buildParams(model, req)
 	if err != nil {
-		return Response{}, err
+		return corral.ModelResponse{}, err
 	}
 	if g.outputField == "max_completion_tokens" {
 		params.MaxCompletionTokens = openai.Int(g.maxOutput)
@@ -323,11 +238,11 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 	}
 	body, err := json.Marshal(params)
 	if err != nil {
-		return Response{}, corral.Internal("gateway", err)
+		return corral.ModelResponse{}, corral.Internal("gateway", err)
 	}
-	settle, err := m.Reserve(ctx, Ceiling(len(body), g.maxOutput))
+	settle, err := m.Reserve(ctx, corral.Ceiling(len(body), g.maxOutput))
 	if err != nil {
-		return Response{}, err
+		return corral.ModelResponse{}, err
 	}
 	var waited time.Duration
 	for try := 1; ; try++ {
@@ -355,8 +270,8 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 			req.OnRetry(retry)
 		}
 		if err := g.wait(ctx, req.Interrupt, retry.Wait); err != nil {
-			settle(context.WithoutCancel(ctx), Usage{}, true)
-			return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+			settle(context.WithoutCancel(ctx), corral.Tokens{}, true)
+			return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
 		waited += retry.Wait
@@ -366,15 +281,15 @@ func (g *Gateway) Complete(ctx context.Context, req Request, m Meter) (Response,
 // spent is what a try is metered at: the provider's usage; none when no
 // answer came (a refused connection, an error status: nothing is billed);
 // the ceiling (reported false) when an answer came without usage.
-func (r result) spent() (Usage, bool) {
+func (r result) spent() (corral.Tokens, bool) {
 	if r.metered {
 		return r.usage, true
 	}
 	answered := r.exchange != nil && r.exchange.responded && r.exchange.status/100 == 2
-	return Usage{}, !answered
+	return corral.Tokens{}, !answered
 }
 
-// errInterrupted is why a wait ended when Request.Interrupt closed.
+// errInterrupted is why a wait ended when corral.ModelRequest.Interrupt closed.
 var errInterrupted = errors.New("interrupted")
 
 // wait sleeps d before the next try, ending early, with an error, when ctx
@@ -411,7 +326,7 @@ func (g *Gateway) wait(ctx context.Context, interrupt <-chan struct{}, d time.Du
 type result struct {
 	op        string // what the call was, for the log; "" is a chat completion
 	err       error  // the SDK's error: it holds the request, so it never leaves the package
-	usage     Usage
+	usage     corral.Tokens
 	metered   bool                          // the provider reported both token counts
 	message   *openai.ChatCompletionMessage // the first choice's; nil if none came
 	model     string
@@ -437,7 +352,7 @@ func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParam
 	return r
 }
 
-func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) result {
+func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(corral.ModelDelta)) result {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	x := &exchange{}
 	s := g.chat.NewStreaming(context.WithValue(ctx, exchangeKey{}, x), params)
@@ -466,7 +381,7 @@ func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewPar
 		for _, c := range chunk.Choices {
 			if c.Index == 0 && c.Delta.Content != "" {
 				r.delivered = true
-				onDelta(Delta{Content: c.Delta.Content})
+				onDelta(corral.ModelDelta{Content: c.Delta.Content})
 			}
 		}
 	}
@@ -478,32 +393,32 @@ func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewPar
 	return r
 }
 
-func usageOf(present bool, u openai.CompletionUsage) (Usage, bool) {
+func usageOf(present bool, u openai.CompletionUsage) (corral.Tokens, bool) {
 	if !present || !u.JSON.PromptTokens.Valid() || !u.JSON.CompletionTokens.Valid() {
-		return Usage{}, false
+		return corral.Tokens{}, false
 	}
-	return Usage{Input: u.PromptTokens, Output: u.CompletionTokens}, true
+	return corral.Tokens{Input: u.PromptTokens, Output: u.CompletionTokens}, true
 }
 
 // settle applies the same rules to every call, whole or streamed: record
 // what the provider says was spent, then judge the reply.
-func (g *Gateway) settle(ctx context.Context, model string, r result, settle Settle) (Response, error) {
+func (g *Gateway) settle(ctx context.Context, model string, r result, settle corral.Settle) (corral.ModelResponse, error) {
 	// The tokens are spent whatever the reply looks like, so they are
 	// recorded before the reply is judged, and even when the caller has
 	// given up on the call meanwhile.
 	u, reported := r.spent()
 	recErr := settle(context.WithoutCancel(ctx), u, reported)
-	fail := func(err error) (Response, error) {
+	fail := func(err error) (corral.ModelResponse, error) {
 		if recErr != nil {
-			return Response{}, recErr
+			return corral.ModelResponse{}, recErr
 		}
-		return Response{}, err
+		return corral.ModelResponse{}, err
 	}
 	switch {
 	case r.err != nil:
 		return fail(g.providerError(ctx, r))
 	case !r.metered:
-		return Response{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
+		return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "the provider reported no token usage: Corral cannot meter it"}
 	case r.malformed:
 		return fail(&corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
@@ -512,7 +427,7 @@ func (g *Gateway) settle(ctx context.Context, model string, r result, settle Set
 		return fail(&corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "the provider returned no reply"})
 	}
-	resp := Response{Message: fromOpenAI(*r.message), Usage: r.usage, Model: r.model}
+	resp := corral.ModelResponse{Message: fromOpenAI(*r.message), Usage: r.usage, Model: r.model}
 	if resp.Model == "" {
 		resp.Model = model
 	}
@@ -602,7 +517,7 @@ func streamErrorKind(data []byte) string {
 	return s
 }
 
-func buildParams(model string, req Request) (openai.ChatCompletionNewParams, error) {
+func buildParams(model string, req corral.ModelRequest) (openai.ChatCompletionNewParams, error) {
 	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
 	for i, m := range req.Messages {
 		switch m.Role {
@@ -651,8 +566,8 @@ func buildParams(model string, req Request) (openai.ChatCompletionNewParams, err
 	return p, nil
 }
 
-func fromOpenAI(m openai.ChatCompletionMessage) Message {
-	out := Message{Role: "assistant", Content: m.Content}
+func fromOpenAI(m openai.ChatCompletionMessage) corral.ModelMessage {
+	out := corral.ModelMessage{Role: "assistant", Content: m.Content}
 	for _, tc := range m.ToolCalls {
 		// Only function tools are offered; anything else (a custom tool
 		// call) is dropped rather than passed on half-understood. Some
@@ -660,7 +575,7 @@ func fromOpenAI(m openai.ChatCompletionMessage) Message {
 		if tc.Type == "custom" || tc.Function.Name == "" {
 			continue
 		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{
+		out.ToolCalls = append(out.ToolCalls, corral.ToolCall{
 			ID:        tc.ID,
 			Name:      tc.Function.Name,
 			Arguments: tc.Function.Arguments,

@@ -104,11 +104,11 @@ var modes = []struct {
 // complete calls g.Complete, streamed or not, and returns the deltas a
 // streamed call handed over. A streamed call that succeeds must have handed
 // over exactly its content.
-func complete(t *testing.T, ctx context.Context, g *Gateway, req Request, m Meter, stream bool) (Response, []string, error) {
+func complete(t *testing.T, ctx context.Context, g *Gateway, req corral.ModelRequest, m corral.Meter, stream bool) (corral.ModelResponse, []string, error) {
 	t.Helper()
 	var deltas []string
 	if stream {
-		req.OnDelta = func(d Delta) { deltas = append(deltas, d.Content) }
+		req.OnDelta = func(d corral.ModelDelta) { deltas = append(deltas, d.Content) }
 	}
 	resp, err := g.Complete(ctx, req, m)
 	if stream && err == nil && strings.Join(deltas, "") != resp.Message.Content {
@@ -128,25 +128,25 @@ func completion(message, usage string) modeltest.Reply {
 	return modeltest.Reply{Status: http.StatusOK, Body: body + "}"}
 }
 
-// meter is an in-memory Meter that records what it was told.
+// meter is an in-memory corral.Meter that records what it was told.
 type meter struct {
 	checkErr  error
 	recordErr error
-	checks    int     // reservations asked for
-	ceilings  []int64 // what each asked for
-	recorded  []Usage // usage settled as the provider reported it (none: not listed)
-	unmetered int     // calls settled without usage: an answer came with none
-	settles   int     // settlements, of any kind
+	checks    int             // reservations asked for
+	ceilings  []int64         // what each asked for
+	recorded  []corral.Tokens // usage settled as the provider reported it (none: not listed)
+	unmetered int             // calls settled without usage: an answer came with none
+	settles   int             // settlements, of any kind
 }
 
-func (m *meter) Reserve(_ context.Context, ceiling int64) (Settle, error) {
+func (m *meter) Reserve(_ context.Context, ceiling int64) (corral.Settle, error) {
 	m.checks++
 	if m.checkErr != nil {
 		return nil, m.checkErr
 	}
 	m.ceilings = append(m.ceilings, ceiling)
 	done := false
-	return func(_ context.Context, u Usage, reported bool) error {
+	return func(_ context.Context, u corral.Tokens, reported bool) error {
 		if done {
 			panic("settled twice")
 		}
@@ -155,7 +155,7 @@ func (m *meter) Reserve(_ context.Context, ceiling int64) (Settle, error) {
 		switch {
 		case !reported:
 			m.unmetered++
-		case u != Usage{}:
+		case u != corral.Tokens{}:
 			m.recorded = append(m.recorded, u)
 		}
 		return m.recordErr
@@ -171,7 +171,7 @@ func errorCode(t *testing.T, err error) string {
 	return e.Code
 }
 
-var hi = []Message{{Role: "user", Content: "hi"}}
+var hi = []corral.ModelMessage{{Role: "user", Content: "hi"}}
 
 func TestNewValidatesBaseURL(t *testing.T) {
 	tests := []struct {
@@ -229,7 +229,7 @@ func TestNotConfigured(t *testing.T) {
 
 	for _, mode := range modes {
 		m := &meter{}
-		_, _, err = complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream)
+		_, _, err = complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, mode.stream)
 		if !reflect.DeepEqual(err, cerr) {
 			t.Errorf("%s: Complete error = %v, want Configured()'s %v", mode.name, err, cerr)
 		}
@@ -254,7 +254,7 @@ func TestCheckRefusalSendsNothing(t *testing.T) {
 			p, g := newProvider(t, modeltest.Sequence(modeltest.Text("should not be asked")))
 			refusal := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "token budget reached"}
 			m := &meter{checkErr: refusal}
-			_, deltas, err := complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream)
+			_, deltas, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, mode.stream)
 			if err != refusal {
 				t.Errorf("Complete error = %v, want the meter's own error unchanged", err)
 			}
@@ -277,22 +277,22 @@ func TestContentAndUsage(t *testing.T) {
 				Model:   "default-model-2024",
 			}))
 			m := &meter{}
-			resp, deltas, err := complete(t, context.Background(), g, Request{Messages: []Message{
+			resp, deltas, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: []corral.ModelMessage{
 				{Role: "system", Content: "be brief"},
 				{Role: "user", Content: "hi"},
 			}}, m, mode.stream)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Response{
-				Message: Message{Role: "assistant", Content: "Hello there, how are you today?"},
-				Usage:   Usage{Input: 17, Output: 5},
+			want := corral.ModelResponse{
+				Message: corral.ModelMessage{Role: "assistant", Content: "Hello there, how are you today?"},
+				Usage:   corral.Tokens{Input: 17, Output: 5},
 				Model:   "default-model-2024",
 			}
 			if !reflect.DeepEqual(resp, want) {
 				t.Errorf("Complete = %+v, want %+v", resp, want)
 			}
-			if !reflect.DeepEqual(m.recorded, []Usage{{Input: 17, Output: 5}}) {
+			if !reflect.DeepEqual(m.recorded, []corral.Tokens{{Input: 17, Output: 5}}) {
 				t.Errorf("recorded %v, want exactly the provider's [{17 5}]", m.recorded)
 			}
 			if m.checks != 1 {
@@ -334,18 +334,18 @@ func TestRecordErrorComesWithResponse(t *testing.T) {
 			_, g := newProvider(t, modeltest.Sequence(modeltest.Reply{Content: "done", Usage: &modeltest.Usage{Input: 3, Output: 4}}))
 			over := &corral.Error{Code: corral.EADMISSION, Reason: "budget_exhausted", Message: "budget reached"}
 			m := &meter{recordErr: over}
-			resp, _, err := complete(t, context.Background(), g, Request{Messages: []Message{{Role: "user", Content: "go"}}}, m, mode.stream)
+			resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: []corral.ModelMessage{{Role: "user", Content: "go"}}}, m, mode.stream)
 			if err != over {
 				t.Errorf("Complete error = %v, want the meter's Record error unchanged", err)
 			}
-			if resp.Message.Content != "done" || resp.Usage != (Usage{3, 4}) {
+			if resp.Message.Content != "done" || resp.Usage != (corral.Tokens{Input: 3, Output: 4}) {
 				t.Errorf("Complete response = %+v, want the reply despite the Record error", resp)
 			}
 		})
 	}
 }
 
-var shellTool = Tool{
+var shellTool = corral.ModelTool{
 	Name:        "shell",
 	Description: "Run a command in the sandbox.",
 	Parameters: map[string]any{
@@ -364,12 +364,12 @@ func TestToolCallRoundTrip(t *testing.T) {
 				modeltest.Reply{Content: "There are two files.", Usage: &modeltest.Usage{Input: 60, Output: 7}},
 			))
 			m := &meter{}
-			thread := []Message{{Role: "user", Content: "what is here?"}}
-			resp, deltas, err := complete(t, context.Background(), g, Request{Messages: thread, Tools: []Tool{shellTool}}, m, mode.stream)
+			thread := []corral.ModelMessage{{Role: "user", Content: "what is here?"}}
+			resp, deltas, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: thread, Tools: []corral.ModelTool{shellTool}}, m, mode.stream)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCall := []ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"command":"ls -la"}`}}
+			wantCall := []corral.ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"command":"ls -la"}`}}
 			if resp.Message.Role != "assistant" || resp.Message.Content != "" || !reflect.DeepEqual(resp.Message.ToolCalls, wantCall) {
 				t.Errorf("Complete message = %+v, want an assistant tool call %+v", resp.Message, wantCall)
 			}
@@ -385,8 +385,8 @@ func TestToolCallRoundTrip(t *testing.T) {
 			}
 
 			// The follow-up carries the assistant's call and the tool's result.
-			thread = append(thread, resp.Message, Message{Role: "tool", ToolCallID: "call_1", Content: "a.txt\nb.txt"})
-			resp, _, err = complete(t, context.Background(), g, Request{Messages: thread, Tools: []Tool{shellTool}}, m, mode.stream)
+			thread = append(thread, resp.Message, corral.ModelMessage{Role: "tool", ToolCallID: "call_1", Content: "a.txt\nb.txt"})
+			resp, _, err = complete(t, context.Background(), g, corral.ModelRequest{Messages: thread, Tools: []corral.ModelTool{shellTool}}, m, mode.stream)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +403,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 			if len(results) != 1 || results[0].ToolCallID != "call_1" || results[0].Content != "a.txt\nb.txt" {
 				t.Errorf("provider saw tool results %+v, want the one for call_1", results)
 			}
-			if want := []Usage{{40, 12}, {60, 7}}; !reflect.DeepEqual(m.recorded, want) {
+			if want := []corral.Tokens{{Input: 40, Output: 12}, {Input: 60, Output: 7}}; !reflect.DeepEqual(m.recorded, want) {
 				t.Errorf("recorded %v, want %v", m.recorded, want)
 			}
 		})
@@ -422,13 +422,13 @@ func TestStreamReassemblesToolCalls(t *testing.T) {
 	}
 	_, g := newProvider(t, modeltest.Sequence(modeltest.Reply{Content: "Three things.", ToolCalls: calls}))
 	m := &meter{}
-	resp, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, true)
+	resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []ToolCall
+	var want []corral.ToolCall
 	for _, c := range calls {
-		want = append(want, ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		want = append(want, corral.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	if !reflect.DeepEqual(resp.Message.ToolCalls, want) {
 		t.Errorf("tool calls = %+v\nwant %+v", resp.Message.ToolCalls, want)
@@ -440,7 +440,7 @@ func TestStreamReassemblesToolCalls(t *testing.T) {
 	if err := json.Unmarshal([]byte(resp.Message.ToolCalls[1].Arguments), &args); err != nil || args.Content != long {
 		t.Errorf("write_file arguments do not decode to the content sent: %v", err)
 	}
-	if want := []Usage{{modeltest.DefaultInputTokens, modeltest.DefaultOutputTokens}}; !reflect.DeepEqual(m.recorded, want) {
+	if want := []corral.Tokens{{Input: modeltest.DefaultInputTokens, Output: modeltest.DefaultOutputTokens}}; !reflect.DeepEqual(m.recorded, want) {
 		t.Errorf("recorded %v, want %v", m.recorded, want)
 	}
 }
@@ -467,9 +467,9 @@ func TestStreamUsageAndShape(t *testing.T) {
 	tests := []struct {
 		name     string
 		reply    modeltest.Reply
-		content  string // of the Response, "" when the call fails
+		content  string // of the corral.ModelResponse, "" when the call fails
 		message  string // of the error, "" when the call succeeds
-		recorded []Usage
+		recorded []corral.Tokens
 	}{
 		{
 			// Some providers send running totals on every chunk: the last
@@ -481,7 +481,7 @@ func TestStreamUsageAndShape(t *testing.T) {
 				usageOnly("a", `{"prompt_tokens":9,"completion_tokens":3}`),
 			),
 			content:  "Hello",
-			recorded: []Usage{{9, 3}},
+			recorded: []corral.Tokens{{Input: 9, Output: 3}},
 		},
 		{
 			name: "usage chunk with another id",
@@ -490,7 +490,7 @@ func TestStreamUsageAndShape(t *testing.T) {
 				usageOnly("b", `{"prompt_tokens":4,"completion_tokens":1}`),
 			),
 			content:  "Hi",
-			recorded: []Usage{{4, 1}},
+			recorded: []corral.Tokens{{Input: 4, Output: 1}},
 		},
 		{
 			// The reply is broken, but the tokens were spent all the same.
@@ -501,7 +501,7 @@ func TestStreamUsageAndShape(t *testing.T) {
 				usageOnly("a", `{"prompt_tokens":4,"completion_tokens":2}`),
 			),
 			message:  "the provider streamed a reply that does not fit together",
-			recorded: []Usage{{4, 2}},
+			recorded: []corral.Tokens{{Input: 4, Output: 2}},
 		},
 		{
 			name: "no choices",
@@ -509,14 +509,14 @@ func TestStreamUsageAndShape(t *testing.T) {
 				usageOnly("a", `{"prompt_tokens":4,"completion_tokens":0}`),
 			),
 			message:  "the provider returned no reply",
-			recorded: []Usage{{4, 0}},
+			recorded: []corral.Tokens{{Input: 4, Output: 0}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, g := newProvider(t, modeltest.Sequence(tt.reply))
 			m := &meter{}
-			resp, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, true)
+			resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, true)
 			if tt.message == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -551,7 +551,7 @@ func TestMissingUsage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, g := newProvider(t, modeltest.Sequence(tt.reply))
 			m := &meter{}
-			_, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, tt.stream)
+			_, _, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, tt.stream)
 			if err == nil {
 				t.Fatal("Complete = nil error for a reply without usage")
 			}
@@ -615,9 +615,9 @@ func TestProviderErrorsHideTheKey(t *testing.T) {
 			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
 				p, g := newProvider(t, modeltest.Sequence(tt.reply))
 				m := &meter{}
-				resp, _, err := complete(t, context.Background(), g, Request{
-					Messages: []Message{{Role: "user", Content: "request body text"}},
-					Tools:    []Tool{shellTool},
+				resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{
+					Messages: []corral.ModelMessage{{Role: "user", Content: "request body text"}},
+					Tools:    []corral.ModelTool{shellTool},
 				}, m, mode.stream)
 				if err == nil {
 					t.Fatal("Complete = nil error for a failed provider")
@@ -629,7 +629,7 @@ func TestProviderErrorsHideTheKey(t *testing.T) {
 				if got := corral.ErrorMessage(err); got != tt.message {
 					t.Errorf("message = %q, want %q", got, tt.message)
 				}
-				if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 {
+				if !reflect.DeepEqual(resp, corral.ModelResponse{}) || len(m.recorded) != 0 {
 					t.Errorf("got %+v and recorded %v, want neither", resp, m.recorded)
 				}
 				if n := len(p.Requests()); n != tt.requests {
@@ -649,8 +649,8 @@ func TestStreamErrorEventHidesTheKey(t *testing.T) {
 		StreamError: "overloaded while answering request body text with key " + testKey,
 	}))
 	m := &meter{}
-	resp, deltas, err := complete(t, context.Background(), g, Request{
-		Messages: []Message{{Role: "user", Content: "request body text"}},
+	resp, deltas, err := complete(t, context.Background(), g, corral.ModelRequest{
+		Messages: []corral.ModelMessage{{Role: "user", Content: "request body text"}},
 	}, m, true)
 	if err == nil {
 		t.Fatal("Complete = nil error for a stream that ended in an error event")
@@ -665,7 +665,7 @@ func TestStreamErrorEventHidesTheKey(t *testing.T) {
 	if strings.Join(deltas, "") != "I will start by" {
 		t.Errorf("deltas %q, want the text sent before the error", deltas)
 	}
-	if !reflect.DeepEqual(resp, Response{}) || len(m.recorded) != 0 || m.unmetered != 1 {
+	if !reflect.DeepEqual(resp, corral.ModelResponse{}) || len(m.recorded) != 0 || m.unmetered != 1 {
 		t.Errorf("got %+v, recorded %v, %d metered at the ceiling; want none, none, 1: an answer came with no usage", resp, m.recorded, m.unmetered)
 	}
 	if n := len(p.Requests()); n != 1 {
@@ -683,7 +683,7 @@ func TestUnreachableProviderHidesTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range modes {
-		_, _, err = complete(t, context.Background(), g, Request{Messages: hi}, &meter{}, mode.stream)
+		_, _, err = complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, &meter{}, mode.stream)
 		if code := errorCode(t, err); code != corral.EUNAVAIL {
 			t.Errorf("%s: code = %q, want %q", mode.name, code, corral.EUNAVAIL)
 		}
@@ -705,7 +705,7 @@ func TestStreamCancelled(t *testing.T) {
 	defer cancel()
 	firstDelta := make(chan struct{})
 	var deltas []string
-	req := Request{Messages: hi, OnDelta: func(d Delta) {
+	req := corral.ModelRequest{Messages: hi, OnDelta: func(d corral.ModelDelta) {
 		if len(deltas) == 0 {
 			close(firstDelta)
 		}
@@ -713,7 +713,7 @@ func TestStreamCancelled(t *testing.T) {
 	}}
 	m := &meter{}
 	type outcome struct {
-		resp Response
+		resp corral.ModelResponse
 		err  error
 	}
 	done := make(chan outcome, 1)
@@ -770,7 +770,7 @@ func TestModelChoice(t *testing.T) {
 		for _, mode := range modes {
 			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
 				p, g := newProvider(t, modeltest.Sequence(modeltest.Text("ok")))
-				resp, _, err := complete(t, context.Background(), g, Request{Model: tt.reqModel, Messages: hi}, &meter{}, mode.stream)
+				resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Model: tt.reqModel, Messages: hi}, &meter{}, mode.stream)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -788,11 +788,11 @@ func TestModelChoice(t *testing.T) {
 func TestInvalidRequestsSendNothing(t *testing.T) {
 	tests := []struct {
 		name string
-		req  Request
+		req  corral.ModelRequest
 	}{
-		{"unknown role", Request{Messages: []Message{{Role: "wizard", Content: "hi"}}}},
-		{"tool result without id", Request{Messages: []Message{{Role: "tool", Content: "out"}}}},
-		{"tool without name", Request{Messages: hi, Tools: []Tool{{Description: "x"}}}},
+		{"unknown role", corral.ModelRequest{Messages: []corral.ModelMessage{{Role: "wizard", Content: "hi"}}}},
+		{"tool result without id", corral.ModelRequest{Messages: []corral.ModelMessage{{Role: "tool", Content: "out"}}}},
+		{"tool without name", corral.ModelRequest{Messages: hi, Tools: []corral.ModelTool{{Description: "x"}}}},
 	}
 	for _, tt := range tests {
 		for _, mode := range modes {
@@ -824,7 +824,7 @@ func TestCallsReserveTheirCeiling(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &meter{}
-		if _, err := g.Complete(context.Background(), Request{Messages: hi}, m); err != nil {
+		if _, err := g.Complete(context.Background(), corral.ModelRequest{Messages: hi}, m); err != nil {
 			t.Fatal(err)
 		}
 		want := field

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"corral"
 )
 
 // A call the provider answered 429 or 5xx, or one whose connection was
@@ -31,15 +33,6 @@ const (
 // backoff is the wait before the n-th retry (from 0) when the provider names
 // none.
 var backoff = [maxTries - 1]time.Duration{1 * time.Second, 2 * time.Second}
-
-// Retry describes a failed try that the gateway is about to make again,
-// for Request.OnRetry.
-type Retry struct {
-	Attempt int           // the try about to be made: 2 for the first retry
-	Status  int           // the HTTP status the failed try got; 0 when no answer came
-	Wait    time.Duration // how long the gateway waits before it
-	Message string        // the provider's own error message, without the key; may be ""
-}
 
 // exchange is what one try saw of the provider's HTTP answer. The
 // middleware fills it in on the goroutine that makes the call, before the
@@ -90,21 +83,21 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 // transient reports whether a failed try may be made again, and if so the
 // facts of its failure. Nothing is tried again once tokens were metered or
 // a delta was handed over (the user saw it), nor when the caller gave up.
-func (g *Gateway) transient(ctx context.Context, r result) (Retry, bool) {
+func (g *Gateway) transient(ctx context.Context, r result) (corral.ModelRetry, bool) {
 	if r.err == nil || ctx.Err() != nil || r.metered || r.delivered {
-		return Retry{}, false
+		return corral.ModelRetry{}, false
 	}
 	x := r.exchange
 	switch {
 	case x.responded:
 		if x.status != http.StatusTooManyRequests && x.status < 500 {
-			return Retry{}, false
+			return corral.ModelRetry{}, false
 		}
-		return Retry{Status: x.status, Message: g.providerMessage(x.body)}, true
+		return corral.ModelRetry{Status: x.status, Message: g.providerMessage(x.body)}, true
 	case unanswered(r.err):
-		return Retry{Message: "the connection failed before the provider answered"}, true
+		return corral.ModelRetry{Message: "the connection failed before the provider answered"}, true
 	}
-	return Retry{}, false
+	return corral.ModelRetry{}, false
 }
 
 // unanswered reports whether err is a connection refused, reset or closed

@@ -27,22 +27,22 @@ func TestRetries(t *testing.T) {
 	both.Header.Set("Retry-After-Ms", "1500")
 	tests := []struct {
 		name     string
-		replies  []modeltest.Reply // the last repeats
-		retries  []Retry           // as OnRetry is told of them
-		message  string            // of the error; "" when the call succeeds
-		prefix   bool              // message is only the start of the error's
+		replies  []modeltest.Reply   // the last repeats
+		retries  []corral.ModelRetry // as OnRetry is told of them
+		message  string              // of the error; "" when the call succeeds
+		prefix   bool                // message is only the start of the error's
 		requests int
 	}{
 		{
 			name:     "429 with Retry-After, then success",
 			replies:  []modeltest.Reply{modeltest.RateLimited("1"), ok},
-			retries:  []Retry{{Attempt: 2, Status: 429, Wait: time.Second, Message: rateLimit}},
+			retries:  []corral.ModelRetry{{Attempt: 2, Status: 429, Wait: time.Second, Message: rateLimit}},
 			requests: 2,
 		},
 		{
 			name:    "503 three times",
 			replies: []modeltest.Reply{unavailable},
-			retries: []Retry{
+			retries: []corral.ModelRetry{
 				{Attempt: 2, Status: 503, Wait: time.Second, Message: "overloaded, key [redacted]"},
 				{Attempt: 3, Status: 503, Wait: 2 * time.Second, Message: "overloaded, key [redacted]"},
 			},
@@ -65,13 +65,13 @@ func TestRetries(t *testing.T) {
 		{
 			name:     "HTTP date already past",
 			replies:  []modeltest.Reply{modeltest.RateLimited("Wed, 21 Oct 2015 07:28:00 GMT"), ok},
-			retries:  []Retry{{Attempt: 2, Status: 429, Wait: 0, Message: rateLimit}},
+			retries:  []corral.ModelRetry{{Attempt: 2, Status: 429, Wait: 0, Message: rateLimit}},
 			requests: 2,
 		},
 		{
 			name:    "waits past 30 s in all",
 			replies: []modeltest.Reply{modeltest.RateLimited("20"), modeltest.RateLimited("20"), ok},
-			retries: []Retry{{Attempt: 2, Status: 429, Wait: 20 * time.Second, Message: rateLimit}},
+			retries: []corral.ModelRetry{{Attempt: 2, Status: 429, Wait: 20 * time.Second, Message: rateLimit}},
 			message: "the model provider answered 429 Too Many Requests after 2 tries and asked to wait 20s, " +
 				"longer than Corral waits for a model call (30s in all): " + rateLimit,
 			requests: 2,
@@ -79,28 +79,28 @@ func TestRetries(t *testing.T) {
 		{
 			name:     "retry-after-ms before Retry-After",
 			replies:  []modeltest.Reply{both, ok},
-			retries:  []Retry{{Attempt: 2, Status: 429, Wait: 1500 * time.Millisecond, Message: rateLimit}},
+			retries:  []corral.ModelRetry{{Attempt: 2, Status: 429, Wait: 1500 * time.Millisecond, Message: rateLimit}},
 			requests: 2,
 		},
 		{
 			name:     "429 without Retry-After backs off",
 			replies:  []modeltest.Reply{modeltest.RateLimited(""), modeltest.RateLimited(""), ok},
-			retries:  []Retry{{2, 429, time.Second, rateLimit}, {3, 429, 2 * time.Second, rateLimit}},
+			retries:  []corral.ModelRetry{{Attempt: 2, Status: 429, Wait: time.Second, Message: rateLimit}, {Attempt: 3, Status: 429, Wait: 2 * time.Second, Message: rateLimit}},
 			requests: 3,
 		},
 		{
 			// Ollama's shape: the SDK cannot decode it, the status still counts.
 			name:    "5xx with a bare error string",
 			replies: []modeltest.Reply{{Status: 500, Body: `{"error":"llama runner process has terminated"}`}},
-			retries: []Retry{{2, 500, time.Second, "llama runner process has terminated"},
-				{3, 500, 2 * time.Second, "llama runner process has terminated"}},
+			retries: []corral.ModelRetry{{Attempt: 2, Status: 500, Wait: time.Second, Message: "llama runner process has terminated"},
+				{Attempt: 3, Status: 500, Wait: 2 * time.Second, Message: "llama runner process has terminated"}},
 			message:  "the model provider answered 500 Internal Server Error after 3 tries: llama runner process has terminated",
 			requests: 3,
 		},
 		{
 			name:     "a status without a text",
 			replies:  []modeltest.Reply{{Status: 529, Body: `{"error":{"message":"Overloaded"}}`}},
-			retries:  []Retry{{2, 529, time.Second, "Overloaded"}, {3, 529, 2 * time.Second, "Overloaded"}},
+			retries:  []corral.ModelRetry{{Attempt: 2, Status: 529, Wait: time.Second, Message: "Overloaded"}, {Attempt: 3, Status: 529, Wait: 2 * time.Second, Message: "Overloaded"}},
 			message:  "the model provider answered 529 after 3 tries: Overloaded",
 			requests: 3,
 		},
@@ -130,8 +130,8 @@ func TestRetries(t *testing.T) {
 			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
 				p, g, w := newWaiting(t, modeltest.Sequence(tt.replies...))
 				m := &meter{}
-				var retries []Retry
-				req := Request{Messages: hi, OnRetry: func(r Retry) { retries = append(retries, r) }}
+				var retries []corral.ModelRetry
+				req := corral.ModelRequest{Messages: hi, OnRetry: func(r corral.ModelRetry) { retries = append(retries, r) }}
 				resp, _, err := complete(t, context.Background(), g, req, m, mode.stream)
 				if tt.message == "" {
 					if err != nil {
@@ -141,7 +141,7 @@ func TestRetries(t *testing.T) {
 						t.Errorf("content = %q, want %q", resp.Message.Content, "at last")
 					}
 					// The successful try is metered, once.
-					if want := []Usage{{7, 3}}; !reflect.DeepEqual(m.recorded, want) {
+					if want := []corral.Tokens{{Input: 7, Output: 3}}; !reflect.DeepEqual(m.recorded, want) {
 						t.Errorf("recorded %v, want %v", m.recorded, want)
 					}
 				} else {
@@ -192,7 +192,7 @@ func TestRetryKeepsItsReservation(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			p, g, _ := newWaiting(t, modeltest.Sequence(modeltest.RateLimited("1"), modeltest.Text("in time")))
 			m := &meter{}
-			if _, _, err := complete(t, context.Background(), g, Request{Messages: hi}, m, mode.stream); err != nil {
+			if _, _, err := complete(t, context.Background(), g, corral.ModelRequest{Messages: hi}, m, mode.stream); err != nil {
 				t.Fatal(err)
 			}
 			if n := len(p.Requests()); n != 2 || m.checks != 1 || m.settles != 1 || len(m.recorded) != 1 {
@@ -249,17 +249,17 @@ func TestRetryDroppedConnection(t *testing.T) {
 		stream   bool
 		hangUp   func(t *testing.T, w http.ResponseWriter) // what the first request gets
 		requests int                                       // that reach the provider
-		retries  []Retry
+		retries  []corral.ModelRetry
 		deltas   []string // of the failed try; the retry's come after
 		ok       bool
 	}{
 		{
 			name: "before the answer, whole", hangUp: hangUp, requests: 1, ok: true,
-			retries: []Retry{{Attempt: 2, Wait: time.Second, Message: "the connection failed before the provider answered"}},
+			retries: []corral.ModelRetry{{Attempt: 2, Wait: time.Second, Message: "the connection failed before the provider answered"}},
 		},
 		{
 			name: "before the answer, streamed", stream: true, hangUp: hangUp, requests: 1, ok: true,
-			retries: []Retry{{Attempt: 2, Wait: time.Second, Message: "the connection failed before the provider answered"}},
+			retries: []corral.ModelRetry{{Attempt: 2, Wait: time.Second, Message: "the connection failed before the provider answered"}},
 		},
 		{
 			name: "in the middle of a whole answer",
@@ -294,8 +294,8 @@ func TestRetryDroppedConnection(t *testing.T) {
 				tt.hangUp(t, w)
 				return true
 			})
-			var retries []Retry
-			req := Request{Messages: hi, OnRetry: func(r Retry) { retries = append(retries, r) }}
+			var retries []corral.ModelRetry
+			req := corral.ModelRequest{Messages: hi, OnRetry: func(r corral.ModelRetry) { retries = append(retries, r) }}
 			m := &meter{}
 			resp, deltas, err := complete(t, context.Background(), g, req, m, tt.stream)
 			if tt.ok {
@@ -338,10 +338,10 @@ func TestRetryWaitCancelled(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			waiting := make(chan Retry, 1)
-			req := Request{Messages: hi, OnRetry: func(r Retry) { waiting <- r }}
+			waiting := make(chan corral.ModelRetry, 1)
+			req := corral.ModelRequest{Messages: hi, OnRetry: func(r corral.ModelRetry) { waiting <- r }}
 			if mode.stream {
-				req.OnDelta = func(Delta) {}
+				req.OnDelta = func(corral.ModelDelta) {}
 			}
 			done := make(chan error, 1)
 			go func() {
@@ -450,8 +450,8 @@ func TestProviderMessage(t *testing.T) {
 	}
 }
 
-// TestRetryWaitInterrupted: closing Request.Interrupt (a run's graceful
-// stop) ends a wait to try again at once; no further try is made.
+// TestRetryWaitInterrupted: closing corral.ModelRequest.Interrupt (a run's
+// graceful stop) ends a wait to try again at once; no further try is made.
 func TestRetryWaitInterrupted(t *testing.T) {
 	p := modeltest.New(modeltest.Sequence(modeltest.RateLimited("29"), modeltest.Text("too late")))
 	t.Cleanup(p.Close)
@@ -460,8 +460,8 @@ func TestRetryWaitInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	interrupt := make(chan struct{})
-	waiting := make(chan Retry, 1)
-	req := Request{Messages: hi, OnRetry: func(r Retry) { waiting <- r }, Interrupt: interrupt}
+	waiting := make(chan corral.ModelRetry, 1)
+	req := corral.ModelRequest{Messages: hi, OnRetry: func(r corral.ModelRetry) { waiting <- r }, Interrupt: interrupt}
 	done := make(chan error, 1)
 	go func() {
 		_, err := g.Complete(context.Background(), req, &meter{})

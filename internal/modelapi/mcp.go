@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"corral"
 	"corral/internal/protocol"
 )
 
@@ -51,7 +52,7 @@ func (s *server) mcp() http.Handler {
 
 // mcpServer is the MCP server of one request: the grant's tools, each call
 // made through the grant.
-func mcpServer(g Grant) *mcp.Server {
+func mcpServer(g corral.CLIGrant) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: "1"}, nil)
 	for _, t := range g.Tools() {
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters},

@@ -17,7 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/runner"
 )
 
@@ -32,7 +31,7 @@ type toolGrant struct {
 
 type toolCall struct{ name, args string }
 
-func (g *toolGrant) Tools() []gateway.Tool { return runner.DelegationTools }
+func (g *toolGrant) Tools() []corral.ModelTool { return runner.DelegationTools }
 
 func (g *toolGrant) CallTool(ctx context.Context, name, args string) (string, bool) {
 	g.mu.Lock()
@@ -49,7 +48,7 @@ func (g *toolGrant) called() []toolCall {
 
 type toolRuns struct{ g *toolGrant }
 
-func (r toolRuns) Authorize(ctx context.Context, token string) (Grant, error) {
+func (r toolRuns) Authorize(ctx context.Context, token string) (corral.CLIGrant, error) {
 	if token == "crt_a" {
 		return r.g, nil
 	}

@@ -21,54 +21,17 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/protocol"
 	"corral/internal/relay"
-	"corral/internal/runner"
 )
 
 // maxBody bounds a CLI's request: Codex sends the whole conversation with
 // every turn.
 const maxBody = 32 << 20
 
-// Runs authorizes a call by its run's token (Runner adapts a
-// runner.Runner).
+// Runs authorizes a call by its run's token (the runner's Authorize).
 type Runs interface {
-	Authorize(ctx context.Context, token string) (Grant, error)
-}
-
-// Grant is what one call may do (runner.Grant).
-type Grant interface {
-	Run() string   // the run it belongs to
-	Model() string // the model it is made with
-	// Reserve holds the call's ceiling (gateway.Ceiling) on the agent's
-	// budget and under its tree's token cap, and refuses (EADMISSION) a
-	// call they cannot hold. Record settles it.
-	Reserve(ctx context.Context, ceiling int64) error
-	// Record settles, meters and traces the call: the usage as the
-	// provider reported it (or as the protocol estimated it), which the
-	// runner takes only when it is a possible one (corral.Charge).
-	Record(ctx context.Context, u gateway.Usage, reported bool, c runner.Call) error
-	// Tools are the tools the run's MCP server offers (the delegation
-	// tools; none when the server offers no delegation).
-	Tools() []gateway.Tool
-	// CallTool runs one of them with its arguments (JSON) and returns the
-	// result for the model, and whether it is an error. It may take as
-	// long as a delegated run; when ctx ends, what it started is stopped.
-	CallTool(ctx context.Context, name, arguments string) (string, bool)
-}
-
-// Runner is the runner's Authorize as Runs.
-func Runner(r *runner.Runner) Runs { return runnerRuns{r} }
-
-type runnerRuns struct{ r *runner.Runner }
-
-func (rr runnerRuns) Authorize(ctx context.Context, token string) (Grant, error) {
-	g, err := rr.r.Authorize(ctx, token)
-	if err != nil {
-		return nil, err
-	}
-	return g, nil
+	Authorize(ctx context.Context, token string) (corral.CLIGrant, error)
 }
 
 // Upstream sends a Chat Completions call to the provider (gateway.Gateway).
@@ -134,7 +97,7 @@ func protocolOf(r *http.Request) protocol.Protocol {
 // authorize answers the grant of the request's token, or writes the
 // refusal. The same answer for a token that never was and one whose run
 // ended.
-func (s *server) authorize(w http.ResponseWriter, r *http.Request, p protocol.Protocol) Grant {
+func (s *server) authorize(w http.ResponseWriter, r *http.Request, p protocol.Protocol) corral.CLIGrant {
 	g, err := s.runs.Authorize(r.Context(), token(r))
 	if err == nil && g.Run() != sessionOf(r.Context()) {
 		// Another run's token, carried into this session: refused like
@@ -187,8 +150,8 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			return
 		}
 		*sent = out
-		rec := runner.Call{Protocol: p.String(), Dropped: call.Dropped}
-		if err := g.Reserve(r.Context(), gateway.Ceiling(len(*sent), limit)); err != nil {
+		rec := corral.CLICall{Protocol: p.String(), Dropped: call.Dropped}
+		if err := g.Reserve(r.Context(), corral.Ceiling(len(*sent), limit)); err != nil {
 			if corral.ErrorCode(err) == corral.EADMISSION {
 				protocol.WriteBudget(w, p, corral.ErrorMessage(err))
 				return
@@ -209,7 +172,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		}
 		if err != nil {
 			rec.Error = corral.ErrorMessage(err)
-			g.Record(r.Context(), gateway.Usage{}, true, rec)
+			g.Record(r.Context(), corral.Tokens{}, true, rec)
 			protocol.WriteError(w, p, http.StatusBadGateway, corral.ErrorMessage(err))
 			return
 		}
@@ -224,7 +187,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		if res.Err != nil {
 			rec.Error = res.Err.Error()
 		}
-		if err := g.Record(r.Context(), gateway.Usage{Input: res.Usage.Input, Output: res.Usage.Output}, true, rec); err != nil {
+		if err := g.Record(r.Context(), corral.Tokens{Input: res.Usage.Input, Output: res.Usage.Output}, true, rec); err != nil {
 			s.log.Error("metering a model call", "run", g.Run(), "err", err)
 		}
 	}

@@ -18,13 +18,12 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
-	"corral/internal/runner"
 )
 
 // runs authorizes one token, as run_a's.
 type runs struct{}
 
-func (runs) Authorize(ctx context.Context, token string) (Grant, error) {
+func (runs) Authorize(ctx context.Context, token string) (corral.CLIGrant, error) {
 	if token == "crt_a" {
 		return grant{}, nil
 	}
@@ -34,11 +33,11 @@ func (runs) Authorize(ctx context.Context, token string) (Grant, error) {
 // grant is run_a's: any call is within its budget.
 type grant struct{}
 
-func (grant) Run() string                                                    { return "run_a" }
-func (grant) Model() string                                                  { return "test-model" }
-func (grant) Reserve(context.Context, int64) error                           { return nil }
-func (grant) Record(context.Context, gateway.Usage, bool, runner.Call) error { return nil }
-func (grant) Tools() []gateway.Tool                                          { return nil }
+func (grant) Run() string                                                       { return "run_a" }
+func (grant) Model() string                                                     { return "test-model" }
+func (grant) Reserve(context.Context, int64) error                              { return nil }
+func (grant) Record(context.Context, corral.Tokens, bool, corral.CLICall) error { return nil }
+func (grant) Tools() []corral.ModelTool                                         { return nil }
 func (grant) CallTool(context.Context, string, string) (string, bool) {
 	return "error: no tools", true
 }
@@ -150,11 +149,11 @@ func TestNoPreamble(t *testing.T) {
 type recorded struct {
 	grant
 	mu    sync.Mutex
-	usage []gateway.Usage
-	calls []runner.Call
+	usage []corral.Tokens
+	calls []corral.CLICall
 }
 
-func (g *recorded) Record(_ context.Context, u gateway.Usage, _ bool, c runner.Call) error {
+func (g *recorded) Record(_ context.Context, u corral.Tokens, _ bool, c corral.CLICall) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.usage, g.calls = append(g.usage, u), append(g.calls, c)
@@ -163,7 +162,7 @@ func (g *recorded) Record(_ context.Context, u gateway.Usage, _ bool, c runner.C
 
 type recordedRuns struct{ g *recorded }
 
-func (r recordedRuns) Authorize(ctx context.Context, token string) (Grant, error) {
+func (r recordedRuns) Authorize(ctx context.Context, token string) (corral.CLIGrant, error) {
 	if token == "crt_a" {
 		return r.g, nil
 	}
@@ -177,14 +176,14 @@ func (r recordedRuns) Authorize(ctx context.Context, token string) (Grant, error
 func TestNative(t *testing.T) {
 	tests := []struct {
 		name, path, body, stream, authHeader string
-		want                                 gateway.Usage
+		want                                 corral.Tokens
 	}{
 		{"responses", "/v1/responses", `{"model":"gpt-5-codex","stream":true,"input":"hi"}`,
 			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":12,\"output_tokens\":7}}}\n\n",
-			"Authorization", gateway.Usage{Input: 12, Output: 7}},
+			"Authorization", corral.Tokens{Input: 12, Output: 7}},
 		{"messages", "/v1/messages", `{"model":"claude-sonnet","stream":true,"max_tokens":10,"messages":[]}`,
 			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":20}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n",
-			"x-api-key", gateway.Usage{Input: 20, Output: 9}},
+			"x-api-key", corral.Tokens{Input: 20, Output: 9}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

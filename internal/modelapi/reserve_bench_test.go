@@ -25,7 +25,6 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
-	"corral/internal/runner"
 	"corral/internal/store/sqlite"
 )
 
@@ -50,15 +49,15 @@ func (g *storeGrant) Reserve(ctx context.Context, ceiling int64) error {
 	return nil
 }
 
-func (g *storeGrant) Record(ctx context.Context, u gateway.Usage, reported bool, _ runner.Call) error {
-	t, _ := corral.Charge(corral.Tokens{Input: u.Input, Output: u.Output}, reported, g.ceiling)
+func (g *storeGrant) Record(ctx context.Context, u corral.Tokens, reported bool, _ corral.CLICall) error {
+	t, _ := corral.Charge(u, reported, g.ceiling)
 	_, err := g.db.Settle(ctx, g.resID, t)
 	return err
 }
 
-type grantRuns struct{ g Grant }
+type grantRuns struct{ g corral.CLIGrant }
 
-func (r grantRuns) Authorize(context.Context, string) (Grant, error) { return r.g, nil }
+func (r grantRuns) Authorize(context.Context, string) (corral.CLIGrant, error) { return r.g, nil }
 
 func BenchmarkReservation(b *testing.B) {
 	ctx := context.Background()
@@ -82,7 +81,7 @@ func BenchmarkReservation(b *testing.B) {
 	if err := db.CreateAgent(ctx, agent); err != nil {
 		b.Fatal(err)
 	}
-	client := func(g Grant) *http.Client {
+	client := func(g corral.CLIGrant) *http.Client {
 		sock := filepath.Join(b.TempDir(), "gw.sock")
 		ln, err := Listen(sock)
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/modeltest"
 	"corral/internal/runner"
 )
@@ -185,7 +184,7 @@ func newDirect(baseURL string) direct {
 
 func (d direct) ModelName(m string) string { return m }
 
-func (d direct) Complete(ctx context.Context, req gateway.Request, _ gateway.Meter) (gateway.Response, error) {
+func (d direct) Complete(ctx context.Context, req corral.ModelRequest, _ corral.Meter) (corral.ModelResponse, error) {
 	p := openai.ChatCompletionNewParams{
 		Model:         shared.ChatModel(req.Model),
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
@@ -228,21 +227,21 @@ func (d direct) Complete(ctx context.Context, req gateway.Request, _ gateway.Met
 		acc.AddChunk(chunk)
 		for _, c := range chunk.Choices {
 			if c.Index == 0 && c.Delta.Content != "" && req.OnDelta != nil {
-				req.OnDelta(gateway.Delta{Content: c.Delta.Content})
+				req.OnDelta(corral.ModelDelta{Content: c.Delta.Content})
 			}
 		}
 	}
 	if err := s.Err(); err != nil {
-		return gateway.Response{}, err
+		return corral.ModelResponse{}, err
 	}
 	if len(acc.Choices) == 0 {
-		return gateway.Response{}, errors.New("direct: no reply")
+		return corral.ModelResponse{}, errors.New("direct: no reply")
 	}
 	m := acc.Choices[0].Message
-	out := gateway.Message{Role: "assistant", Content: m.Content}
+	out := corral.ModelMessage{Role: "assistant", Content: m.Content}
 	for _, tc := range m.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		out.ToolCalls = append(out.ToolCalls, corral.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
-	return gateway.Response{Message: out, Model: acc.Model,
-		Usage: gateway.Usage{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens}}, nil
+	return corral.ModelResponse{Message: out, Model: acc.Model,
+		Usage: corral.Tokens{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens}}, nil
 }

@@ -11,14 +11,13 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
 // calls runs the tool calls of the assistant message at index at of conv
 // that have no result yet, appends their results and checkpoints. done
 // says the run must end, with out. Consecutive delegate calls run at once.
-func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int, calls []gateway.ToolCall, runCtx context.Context, deadline time.Time) (_ conversation, out outcome, done bool) {
+func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int, calls []corral.ToolCall, runCtx context.Context, deadline time.Time) (_ conversation, out outcome, done bool) {
 	ctx, run := a.ctx, &a.run
 	// The command's id in the session (and a delegated run's key) is fixed
 	// by the call's place in the conversation, so a re-attached or resumed
@@ -56,7 +55,7 @@ func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int,
 					return conv, outcome{status: corral.RunPaused, waitingFor: d.paused}, true
 				}
 				r.traceResult(a, calls[i+k], d.res)
-				conv = append(conv, gateway.Message{Role: "tool", ToolCallID: calls[i+k].ID, Content: d.res.forModel(calls[i+k].Name)})
+				conv = append(conv, corral.ModelMessage{Role: "tool", ToolCallID: calls[i+k].ID, Content: d.res.forModel(calls[i+k].Name)})
 			}
 			i = j
 		} else {
@@ -64,7 +63,7 @@ func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int,
 			if err != nil {
 				return conv, r.failed(a, "the sandbox failed: "+safeMessage(err), err), true
 			}
-			conv = append(conv, gateway.Message{Role: "tool", ToolCallID: calls[i].ID, Content: res.forModel(calls[i].Name)})
+			conv = append(conv, corral.ModelMessage{Role: "tool", ToolCallID: calls[i].ID, Content: res.forModel(calls[i].Name)})
 			if res.Violation != "" {
 				r.record(ctx, run.ID, trace.Violation, map[string]any{"limit": res.Violation, "tool_call_id": calls[i].ID})
 				if err := r.checkpoint(ctx, run.ID, conv); err != nil {
@@ -95,7 +94,7 @@ func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int,
 // runTool runs one tool call as command cmdID of the run's session. An
 // error is Corral's failure (the session is gone); the model's mistakes
 // are results.
-func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, runCtx context.Context, deadline time.Time) (toolResult, error) {
+func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call corral.ToolCall, runCtx context.Context, deadline time.Time) (toolResult, error) {
 	r.traceCall(a, cmdID, call)
 	var res toolResult
 	switch {
@@ -113,12 +112,12 @@ func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call gatew
 	return res, nil
 }
 
-func (r *Runner) traceCall(a *active, cmdID string, call gateway.ToolCall) {
+func (r *Runner) traceCall(a *active, cmdID string, call corral.ToolCall) {
 	args, _ := capText(call.Arguments, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args, "command": cmdID})
 }
 
-func (r *Runner) traceResult(a *active, call gateway.ToolCall, res toolResult) {
+func (r *Runner) traceResult(a *active, call corral.ToolCall, res toolResult) {
 	out, truncated := capText(res.Output, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolResult, map[string]any{
 		"id": call.ID, "name": call.Name, "exit_code": res.ExitCode, "violation": res.Violation,
@@ -126,7 +125,7 @@ func (r *Runner) traceResult(a *active, call gateway.ToolCall, res toolResult) {
 	})
 }
 
-func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call gateway.ToolCall, deadline time.Time) (toolResult, error) {
+func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call corral.ToolCall, deadline time.Time) (toolResult, error) {
 	spec, err := parseTool(call)
 	if err != nil {
 		return toolResult{ExitCode: -1, Error: err.Error()}, nil

@@ -17,7 +17,6 @@ import (
 
 	"corral"
 	"corral/internal/driver"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -69,7 +68,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 			return r.failed(a, "the run's task could not be loaded", err), agent, true
 		}
 		if !reattach {
-			conv = append(conv, gateway.Message{Role: "user", Content: resumeTask + conv[0].Content})
+			conv = append(conv, corral.ModelMessage{Role: "user", Content: resumeTask + conv[0].Content})
 		}
 	}
 	if err := r.checkpoint(ctx, run.ID, conv); err != nil {
@@ -174,7 +173,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		"id": cmdID, "name": run.Driver, "exit_code": exit.Code, "violation": exit.Violation, "output": tail,
 	})
 	if answer != "" {
-		conv = append(conv, gateway.Message{Role: "assistant", Content: answer})
+		conv = append(conv, corral.ModelMessage{Role: "assistant", Content: answer})
 		if err := r.checkpoint(ctx, run.ID, conv); err != nil {
 			r.cfg.Log.Error("CLI's answer not checkpointed", "run", run.ID, "err", err)
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"corral/internal/gateway"
+	"corral"
 )
 
 // checkpointVersion is the format of a stored conversation.
@@ -31,7 +31,7 @@ type checkpoint struct {
 
 // conversation is what a run sends the model after the system prompt:
 // earlier runs' turns, this run's message, and everything since.
-type conversation []gateway.Message
+type conversation []corral.ModelMessage
 
 func (c conversation) encode() ([]byte, error) {
 	cp := checkpoint{Version: checkpointVersion, Turns: make([]turn, 0, len(c))}
@@ -58,9 +58,9 @@ func decodeConversation(b []byte) (conversation, error) {
 	}
 	c := make(conversation, 0, len(cp.Turns))
 	for _, t := range cp.Turns {
-		m := gateway.Message{Role: t.Role, Content: t.Content, ToolCallID: t.ToolCallID}
+		m := corral.ModelMessage{Role: t.Role, Content: t.Content, ToolCallID: t.ToolCallID}
 		for _, tc := range t.ToolCalls {
-			m.ToolCalls = append(m.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+			m.ToolCalls = append(m.ToolCalls, corral.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 		}
 		c = append(c, m)
 	}
@@ -79,7 +79,7 @@ func (c conversation) repair() conversation {
 	var open []string // ids of the last assistant turn's calls not yet answered
 	closeOpen := func() {
 		for _, id := range open {
-			out = append(out, gateway.Message{Role: "tool", ToolCallID: id, Content: interrupted})
+			out = append(out, corral.ModelMessage{Role: "tool", ToolCallID: id, Content: interrupted})
 		}
 		open = nil
 	}
@@ -164,7 +164,7 @@ func (c conversation) open() (int, bool) {
 }
 
 // requestSize is the bytes a model request carries, for estimates.
-func requestSize(req gateway.Request) int {
+func requestSize(req corral.ModelRequest) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += len(m.Content)

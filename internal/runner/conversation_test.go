@@ -4,22 +4,22 @@ import (
 	"reflect"
 	"testing"
 
-	"corral/internal/gateway"
+	"corral"
 )
 
 // Shorthands for the turns of a conversation.
-func user(s string) gateway.Message { return gateway.Message{Role: "user", Content: s} }
-func says(s string) gateway.Message { return gateway.Message{Role: "assistant", Content: s} }
-func result(id, s string) gateway.Message {
-	return gateway.Message{Role: "tool", ToolCallID: id, Content: s}
+func user(s string) corral.ModelMessage { return corral.ModelMessage{Role: "user", Content: s} }
+func says(s string) corral.ModelMessage { return corral.ModelMessage{Role: "assistant", Content: s} }
+func result(id, s string) corral.ModelMessage {
+	return corral.ModelMessage{Role: "tool", ToolCallID: id, Content: s}
 }
-func broke(id string) gateway.Message { return result(id, interrupted) }
+func broke(id string) corral.ModelMessage { return result(id, interrupted) }
 
 // asks is an assistant turn that calls the shell once per id.
-func asks(ids ...string) gateway.Message {
-	m := gateway.Message{Role: "assistant"}
+func asks(ids ...string) corral.ModelMessage {
+	m := corral.ModelMessage{Role: "assistant"}
 	for _, id := range ids {
-		m.ToolCalls = append(m.ToolCalls, gateway.ToolCall{ID: id, Name: "shell", Arguments: `{"command":"ls"}`})
+		m.ToolCalls = append(m.ToolCalls, corral.ToolCall{ID: id, Name: "shell", Arguments: `{"command":"ls"}`})
 	}
 	return m
 }
@@ -152,7 +152,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		{"one turn", conversation{user("hello")}},
 		{"tool calls and results", conversation{
 			user("make it"),
-			{Role: "assistant", Content: "on it", ToolCalls: []gateway.ToolCall{
+			{Role: "assistant", Content: "on it", ToolCalls: []corral.ToolCall{
 				{ID: "c1", Name: "write_file", Arguments: `{"path":"a.txt","content":"x\ny"}`},
 				{ID: "c2", Name: "shell", Arguments: `{"command":"ls > out"}`},
 			}},

@@ -17,7 +17,6 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -42,7 +41,7 @@ const (
 )
 
 // DelegationTools are the delegation tools as the model is offered them.
-var DelegationTools = []gateway.Tool{
+var DelegationTools = []corral.ModelTool{
 	{
 		Name:        toolListAgents,
 		Description: "List the agents you may hand a task to: id, name, driver, filesystem access and the start of their instructions.",
@@ -90,8 +89,8 @@ func isDelegation(name string) bool {
 }
 
 // offered is what the model of a run is offered.
-func (r *Runner) offered() []gateway.Tool {
-	out := append([]gateway.Tool(nil), tools...)
+func (r *Runner) offered() []corral.ModelTool {
+	out := append([]corral.ModelTool(nil), tools...)
 	if r.docs != nil {
 		out = append(out, SearchTool)
 	}
@@ -115,7 +114,7 @@ type delegated struct {
 // (unique in the run, and the same when asked again). pauseOK says the
 // caller can pause while a child is paused (the built-in loop); an agent
 // CLI's call keeps waiting instead.
-func (r *Runner) delegation(a *active, key string, call gateway.ToolCall, runCtx context.Context, pauseOK bool) delegated {
+func (r *Runner) delegation(a *active, key string, call corral.ToolCall, runCtx context.Context, pauseOK bool) delegated {
 	ctx, run := a.ctx, a.run
 	fail := func(target string, err error) delegated {
 		msg := corral.ErrorMessage(err)
@@ -346,7 +345,7 @@ func (r *Runner) answerOf(ctx context.Context, run corral.Run) string {
 // batch runs consecutive delegate calls of one model turn at once, at most
 // the tree's concurrency at a time; every other call one by one. res[i] is
 // calls[i]'s result.
-func (r *Runner) delegateBatch(a *active, keys []string, calls []gateway.ToolCall, runCtx context.Context) []delegated {
+func (r *Runner) delegateBatch(a *active, keys []string, calls []corral.ToolCall, runCtx context.Context) []delegated {
 	out := make([]delegated, len(calls))
 	limit := 1
 	if r.deleg != nil {

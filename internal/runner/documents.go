@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -23,14 +22,14 @@ import (
 // person's access read fresh on every call (service.Documents). Query
 // embeddings are metered by m.
 type Retriever interface {
-	Retrieve(ctx context.Context, run corral.Run, query string, k int, m gateway.Meter) (corral.Retrieval, error)
+	Retrieve(ctx context.Context, run corral.Run, query string, k int, m corral.Meter) (corral.Retrieval, error)
 }
 
 const toolSearchDocuments = "search_documents"
 
 // SearchTool is the built-in search_documents tool, offered to the
 // built-in loop and, through the MCP server, to agent CLIs.
-var SearchTool = gateway.Tool{
+var SearchTool = corral.ModelTool{
 	Name: toolSearchDocuments,
 	Description: "Search the documents this agent may draw from: its own private documents and, when its policy allows, the shared library. " +
 		"Returns the most relevant passages with their source and a confidence; when nothing relevant is found it says so " +
@@ -90,7 +89,7 @@ func (r *Runner) withDocuments(a *active, content string) string {
 }
 
 // searchTool answers a search_documents call.
-func (r *Runner) searchTool(a *active, call gateway.ToolCall) toolResult {
+func (r *Runner) searchTool(a *active, call corral.ToolCall) toolResult {
 	var args struct {
 		Query string `json:"query"`
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -53,8 +52,10 @@ func (g *Grant) Model() string { return g.model }
 
 // Authorize finds the run whose CLI holds token: it must be running, in
 // this runner, now. EUNAUTH for anything else, the same for a
-// token that never was and one whose run ended.
-func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
+// token that never was and one whose run ended. The grant is a *Grant,
+// returned as a corral.CLIGrant so that a *Runner is the model API's Runs
+// as it is: neither package imports the other.
+func (r *Runner) Authorize(ctx context.Context, token string) (corral.CLIGrant, error) {
 	refused := corral.Errorf(corral.EUNAUTH, "the token is not a running run's")
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return nil, refused
@@ -85,7 +86,7 @@ func (r *Runner) Authorize(ctx context.Context, token string) (*Grant, error) {
 	return &Grant{runID: run.ID, agentID: agent.ID, model: r.model.ModelName(agent.Model), r: r, a: a}, nil
 }
 
-// Reserve holds the call's ceiling (gateway.Ceiling) on the agent's
+// Reserve holds the call's ceiling (corral.Ceiling) on the agent's
 // budget, and refuses it when the budget cannot hold it (or the agent is
 // paused): the run then pauses when its CLI has ended, as a built-in run
 // pauses at its budget. It then reserves the call under the tree's token
@@ -104,36 +105,25 @@ func (g *Grant) Reserve(ctx context.Context, ceiling int64) error {
 	release, err := g.r.reserveTree(ctx, g.a.run, int(ceiling))
 	var spent errTreeSpent
 	if errors.As(err, &spent) {
-		h.settle(ctx, gateway.Usage{}, true, nil)
+		h.settle(ctx, corral.Tokens{}, true, nil)
 		g.a.mu.Lock()
 		g.a.treeSpent = spent.Error()
 		g.a.mu.Unlock()
 		return corral.Errorf(corral.EADMISSION, "%s: the run ends", spent.Error())
 	}
 	if err != nil {
-		h.settle(ctx, gateway.Usage{}, true, nil)
+		h.settle(ctx, corral.Tokens{}, true, nil)
 		return err
 	}
 	g.hold, g.release = h, release
 	return nil
 }
 
-// Call is what the gateway knows of one CLI model call when it ends.
-type Call struct {
-	Protocol  string   // chat | responses | messages
-	Model     string   // the model the provider says answered
-	Status    int      // the provider's HTTP status
-	Estimated bool     // the provider reported no usage: the tokens are an estimate
-	Aborted   bool     // the CLI went away before the answer ended
-	Dropped   []string // what of the CLI's request could not be sent upstream
-	Error     string   // what went wrong, for the trace (never a secret)
-}
-
 // Record settles the call's reservation with its usage as the provider
 // reported it (reported false: it reported none, or an answer came with
 // none), metered at the call's ceiling when that usage is missing or
 // impossible, and traces the call.
-func (g *Grant) Record(ctx context.Context, u gateway.Usage, reported bool, c Call) error {
+func (g *Grant) Record(ctx context.Context, u corral.Tokens, reported bool, c corral.CLICall) error {
 	ctx = context.WithoutCancel(ctx)
 	if g.release != nil {
 		// After the usage is stored, so the next call of the tree sees it.
@@ -163,8 +153,8 @@ func (g *Grant) Record(ctx context.Context, u gateway.Usage, reported bool, c Ca
 // Tools are the tools the run's CLI is offered through the gateway's MCP
 // server: search_documents when the server has documents, and the
 // delegation tools when it offers delegation.
-func (g *Grant) Tools() []gateway.Tool {
-	var out []gateway.Tool
+func (g *Grant) Tools() []corral.ModelTool {
+	var out []corral.ModelTool
 	if g.r.docs != nil {
 		out = append(out, SearchTool)
 	}
@@ -189,7 +179,7 @@ func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, b
 	b := make([]byte, 8)
 	rand.Read(b)
 	key := "mcp-" + hex.EncodeToString(b)
-	call := gateway.ToolCall{ID: key, Name: name, Arguments: arguments}
+	call := corral.ToolCall{ID: key, Name: name, Arguments: arguments}
 	g.r.traceCall(g.a, key, call)
 	if search {
 		res := g.r.searchTool(g.a, call)

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -21,19 +20,19 @@ func (e budgetRefused) Unwrap() error        { return errBudget }
 
 // meter reserves each model call's ceiling on the agent's budget before
 // the call is sent and settles it on the provider's usage, on the run and
-// the agent (gateway.Meter).
+// the agent (corral.Meter).
 type meter struct {
 	r       *Runner
 	runID   string
 	agentID string
 }
 
-func (m *meter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle, error) {
+func (m *meter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, error) {
 	h, err := m.r.reserve(ctx, m.agentID, m.runID, ceiling)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, u gateway.Usage, reported bool) error {
+	return func(ctx context.Context, u corral.Tokens, reported bool) error {
 		_, err := h.settle(ctx, u, reported, nil)
 		return err
 	}, nil
@@ -75,9 +74,9 @@ func (r *Runner) reserve(ctx context.Context, agentID, runID string, ceiling int
 // ceiling when that is missing or impossible (corral.Charge), and traces
 // it with extra (the CLI call's facts). A call that got no answer
 // (reported, no tokens) leaves no usage event.
-func (h *hold) settle(ctx context.Context, u gateway.Usage, reported bool, extra map[string]any) (corral.Budget, error) {
+func (h *hold) settle(ctx context.Context, u corral.Tokens, reported bool, extra map[string]any) (corral.Budget, error) {
 	ctx = context.WithoutCancel(ctx)
-	t, asReported := corral.Charge(corral.Tokens{Input: u.Input, Output: u.Output}, reported, h.ceiling)
+	t, asReported := corral.Charge(u, reported, h.ceiling)
 	b, err := h.r.store.Settle(ctx, h.id, t)
 	if t == (corral.Tokens{}) && extra == nil {
 		return b, err

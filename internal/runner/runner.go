@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/trace"
 )
 
@@ -44,7 +43,7 @@ type Store interface {
 
 // Model makes model calls: the gateway.
 type Model interface {
-	Complete(ctx context.Context, req gateway.Request, m gateway.Meter) (gateway.Response, error)
+	Complete(ctx context.Context, req corral.ModelRequest, m corral.Meter) (corral.ModelResponse, error)
 	// ModelName is the model an agent set to model calls: the server's
 	// default when it names none.
 	ModelName(model string) string
@@ -369,8 +368,8 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 	}
 
 	var conv conversation
-	var pending []gateway.ToolCall // a re-attached run's calls without results
-	at := 0                        // and the index of their message
+	var pending []corral.ToolCall // a re-attached run's calls without results
+	at := 0                       // and the index of their message
 	if msg != nil {
 		if out, ok := r.begin(a, agent); !ok {
 			return out, agent, false
@@ -386,7 +385,7 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		// The model reads the message with what was retrieved for it; the
 		// thread keeps it as written.
 		content := r.withDocuments(a, msg.Content)
-		conv = append(conv.repair().trim(r.cfg.HistoryBytes), gateway.Message{Role: "user", Content: content})
+		conv = append(conv.repair().trim(r.cfg.HistoryBytes), corral.ModelMessage{Role: "user", Content: content})
 	} else {
 		if out, ok := r.again(a, agent, reattach); !ok {
 			return out, agent, false
@@ -431,7 +430,7 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 			return out, agent, true
 		}
 	}
-	system := gateway.Message{Role: "system", Content: systemPrompt(agent)}
+	system := corral.ModelMessage{Role: "system", Content: systemPrompt(agent)}
 	m := &meter{r: r, runID: run.ID, agentID: agent.ID}
 
 	for turn := 0; ; turn++ {
@@ -444,14 +443,14 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 		if !r.mayGoOn(a) {
 			return revoked, agent, true
 		}
-		req := gateway.Request{
+		req := corral.ModelRequest{
 			Model:    agent.Model,
-			Messages: append([]gateway.Message{system}, conv...),
+			Messages: append([]corral.ModelMessage{system}, conv...),
 			Tools:    r.offered(),
-			OnDelta: func(d gateway.Delta) {
+			OnDelta: func(d corral.ModelDelta) {
 				r.hub.publish(run.ID, Event{Delta: d.Content})
 			},
-			OnRetry: func(rt gateway.Retry) {
+			OnRetry: func(rt corral.ModelRetry) {
 				r.record(ctx, run.ID, trace.Retry, map[string]any{
 					"attempt": rt.Attempt, "status": rt.Status, "wait_ms": rt.Wait.Milliseconds(), "message": rt.Message,
 				})
@@ -583,7 +582,7 @@ func systemPrompt(a corral.Agent) string {
 	return prompt
 }
 
-func messageData(resp gateway.Response) map[string]any {
+func messageData(resp corral.ModelResponse) map[string]any {
 	calls := make([]map[string]string, 0, len(resp.Message.ToolCalls))
 	for _, tc := range resp.Message.ToolCalls {
 		calls = append(calls, map[string]string{"id": tc.ID, "name": tc.Name})

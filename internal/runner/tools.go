@@ -11,14 +11,13 @@ import (
 	"unicode/utf8"
 
 	"corral"
-	"corral/internal/gateway"
 	"corral/internal/sanitize"
 )
 
 // The tools the model is offered. Each runs inside the agent's sandbox on
 // the run's staged tree, mounted at /workspace, which is also the working
 // directory: the kernel, not this code, decides what a tool may touch.
-var tools = []gateway.Tool{
+var tools = []corral.ModelTool{
 	{
 		Name:        "shell",
 		Description: "Run a shell command (sh -c) in /workspace. There is no network. Returns the exit code and the combined output, capped.",
@@ -89,7 +88,7 @@ type toolSpec struct {
 
 // parseTool validates a call's arguments and builds its command. An error
 // here is the model's mistake and goes back to it as the result.
-func parseTool(call gateway.ToolCall) (toolSpec, error) {
+func parseTool(call corral.ToolCall) (toolSpec, error) {
 	var args struct {
 		Command *string `json:"command"`
 		Path    *string `json:"path"`

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"corral/internal/gateway"
+	"corral"
 )
 
 // args encodes a tool call's arguments as a model would.
@@ -107,7 +107,7 @@ func TestParseTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec, err := parseTool(gateway.ToolCall{ID: "c1", Name: tt.tool, Arguments: tt.arguments})
+			spec, err := parseTool(corral.ToolCall{ID: "c1", Name: tt.tool, Arguments: tt.arguments})
 			if tt.argv == nil {
 				if err == nil {
 					t.Fatalf("parseTool(%s %s) = %q, want an error", tt.tool, short(tt.arguments), spec.argv)

@@ -10,7 +10,6 @@ import (
 
 	"corral"
 	"corral/internal/access"
-	"corral/internal/gateway"
 	"corral/internal/retrieval"
 	"corral/internal/sanitize"
 )
@@ -27,7 +26,7 @@ type DocumentStore interface {
 
 // Embeddings is the gateway's embeddings endpoint.
 type Embeddings interface {
-	Embed(ctx context.Context, model string, texts []string, m gateway.Meter) ([][]float32, gateway.Usage, error)
+	Embed(ctx context.Context, model string, texts []string, m corral.Meter) ([][]float32, corral.Tokens, error)
 }
 
 // DocumentsConfig holds the settings of retrieval.
@@ -200,7 +199,7 @@ func (d *Documents) Search(ctx context.Context, actor corral.User, agentID, quer
 // triggered the run, with that person's level on the agent read fresh,
 // so a revoked grant stops the very next retrieval. Query embeddings are
 // metered on the run, by m.
-func (d *Documents) Retrieve(ctx context.Context, run corral.Run, query string, k int, m gateway.Meter) (corral.Retrieval, error) {
+func (d *Documents) Retrieve(ctx context.Context, run corral.Run, query string, k int, m corral.Meter) (corral.Retrieval, error) {
 	if run.TriggeredBy == nil {
 		return corral.Retrieval{}, corral.NotFound("agent")
 	}
@@ -223,7 +222,7 @@ func (d *Documents) Retrieve(ctx context.Context, run corral.Run, query string, 
 // search searches for a: its private documents, and the library only when
 // a's policy.library is on; weak is a person's search, who sees what was
 // found even below the threshold (an agent never does).
-func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k int, m gateway.Meter, weak bool) (corral.Retrieval, error) {
+func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k int, m corral.Meter, weak bool) (corral.Retrieval, error) {
 	x, err := d.stores.Private(ctx, a.ID)
 	if err != nil {
 		return corral.Retrieval{}, err
@@ -245,7 +244,7 @@ func (d *Documents) DropAgent(agentID string) error { return d.stores.Drop(agent
 // index reads, checks, chunks, embeds and stores one document, in place
 // of the documents of its name that replaceable allows.
 func (d *Documents) index(ctx context.Context, x *retrieval.Index, actor corral.User, name string, body io.Reader, exclude []string,
-	m gateway.Meter, replaceable func(corral.Document) bool) (corral.Document, error) {
+	m corral.Meter, replaceable func(corral.Document) bool) (corral.Document, error) {
 	name, text, err := d.read(name, body, exclude)
 	if err != nil {
 		return corral.Document{}, err
@@ -319,7 +318,7 @@ func (d *Documents) read(name string, body io.Reader, exclude []string) (string,
 // embedBatch is how many texts go in one embeddings call.
 const embedBatch = 128
 
-func (d *Documents) embedAll(ctx context.Context, texts []string, m gateway.Meter) ([][]float32, error) {
+func (d *Documents) embedAll(ctx context.Context, texts []string, m corral.Meter) ([][]float32, error) {
 	var out [][]float32
 	for i := 0; i < len(texts); i += embedBatch {
 		v, _, err := d.embed.Embed(ctx, d.cfg.EmbeddingModel, texts[i:min(i+embedBatch, len(texts))], m)
@@ -331,7 +330,7 @@ func (d *Documents) embedAll(ctx context.Context, texts []string, m gateway.Mete
 	return out, nil
 }
 
-func (d *Documents) embedder(m gateway.Meter) retrieval.Embedder {
+func (d *Documents) embedder(m corral.Meter) retrieval.Embedder {
 	return func(ctx context.Context, texts []string) ([][]float32, error) {
 		return d.embedAll(ctx, texts, m)
 	}
@@ -340,7 +339,7 @@ func (d *Documents) embedder(m gateway.Meter) retrieval.Embedder {
 // agentMeter meters embeddings made for an agent outside a run on the
 // agent's budget: each reserves its ceiling first, refused when the
 // budget cannot hold it.
-func (d *Documents) agentMeter(agentID string) gateway.Meter {
+func (d *Documents) agentMeter(agentID string) corral.Meter {
 	return agentMeter{store: d.store, agentID: agentID}
 }
 
@@ -349,7 +348,7 @@ type agentMeter struct {
 	agentID string
 }
 
-func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle, error) {
+func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, error) {
 	res, err := m.store.Reserve(ctx, m.agentID, "", ceiling)
 	if corral.ErrorCode(err) == corral.EADMISSION {
 		return nil, corral.Errorf(corral.EADMISSION, "the agent's token budget cannot hold this: %s", corral.ErrorMessage(err))
@@ -357,8 +356,8 @@ func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle,
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, u gateway.Usage, reported bool) error {
-		t, _ := corral.Charge(corral.Tokens{Input: u.Input, Output: u.Output}, reported, ceiling)
+	return func(ctx context.Context, u corral.Tokens, reported bool) error {
+		t, _ := corral.Charge(u, reported, ceiling)
 		_, err := m.store.Settle(context.WithoutCancel(ctx), res.ID, t)
 		return err
 	}, nil
@@ -368,8 +367,8 @@ func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (gateway.Settle,
 // belongs to no agent and so to no budget: the tokens are logged.
 type libraryMeter struct{ log *slog.Logger }
 
-func (m libraryMeter) Reserve(context.Context, int64) (gateway.Settle, error) {
-	return func(_ context.Context, u gateway.Usage, _ bool) error {
+func (m libraryMeter) Reserve(context.Context, int64) (corral.Settle, error) {
+	return func(_ context.Context, u corral.Tokens, _ bool) error {
 		m.log.Info("library document embedded", "tokens", u.Input+u.Output)
 		return nil
 	}, nil
