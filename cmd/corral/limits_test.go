@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"corral/internal/netguard"
+	"corral/internal/poll"
 )
 
 func TestServeLimitFlags(t *testing.T) {
@@ -149,7 +150,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	})
 	t.Run("slow body", func(t *testing.T) {
 		cutOff(t, "POST /body HTTP/1.1\r\nHost: corral\r\nContent-Length: 100000\r\n\r\n", "x")
-		waitFor(t, "the handler to see its body cut", func() bool { return bodyErrors.Load() == 1 })
+		poll.Until(t, "the handler to see its body cut", func() bool { return bodyErrors.Load() == 1 })
 	})
 	t.Run("idle kept-alive connection", func(t *testing.T) {
 		cutOff(t, "POST /body HTTP/1.1\r\nHost: corral\r\nContent-Length: 2\r\n\r\nok", "")
@@ -161,7 +162,7 @@ func TestHTTPTimeouts(t *testing.T) {
 		}
 		defer c.Close()
 		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: corral\r\n\r\n") // and never read
-		waitFor(t, "the handler's write to fail", func() bool { return bigWriteErrors.Load() == 1 })
+		poll.Until(t, "the handler's write to fail", func() bool { return bigWriteErrors.Load() == 1 })
 	})
 	t.Run("a stream outlives the request and write timeouts", func(t *testing.T) {
 		res, err := http.Get("http://" + ln.Addr().String() + "/stream")
