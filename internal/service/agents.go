@@ -126,8 +126,6 @@ type LimitsInput struct {
 	DiskBytes, DiskInodes, PendingDiskBytes                                         *int64
 }
 
-func (l LimitsInput) empty() bool { return l == LimitsInput{} }
-
 // Create makes an agent owned by the actor.
 func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (corral.Agent, error) {
 	return s.create(ctx, actor, in, "")
