@@ -125,18 +125,21 @@ vet:
 # silenced where it stands with //lint:ignore and the reason) and
 # govulncheck (the known vulnerabilities of the Go and the modules Corral
 # is built with, reported where Corral's code reaches them). Both are
-# installed at pinned versions into build/lint, once.
+# installed at pinned versions into build/lint, once for each Go version
+# (a tool built by an older Go cannot read a newer one's standard
+# library).
 lint: staticcheck vulncheck
 
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.9.0
 LINT_DIR := $(CURDIR)/build/lint
+LINT_BIN = $(LINT_DIR)/$(shell $(GO) env GOVERSION)
 
 staticcheck: deps
-	@[ -x $(LINT_DIR)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ] || { \
+	@[ -x $(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ] || { \
 		echo "installing staticcheck $(STATICCHECK_VERSION) into build/lint"; \
-		GOBIN=$(LINT_DIR)/staticcheck-$(STATICCHECK_VERSION) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
-	$(LINT_DIR)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ./...
+		GOBIN=$(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+	$(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ./...
 
 # govulncheck fetches its database from vuln.go.dev, which these machines
 # cannot reach; it reads a copy made here instead: the OSV entries that
@@ -147,22 +150,22 @@ staticcheck: deps
 VULNDB_VERSION ?= latest
 INDEXDB_VERSION := v0.0.0-20261105234957-e22db6528018
 vulncheck: deps
-	@[ -x $(LINT_DIR)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck ] || { \
+	@[ -x $(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck ] || { \
 		echo "installing govulncheck $(GOVULNCHECK_VERSION) into build/lint"; \
-		GOBIN=$(LINT_DIR)/govulncheck-$(GOVULNCHECK_VERSION) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); }
-	@[ -x $(LINT_DIR)/indexdb-$(INDEXDB_VERSION)/indexdb ] || { \
+		GOBIN=$(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); }
+	@[ -x $(LINT_BIN)/indexdb-$(INDEXDB_VERSION)/indexdb ] || { \
 		echo "installing the vulnerability database indexer (golang.org/x/vulndb/cmd/indexdb) into build/lint"; \
-		GOBIN=$(LINT_DIR)/indexdb-$(INDEXDB_VERSION) $(GO) install golang.org/x/vulndb/cmd/indexdb@$(INDEXDB_VERSION); }
+		GOBIN=$(LINT_BIN)/indexdb-$(INDEXDB_VERSION) $(GO) install golang.org/x/vulndb/cmd/indexdb@$(INDEXDB_VERSION); }
 	@set -e; \
 	info=$$($(GO) list -m -f '{{.Version}} {{.Time}}' golang.org/x/vulndb@$(VULNDB_VERSION)); \
 	version=$${info%% *}; db=$(LINT_DIR)/vulndb-$$version; \
 	if [ ! -f $$db/index/modules.json ]; then \
 		src=$$($(GO) mod download -json golang.org/x/vulndb@$$version | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
 		[ -d "$$src/data/osv" ] || { echo "golang.org/x/vulndb@$$version has no data/osv" >&2; exit 1; }; \
-		rm -rf $$db.tmp; $(LINT_DIR)/indexdb-$(INDEXDB_VERSION)/indexdb -vulns $$src/data/osv -out $$db.tmp; mv $$db.tmp $$db; \
+		rm -rf $$db.tmp; $(LINT_BIN)/indexdb-$(INDEXDB_VERSION)/indexdb -vulns $$src/data/osv -out $$db.tmp; mv $$db.tmp $$db; \
 	fi; \
 	echo "govulncheck against golang.org/x/vulndb $$info ($$(find $$db/ID -name '*.json' | wc -l) entries), with $$($(GO) env GOVERSION)"; \
-	$(LINT_DIR)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck -db file://$$db ./...
+	$(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck -db file://$$db ./...
 
 # Go's default per-package timeout is 10 minutes; internal/api, the
 # heaviest package, takes about 200 s alone on a quiet 2-core machine and
