@@ -17,7 +17,7 @@ FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName
 TOOLS_DIR ?= $(CURDIR)/build/tools
 export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
-.PHONY: all build run test deps tools e2fsprogs iproute2 cc vet fmt-check unit unit-short race fuzz bench clean web web-deps web-test browser openapi
+.PHONY: all build run test test-short deps tools e2fsprogs iproute2 cc vet fmt-check lint staticcheck vulncheck unit unit-short race fuzz bench clean web web-deps web-test browser openapi
 
 all: build
 
@@ -35,7 +35,12 @@ run: build e2fsprogs tools
 	@[ -n "$$CORRAL_MODEL_BASE_URL" ] || echo "note: no model provider is set, so agents will not answer: run it as CORRAL_MODEL_BASE_URL=https://api.openai.com/v1 CORRAL_MODEL_API_KEY=sk-... CORRAL_MODEL=gpt-4.1-mini make run (or http://127.0.0.1:11434/v1 for Ollama)"
 	./$(BIN) serve
 
-test: deps tools e2fsprogs iproute2 fmt-check vet fuzz unit race web-test
+test: deps tools e2fsprogs iproute2 fmt-check vet lint fuzz unit race web-test
+
+# The inner loop: formatting, vet and the Go tests with the slowest ones
+# skipped (see unit-short); no race detector, no web app, nothing
+# installed. make test and CI run everything.
+test-short: fmt-check vet unit-short
 
 # The web app: Node 20.19+ (Vite 8) and the npm packages of web/, installed
 # from the lock file when it changed.
@@ -126,6 +131,52 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# Static analysis: staticcheck (its default checks; a false positive is
+# silenced where it stands with //lint:ignore and the reason) and
+# govulncheck (the known vulnerabilities of the Go and the modules Corral
+# is built with, reported where Corral's code reaches them). Both are
+# installed at pinned versions into build/lint, once for each Go version
+# (a tool built by an older Go cannot read a newer one's standard
+# library).
+lint: staticcheck vulncheck
+
+STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.9.0
+LINT_DIR := $(CURDIR)/build/lint
+LINT_BIN = $(LINT_DIR)/$(shell $(GO) env GOVERSION)
+
+staticcheck: deps
+	@[ -x $(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ] || { \
+		echo "installing staticcheck $(STATICCHECK_VERSION) into build/lint"; \
+		GOBIN=$(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+	$(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck ./...
+
+# govulncheck fetches its database from vuln.go.dev, which these machines
+# cannot reach; it reads a copy made here instead: the OSV entries that
+# the golang.org/x/vulndb module carries (its newest version on the Go
+# module proxy, or VULNDB_VERSION), indexed by that module's own
+# cmd/indexdb into build/lint/vulndb-VERSION. The check is as fresh as
+# that module: the version and its date are printed.
+VULNDB_VERSION ?= latest
+INDEXDB_VERSION := v0.0.0-20261105234957-e22db6528018
+vulncheck: deps
+	@[ -x $(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck ] || { \
+		echo "installing govulncheck $(GOVULNCHECK_VERSION) into build/lint"; \
+		GOBIN=$(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); }
+	@[ -x $(LINT_BIN)/indexdb-$(INDEXDB_VERSION)/indexdb ] || { \
+		echo "installing the vulnerability database indexer (golang.org/x/vulndb/cmd/indexdb) into build/lint"; \
+		GOBIN=$(LINT_BIN)/indexdb-$(INDEXDB_VERSION) $(GO) install golang.org/x/vulndb/cmd/indexdb@$(INDEXDB_VERSION); }
+	@set -e; \
+	info=$$($(GO) list -m -f '{{.Version}} {{.Time}}' golang.org/x/vulndb@$(VULNDB_VERSION)); \
+	version=$${info%% *}; db=$(LINT_DIR)/vulndb-$$version; \
+	if [ ! -f $$db/index/modules.json ]; then \
+		src=$$($(GO) mod download -json golang.org/x/vulndb@$$version | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
+		[ -d "$$src/data/osv" ] || { echo "golang.org/x/vulndb@$$version has no data/osv" >&2; exit 1; }; \
+		rm -rf $$db.tmp; $(LINT_BIN)/indexdb-$(INDEXDB_VERSION)/indexdb -vulns $$src/data/osv -out $$db.tmp; mv $$db.tmp $$db; \
+	fi; \
+	echo "govulncheck against golang.org/x/vulndb $$info ($$(find $$db/ID -name '*.json' | wc -l) entries), with $$($(GO) env GOVERSION)"; \
+	$(LINT_BIN)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck -db file://$$db ./...
+
 # Go's default per-package timeout is 10 minutes; internal/api, the
 # heaviest package, takes about 200 s alone on a quiet 2-core machine and
 # needed about 500 s under CI's load: 30 minutes leaves it margin, and a
@@ -158,10 +209,11 @@ cc:
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; \
 		else echo "gcc is missing and cannot be installed here (needs root and apt-get): make race needs it" >&2; exit 1; fi; }
 
-# The inner loop: the same, but the slowest tests skip under -short
-# (the sandbox's escape suites, the agent CLIs' longer walks, the split
-# roles across network namespaces, the flood, the terminal's
-# backpressure). make test and CI run everything.
+# The same, but the slowest tests skip under -short (the sandbox's escape
+# suites, the agent CLIs' longer walks, the split roles across network
+# namespaces, the flood, the terminal's backpressure, the 100,000-file
+# import, the workspace's fault matrix and crash loop). make test-short
+# runs it; make test and CI run everything.
 unit-short:
 	$(GO) test -short -timeout $(UNIT_TIMEOUT) ./...
 

@@ -81,7 +81,7 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/cmd/corral"},
-		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest"},
 		why:  "the server never carries the tests' fakes and servers",
 	},
 	{

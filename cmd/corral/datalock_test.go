@@ -15,6 +15,7 @@ import (
 
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 )
 
@@ -43,7 +44,7 @@ func TestSecondServerOnOneDataDirectory(t *testing.T) {
 	c.do("POST", "/agents", map[string]string{"name": "worker"}, http.StatusCreated, &agent)
 	var posted struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agent.ID+"/messages", map[string]string{"content": "work"}, http.StatusAccepted, &posted)
-	waitFor(t, "the run's second model call", func() bool { return len(model.Requests()) >= 2 })
+	poll.Until(t, "the run's second model call", func() bool { return len(model.Requests()) >= 2 })
 	stages, _ := filepath.Glob(filepath.Join(data, "stages", "*"))
 	if len(stages) != 1 {
 		t.Fatalf("stages = %v, want the running run's", stages)
@@ -79,7 +80,7 @@ func TestSecondServerOnOneDataDirectory(t *testing.T) {
 		t.Fatalf("the first server's run is %s after the second server tried, want running", run.Status)
 	}
 	close(hold)
-	waitFor(t, "the run to end", func() bool {
+	poll.Until(t, "the run to end", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
 		return run.Status != "running"
 	})

@@ -22,6 +22,7 @@ import (
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/netguard"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 )
 
@@ -134,7 +135,7 @@ func TestFlood(t *testing.T) {
 	user.do("GET", "/agents", nil, http.StatusOK, nil)
 	close(finish)
 	var run runAnswer
-	waitFor(t, "the run to end", func() bool {
+	poll.Until(t, "the run to end", func() bool {
 		user.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
 		return run.Status != "admitted" && run.Status != "running"
 	})
@@ -159,7 +160,7 @@ func TestFlood(t *testing.T) {
 	}
 	refusals := regexp.MustCompile(`msg="connections refused".* refused_total=(\d+) over_max_conns=(\d+) over_max_conns_per_addr=(\d+)`)
 	var total, perAddr int
-	waitFor(t, "the server to log the refusals", func() bool {
+	poll.Until(t, "the server to log the refusals", func() bool {
 		for _, m := range refusals.FindAllStringSubmatch(srv.Log(), -1) {
 			total, _ = strconv.Atoi(m[1])
 			perAddr, _ = strconv.Atoi(m[3])

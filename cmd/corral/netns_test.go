@@ -31,7 +31,9 @@ import (
 	"corral/internal/gittest"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
+	"corral/internal/toolstest"
 	"corral/internal/vethtest"
 )
 
@@ -258,7 +260,7 @@ func startInNetns(t *testing.T, ns, ready string, env []string, args ...string) 
 func startNodeIn(t *testing.T, ns, data, control, token, name string, env ...string) *server {
 	t.Helper()
 	args := []string{"serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", name}
-	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
+	if tools := toolstest.Dir(); tools != "" {
 		args = append(args, "--tools-dir", tools)
 	}
 	return startInNetns(t, ns, "connected to control", append([]string{"CORRAL_JOIN=" + token}, env...), args...)
@@ -341,7 +343,7 @@ func nodesByName(c *httpClient) map[string]nodeAnswer {
 func waitRun(t *testing.T, c *httpClient, runID string) runAnswer {
 	t.Helper()
 	var r runAnswer
-	waitFor(t, "run "+runID+" to end", func() bool {
+	poll.Until(t, "run "+runID+" to end", func() bool {
 		c.do("GET", "/runs/"+runID, nil, http.StatusOK, &r)
 		return r.Status != "admitted" && r.Status != "running"
 	})
@@ -583,7 +585,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 				"content": fmt.Sprintf("run: echo made-%d | tee made.txt; %s; echo released-%d", i, waitSleep(sleep), i),
 			}, http.StatusAccepted, &posted)
 			runs[i] = posted.Run.ID
-			waitFor(t, fmt.Sprintf("agent %d's command to run", i), func() bool { return len(sleeping(sleep)) > 0 })
+			poll.Until(t, fmt.Sprintf("agent %d's command to run", i), func() bool { return len(sleeping(sleep)) > 0 })
 		}
 		for i := range agents {
 			if n := release(fmt.Sprintf("%d.%d", 3601+i, pid)); n != 1 {
@@ -625,10 +627,10 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		c.do("POST", "/agents/"+agentID+"/messages", map[string]string{
 			"content": "run: echo before; " + waitSleep(sleep) + "; echo after > late.txt; echo slept",
 		}, http.StatusAccepted, &posted)
-		waitFor(t, "the command to run on node 1", func() bool { return len(sleeping(sleep)) > 0 })
+		poll.Until(t, "the command to run on node 1", func() bool { return len(sleeping(sleep)) > 0 })
 
 		crash(nodes["n1"])
-		waitFor(t, "control to see node 1 lost", func() bool { return nodesByName(c)["n1"].Status == "lost" })
+		poll.Until(t, "control to see node 1 lost", func() bool { return nodesByName(c)["n1"].Status == "lost" })
 		if st := nodesByName(c)["n2"].Status; st != "ready" {
 			t.Fatalf("node 2 is %s while node 1 is away, want ready", st)
 		}
@@ -639,7 +641,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		}
 		// On the whole test's t: a subtest's would end the node with it.
 		nodes["n1"] = startNodeIn(top, lab.n1, n1Data, "http://"+net.JoinHostPort(ctlToN1, controlPort), tokens[0], "n1", nodeEnv, allowLoopback) // the token is spent: the node keeps its credential
-		waitFor(t, "control to see node 1 ready again", func() bool { return nodesByName(c)["n1"].Status == "ready" })
+		poll.Until(t, "control to see node 1 ready again", func() bool { return nodesByName(c)["n1"].Status == "ready" })
 		r := waitRun(t, c, posted.Run.ID)
 		if r.Status != "completed" || r.ChangeSetID == nil {
 			t.Fatalf("run = %+v\n%s", r, logs())
@@ -675,7 +677,7 @@ func TestSplitRolesAcrossNamespaces(t *testing.T) {
 		c.do("POST", "/agents", map[string]string{"name": "repo"}, http.StatusCreated, &a)
 		c.do("PUT", "/agents/"+a.ID+"/repository", map[string]string{"url": gitURL, "credential_id": cred.ID}, http.StatusAccepted, nil)
 		var repo struct{ Status, Error string }
-		waitFor(t, "the clone on a node", func() bool {
+		poll.Until(t, "the clone on a node", func() bool {
 			c.do("GET", "/agents/"+a.ID+"/repository", nil, http.StatusOK, &repo)
 			return repo.Status != "cloning"
 		})

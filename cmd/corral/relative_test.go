@@ -13,6 +13,7 @@ import (
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/sandbox"
+	"corral/internal/toolstest"
 )
 
 // TestRelativeData starts the server as `make run` and the README do: from
@@ -61,7 +62,7 @@ func TestRelativeData(t *testing.T) {
 				cmd := exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", ctl.base, "--data", "./node-1", "--node-name", "node-1")
 				cmd.Dir = work
 				cmd.Env = append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "TMPDIR="+tmp, "CORRAL_JOIN="+token)
-				if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
+				if tools := toolstest.Dir(); tools != "" {
 					cmd.Args = append(cmd.Args, "--tools-dir", tools)
 				}
 				node := startProcess(t, cmd, "the node never connected", func(line string) bool {

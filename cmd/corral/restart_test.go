@@ -17,6 +17,7 @@ import (
 
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 	"corral/internal/supervisor"
 )
@@ -78,25 +79,13 @@ func processesWith(s string) []string {
 	return found
 }
 
-// waitFor polls cond; the bound is for liveness, not a timing assertion.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // send posts content to the agent and returns its run once it has ended.
 func (c *httpClient) send(agentID, content string) runAnswer {
 	c.t.Helper()
 	var posted struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": content}, http.StatusAccepted, &posted)
 	var r runAnswer
-	waitFor(c.t, "the run to end", func() bool {
+	poll.Until(c.t, "the run to end", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
 		return r.Status != "admitted" && r.Status != "running"
 	})
@@ -108,7 +97,7 @@ func (c *httpClient) send(agentID, content string) runAnswer {
 // up, a moment before control has taken the connection.
 func (c *httpClient) nodesReady(n int) {
 	c.t.Helper()
-	waitFor(c.t, "control to see its nodes ready", func() bool {
+	poll.Until(c.t, "control to see its nodes ready", func() bool {
 		var nodes struct{ Items []struct{ Status string } }
 		c.do("GET", "/nodes", nil, http.StatusOK, &nodes)
 		ready := 0
@@ -167,7 +156,7 @@ func TestRestartMidRunReattaches(t *testing.T) {
 			c, agentID := signedIn(t, srv)
 			var posted struct{ Run runAnswer }
 			c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "long job"}, http.StatusAccepted, &posted)
-			waitFor(t, "the tool to run", func() bool {
+			poll.Until(t, "the tool to run", func() bool {
 				if !strings.Contains(srv.Log(), "level=ERROR") {
 					return len(processesWith(marker)) > 0
 				}
@@ -178,7 +167,7 @@ func TestRestartMidRunReattaches(t *testing.T) {
 			crash(srv)
 			exits := filepath.Join(data, "sessions", posted.Run.ID, "cmd", "*.exit")
 			if tc.away {
-				waitFor(t, "the command to end while the server is down", func() bool {
+				poll.Until(t, "the command to end while the server is down", func() bool {
 					m, _ := filepath.Glob(exits)
 					return len(m) == 1
 				})
@@ -189,7 +178,7 @@ func TestRestartMidRunReattaches(t *testing.T) {
 			srv = startServer(t, data, env...)
 			c.base = srv.base
 			var run runAnswer
-			waitFor(t, "the run to end", func() bool {
+			poll.Until(t, "the run to end", func() bool {
 				c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
 				return run.Status != "admitted" && run.Status != "running"
 			})
@@ -282,7 +271,7 @@ func TestRestartMidRunReconciles(t *testing.T) {
 	// The shell's own command line names the marker before its echo has
 	// run: wait for the file too, or a loaded machine crashes the server
 	// with nothing staged (as CI once did).
-	waitFor(t, "the tool to run", func() bool {
+	poll.Until(t, "the tool to run", func() bool {
 		staged, _ := filepath.Glob(filepath.Join(data, "stages", "*", "tree", "begun.txt"))
 		return len(staged) > 0 && len(processesWith(marker)) > 0
 	})
@@ -293,7 +282,7 @@ func TestRestartMidRunReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(st.PID, syscall.SIGKILL)
-	waitFor(t, "the sandbox to die with its supervisor", func() bool { return len(processesWith(marker)) == 0 })
+	poll.Until(t, "the sandbox to die with its supervisor", func() bool { return len(processesWith(marker)) == 0 })
 
 	srv = startServer(t, data, env...)
 	c.base = srv.base
@@ -325,7 +314,7 @@ func TestRestartMidRunReconciles(t *testing.T) {
 
 	// The next message continues the thread from the last checkpoint.
 	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "go on"}, http.StatusAccepted, &posted)
-	waitFor(t, "the next run", func() bool {
+	poll.Until(t, "the next run", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &run)
 		return run.Status != "admitted" && run.Status != "running"
 	})
@@ -362,7 +351,7 @@ func TestRestartKeepsTheTerminal(t *testing.T) {
 	c, agentID := signedIn(t, srv)
 	var posted struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "wait"}, http.StatusAccepted, &posted)
-	waitFor(t, "the tool to run", func() bool { return len(processesWith(marker)) > 0 })
+	poll.Until(t, "the tool to run", func() bool { return len(processesWith(marker)) > 0 })
 
 	open := func() *websocket.Conn {
 		u, _ := url.Parse(c.base)

@@ -18,6 +18,7 @@ import (
 
 	"corral/internal/gittest"
 	"corral/internal/kerneltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 )
 
@@ -53,7 +54,7 @@ func TestSplitPushLeavesNoCredential(t *testing.T) {
 	c.do("POST", "/credentials", map[string]any{"name": "git", "host": u.Host, "username": user, "secret": secret, "repositories": []string{git.URL()}}, http.StatusCreated, &cred)
 	c.do("PUT", "/agents/"+agentID+"/repository", map[string]string{"url": git.URL(), "credential_id": cred.ID}, http.StatusAccepted, nil)
 	var repo struct{ Status, Error string }
-	waitFor(t, "the clone on the node", func() bool {
+	poll.Until(t, "the clone on the node", func() bool {
 		c.do("GET", "/agents/"+agentID+"/repository", nil, http.StatusOK, &repo)
 		return repo.Status != "cloning"
 	})
@@ -87,7 +88,7 @@ func TestSplitPushLeavesNoCredential(t *testing.T) {
 	if err := node.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the node's heap dump", func() bool { return strings.Contains(node.Log(), "test: heap dumped") })
+	poll.Until(t, "the node's heap dump", func() bool { return strings.Contains(node.Log(), "test: heap dumped") })
 	heap, err := os.ReadFile(dump)
 	if err != nil || !strings.Contains(node.Log(), "heap dumped to "+dump+": <nil>") {
 		t.Fatalf("the heap dump: %v\n%s", err, node.Log())

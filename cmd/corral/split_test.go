@@ -19,7 +19,9 @@ import (
 	"corral/internal/driver"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
+	"corral/internal/toolstest"
 )
 
 // startNode runs `corral serve --role sandbox` on data, joining control
@@ -28,7 +30,7 @@ func startNode(t *testing.T, data, control, token string, env ...string) *server
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", "node-a")
 	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token), env...)
-	if tools := os.Getenv("CORRAL_TOOLS_DIR"); tools != "" {
+	if tools := toolstest.Dir(); tools != "" {
 		cmd.Args = append(cmd.Args, "--tools-dir", tools)
 	}
 	return startProcess(t, cmd, "the node never connected", func(line string) bool {
@@ -120,7 +122,7 @@ func TestSplitRoles(t *testing.T) {
 	t.Run("no room on the node", func(t *testing.T) {
 		var term struct{ Run runAnswer }
 		c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
-		waitFor(t, "the terminal's run to start", func() bool {
+		poll.Until(t, "the terminal's run to start", func() bool {
 			var r runAnswer
 			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
 			return r.Status == "running"
@@ -140,7 +142,7 @@ func TestSplitRoles(t *testing.T) {
 		var posted struct{ Run runAnswer }
 		c.do("POST", "/agents/"+other.ID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
 		var r runAnswer
-		waitFor(t, "the unplaced agent's run to end", func() bool {
+		poll.Until(t, "the unplaced agent's run to end", func() bool {
 			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
 			return r.Status != "admitted" && r.Status != "running"
 		})
@@ -148,13 +150,13 @@ func TestSplitRoles(t *testing.T) {
 			t.Fatalf("with the only node full, the run = %+v\ncontrol:\n%s", r, ctl.Log())
 		}
 		c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
-		waitFor(t, "the terminal's run to end", func() bool {
+		poll.Until(t, "the terminal's run to end", func() bool {
 			var r runAnswer
 			c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
 			return r.Status == "killed"
 		})
 		c.do("POST", "/agents/"+other.ID+"/messages", map[string]string{"content": "make a file"}, http.StatusAccepted, &posted)
-		waitFor(t, "the agent's next run to end", func() bool {
+		poll.Until(t, "the agent's next run to end", func() bool {
 			c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
 			return r.Status != "admitted" && r.Status != "running"
 		})
@@ -167,7 +169,7 @@ func TestSplitRoles(t *testing.T) {
 	// credential it keeps, and the agent's next run goes to it.
 	crash(ctl)
 	ctl = startServerAt(t, addr, controlData, ctlEnv...)
-	waitFor(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
+	poll.Until(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
 	c.nodesReady(1)
 	r = c.send(agentID, "make it again")
 	if r.Status != "completed" {
@@ -245,7 +247,7 @@ func TestSplitNodeRestartMidRun(t *testing.T) {
 	c, agentID := signedIn(t, ctl)
 	var posted struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agentID+"/messages", map[string]string{"content": "sleep on the node"}, http.StatusAccepted, &posted)
-	waitFor(t, "the command to run on the node", func() bool { return len(processesWith(marker)) > 0 })
+	poll.Until(t, "the command to run on the node", func() bool { return len(processesWith(marker)) > 0 })
 
 	crash(node)
 	if len(processesWith(marker)) == 0 {
@@ -253,7 +255,7 @@ func TestSplitNodeRestartMidRun(t *testing.T) {
 	}
 	node = startNode(t, nodeData, ctl.base, token) // the token is used up: the node keeps its credential
 	var r runAnswer
-	waitFor(t, "the run to end", func() bool {
+	poll.Until(t, "the run to end", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
 		return r.Status != "admitted" && r.Status != "running"
 	})
@@ -275,13 +277,7 @@ func TestSplitNodeRestartMidRun(t *testing.T) {
 // The model answers message with want.
 func cliOnNode(t *testing.T, c *httpClient, model *modeltest.Provider, message, want string, logs func() string) {
 	t.Helper()
-	tools := os.Getenv("CORRAL_TOOLS_DIR")
-	if err := driver.Installed(tools, corral.DriverCodex); err != nil {
-		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
-		}
-		t.Skipf("%v", err)
-	}
+	toolstest.Need(t, driver.Installed(toolstest.Dir(), corral.DriverCodex))
 	var cli struct{ ID string }
 	c.do("POST", "/agents", map[string]any{"name": "cli", "driver": corral.DriverCodex}, http.StatusCreated, &cli)
 	var posted struct{ Run runAnswer }
@@ -290,7 +286,7 @@ func cliOnNode(t *testing.T, c *httpClient, model *modeltest.Provider, message, 
 		runAnswer
 		Driver string
 	}
-	waitFor(t, "the CLI's run to end", func() bool {
+	poll.Until(t, "the CLI's run to end", func() bool {
 		c.do("GET", "/runs/"+posted.Run.ID, nil, http.StatusOK, &r)
 		return r.Status != "admitted" && r.Status != "running"
 	})
@@ -323,7 +319,7 @@ func terminalOnNode(t *testing.T, c *httpClient, agentID string) {
 	t.Helper()
 	var term struct{ Run runAnswer }
 	c.do("POST", "/agents/"+agentID+"/terminal", nil, http.StatusCreated, &term)
-	waitFor(t, "the terminal's run to start", func() bool {
+	poll.Until(t, "the terminal's run to start", func() bool {
 		var r runAnswer
 		c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
 		if r.Status != "admitted" && r.Status != "running" {
@@ -354,7 +350,7 @@ func terminalOnNode(t *testing.T, c *httpClient, agentID string) {
 		screen.Write(b)
 	}
 	c.do("POST", "/runs/"+term.Run.ID+"/kill", nil, http.StatusAccepted, nil)
-	waitFor(t, "the terminal's run to end", func() bool {
+	poll.Until(t, "the terminal's run to end", func() bool {
 		var r runAnswer
 		c.do("GET", "/runs/"+term.Run.ID, nil, http.StatusOK, &r)
 		return r.Status == "killed"

@@ -20,6 +20,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/driver"
 	"corral/internal/modeltest"
+	"corral/internal/toolstest"
 )
 
 // needTools skips a test of the agent CLIs where make tools has not
@@ -27,12 +28,7 @@ import (
 func needTools(t *testing.T, name string) {
 	t.Helper()
 	needSandbox(t)
-	if err := driver.Installed(os.Getenv("CORRAL_TOOLS_DIR"), name); err != nil {
-		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("CORRAL_REQUIRE_TOOLS=1: %v", err)
-		}
-		t.Skipf("%v", err)
-	}
+	toolstest.Need(t, driver.Installed(toolstest.Dir(), name))
 }
 
 // slow skips one of the slowest tests under -short (the inner loop:

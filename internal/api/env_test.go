@@ -5,6 +5,7 @@ import (
 	"context"
 	"corral/internal/api"
 	"corral/internal/app"
+	"corral/internal/toolstest"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -172,7 +173,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		EgressAllowPrivate: egressOf(opt).AllowPrivate, PendingDisk: opt.pendingDisk, Delegation: opt.caps,
 		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold,
 		// The agent CLIs, as make tools installed them (cli_test.go).
-		ToolsDir: os.Getenv("CORRAL_TOOLS_DIR"),
+		ToolsDir: toolstest.Dir(),
 	}
 	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api)}
 	if opt.api.Log != nil {

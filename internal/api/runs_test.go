@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 	"corral/internal/trace"
 )
@@ -35,16 +37,10 @@ func needSandbox(t *testing.T) {
 const patience = 2 * time.Minute
 
 // waitFor polls cond until it holds, and fails the test once patience has
-// passed without it.
+// passed without it (poll.Within, under the name this package's tests use).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", patience, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Within(t, patience, what, cond)
 }
 
 // send posts a message and returns the admitted run.
@@ -69,38 +65,26 @@ func (c *client) run(id string) api.RunView {
 // waitRun waits until the run's status is one of statuses.
 func (c *client) waitRun(id string, statuses ...string) api.RunView {
 	c.e.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		r := c.run(id)
-		for _, s := range statuses {
-			if r.Status == s {
-				return r
-			}
-		}
-		if time.Now().After(deadline) {
-			c.e.t.Fatalf("run %s is %s (%s), want one of %v", id, r.Status, r.Reason, statuses)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var r api.RunView
+	if !poll.Eventually(patience, func() bool { r = c.run(id); return slices.Contains(statuses, r.Status) }) {
+		c.e.t.Fatalf("run %s is %s (%s), want one of %v", id, r.Status, r.Reason, statuses)
 	}
+	return r
 }
 
 // waitTrace waits until the run's trace holds an event of type typ and
 // returns the trace.
 func (c *client) waitTrace(id, typ string) []api.TraceView {
 	c.e.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		events := c.trace(id)
-		for _, e := range events {
-			if e.Type == typ {
-				return events
-			}
-		}
-		if time.Now().After(deadline) {
-			c.e.t.Fatalf("run %s: no %s event in %d events", id, typ, len(events))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var events []api.TraceView
+	has := func() bool {
+		events = c.trace(id)
+		return slices.ContainsFunc(events, func(e api.TraceView) bool { return e.Type == typ })
 	}
+	if !poll.Eventually(patience, has) {
+		c.e.t.Fatalf("run %s: no %s event in %d events", id, typ, len(events))
+	}
+	return events
 }
 
 func (c *client) trace(id string) []api.TraceView {
@@ -911,16 +895,10 @@ func TestLateWatcherGetsTheOutputSoFar(t *testing.T) {
 	id := owner.createAgent("chatty")
 	e.answer(modeltest.Sequence(modeltest.Calls(modeltest.ShellCall("c1", "echo early-line; sleep 60"))))
 	run := owner.send(id, "talk before I look")
-	deadline := time.Now().Add(patience)
-	for {
-		if o, ok := e.runner.OutputSoFar(run.ID); ok && strings.Contains(o.Text, "early-line") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never wrote its line")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the command to write its line", func() bool {
+		o, ok := e.runner.OutputSoFar(run.ID)
+		return ok && strings.Contains(o.Text, "early-line")
+	})
 	// Joining now, after the line was written: it comes from the snapshot,
 	// once.
 	stream := owner.events(run.ID)

@@ -18,6 +18,7 @@ import (
 
 	"corral/internal/api"
 	"corral/internal/modeltest"
+	"corral/internal/poll"
 )
 
 // termConn is one browser's terminal.
@@ -156,9 +157,9 @@ func TestRunTerminal(t *testing.T) {
 	}
 
 	// The trace says who opened and closed it, with byte counts.
-	deadline := time.Now().Add(patience)
-	for {
-		var opened, closed []map[string]any
+	var opened, closed []map[string]any
+	both := func() bool {
+		opened, closed = nil, nil
 		for _, ev := range owner.trace(run.ID) {
 			var d map[string]any
 			json.Unmarshal(ev.Data, &d)
@@ -169,21 +170,18 @@ func TestRunTerminal(t *testing.T) {
 				closed = append(closed, d)
 			}
 		}
-		if len(opened) == 2 && len(closed) == 2 {
-			if opened[0]["user_id"] != owner.user.ID || opened[1]["user_id"] != bob.user.ID {
-				t.Fatalf("terminal_opened = %v", opened)
-			}
-			for _, d := range closed {
-				if d["bytes_in"].(float64) <= 0 || d["bytes_out"].(float64) <= 0 {
-					t.Fatalf("terminal_closed without byte counts: %v", d)
-				}
-			}
-			break
+		return len(opened) == 2 && len(closed) == 2
+	}
+	if !poll.Eventually(patience, both) {
+		t.Fatalf("terminal events: opened %v closed %v", opened, closed)
+	}
+	if opened[0]["user_id"] != owner.user.ID || opened[1]["user_id"] != bob.user.ID {
+		t.Fatalf("terminal_opened = %v", opened)
+	}
+	for _, d := range closed {
+		if d["bytes_in"].(float64) <= 0 || d["bytes_out"].(float64) <= 0 {
+			t.Fatalf("terminal_closed without byte counts: %v", d)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("terminal events: opened %v closed %v", opened, closed)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	verify(t, run.ID, owner.trace(run.ID))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"corral/internal/netguard"
+	"corral/internal/poll"
 )
 
 // TestHTTPTimeouts runs the server's HTTP settings with short timeouts
@@ -97,7 +98,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	})
 	t.Run("slow body", func(t *testing.T) {
 		cutOff(t, "POST /body HTTP/1.1\r\nHost: corral\r\nContent-Length: 100000\r\n\r\n", "x")
-		waitFor(t, "the handler to see its body cut", func() bool { return bodyErrors.Load() == 1 })
+		poll.Until(t, "the handler to see its body cut", func() bool { return bodyErrors.Load() == 1 })
 	})
 	t.Run("idle kept-alive connection", func(t *testing.T) {
 		cutOff(t, "POST /body HTTP/1.1\r\nHost: corral\r\nContent-Length: 2\r\n\r\nok", "")
@@ -109,7 +110,7 @@ func TestHTTPTimeouts(t *testing.T) {
 		}
 		defer c.Close()
 		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: corral\r\n\r\n") // and never read
-		waitFor(t, "the handler's write to fail", func() bool { return bigWriteErrors.Load() == 1 })
+		poll.Until(t, "the handler's write to fail", func() bool { return bigWriteErrors.Load() == 1 })
 	})
 	t.Run("a stream outlives the request and write timeouts", func(t *testing.T) {
 		res, err := http.Get("http://" + ln.Addr().String() + "/stream")
@@ -144,17 +145,5 @@ func TestTooHighMaxConnsIsLowered(t *testing.T) {
 	if g.MaxConns() != budget || !strings.Contains(log.String(), "--max-conns lowered") {
 		t.Fatalf("--max-conns %d under a limit of %d gave a cap of %d, want %d with a warning; log:\n%s",
 			limit+1, limit, g.MaxConns(), budget, log.String())
-	}
-}
-
-// waitFor polls cond; the bound is for liveness, not a timing assertion.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

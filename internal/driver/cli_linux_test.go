@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"corral/internal/toolstest"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,7 +41,7 @@ const testToken = "corral-test-token-5f2a9c"
 
 func toolsDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("CORRAL_TOOLS_DIR"); d != "" {
+	if d := toolstest.Dir(); d != "" {
 		return d
 	}
 	d, err := filepath.Abs("../../build/tools")
@@ -52,12 +53,7 @@ func toolsDir(t *testing.T) string {
 
 func requireInstalled(t *testing.T, dir, name string) {
 	t.Helper()
-	if err := Installed(dir, name); err != nil {
-		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("CORRAL_REQUIRE_TOOLS=1 and %v", err)
-		}
-		t.Skipf("%v (CORRAL_REQUIRE_TOOLS=1 fails instead)", err)
-	}
+	toolstest.Need(t, Installed(dir, name))
 }
 
 // A fakeProtocol is one CLI's wire protocol as the fake provider scripts

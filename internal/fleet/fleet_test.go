@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/poll"
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
 )
@@ -151,13 +152,7 @@ func TestNoTakeover(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("gave up waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Within(t, time.Minute, what, cond)
 	}
 
 	first, err := dial()

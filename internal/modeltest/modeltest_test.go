@@ -3,6 +3,7 @@ package modeltest
 import (
 	"bytes"
 	"context"
+	"corral/internal/poll"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -449,11 +450,7 @@ func TestBlockEnds(t *testing.T) {
 			done <- err
 		}()
 		// A liveness bound, not a timing assertion: the request is local.
-		for deadline := time.Now().Add(time.Minute); len(p.Requests()) == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the held request never reached the provider")
-			}
-		}
+		poll.Within(t, time.Minute, "the held request to reach the provider", func() bool { return len(p.Requests()) > 0 })
 		closed := make(chan struct{})
 		go func() { p.Close(); close(closed) }()
 		select {

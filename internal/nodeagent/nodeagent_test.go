@@ -13,6 +13,7 @@ import (
 
 	"corral"
 	"corral/internal/fleet"
+	"corral/internal/poll"
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
 	"corral/internal/service"
@@ -59,23 +60,13 @@ func TestJoinsAndRenews(t *testing.T) {
 
 	path := filepath.Join(data, CredentialFile)
 	read := func() []byte { b, _ := os.ReadFile(path); return bytes.TrimSpace(b) }
-	deadline := time.Now().Add(time.Minute)
-	for len(read()) == 0 || len(f.Connected()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the node never joined and connected")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	deadline := time.Now().Add(time.Minute) // for the three waits in all
+	poll.Within(t, time.Until(deadline), "the node to join and connect", func() bool { return len(read()) > 0 && len(f.Connected()) > 0 })
 	first := read()
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("the credential file: %v, %v; want 0600", st, err)
 	}
-	for bytes.Equal(read(), first) {
-		if time.Now().After(deadline) {
-			t.Fatal("the credential was never renewed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Within(t, time.Until(deadline), "the credential to be renewed", func() bool { return !bytes.Equal(read(), first) })
 	if _, err := nodes.Authenticate(ctx, string(read())); err != nil {
 		t.Fatalf("the renewed credential: %v", err)
 	}
@@ -98,12 +89,7 @@ func TestJoinsAndRenews(t *testing.T) {
 		t.Fatal(err)
 	}
 	go b.Run(ctx2)
-	for len(f2.Connected()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted node never connected with its kept credential")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Within(t, time.Until(deadline), "the restarted node to connect with its kept credential", func() bool { return len(f2.Connected()) > 0 })
 }
 
 // TestRefusesToStartUnjoined: a node with no credential and no join token

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"corral/internal/toolstest"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -139,13 +140,10 @@ const (
 func cliDir(t *testing.T) string {
 	dir := os.Getenv("CORRAL_CLI_DIR")
 	if dir == "" {
-		dir = os.Getenv("CORRAL_TOOLS_DIR") // make tools', which make test sets
+		dir = toolstest.Dir() // make tools', which make test sets
 	}
 	if dir == "" {
-		if os.Getenv("CORRAL_REQUIRE_TOOLS") == "1" {
-			t.Fatal("CORRAL_REQUIRE_TOOLS=1 but neither CORRAL_CLI_DIR nor CORRAL_TOOLS_DIR names the agent CLIs")
-		}
-		t.Skip("CORRAL_CLI_DIR is not set: it names the directory the agent CLIs are installed in")
+		toolstest.Skip(t, "neither CORRAL_CLI_DIR nor %s names the directory the agent CLIs are installed in", toolstest.DirEnv)
 	}
 	return dir
 }

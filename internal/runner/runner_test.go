@@ -17,6 +17,7 @@ import (
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
 	"corral/internal/node"
+	"corral/internal/poll"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
@@ -161,20 +162,18 @@ func (h *harness) start(r *runner.Runner, agent corral.Agent, content string) co
 // waitRun waits until the run has ended and returns it as stored.
 func (h *harness) waitRun(id string) corral.Run {
 	h.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		run, err := h.db.Run(context.Background(), id)
-		if err != nil {
+	var run corral.Run
+	ended := func() bool {
+		var err error
+		if run, err = h.db.Run(context.Background(), id); err != nil {
 			h.t.Fatalf("Run(%s): %v", id, err)
 		}
-		if !corral.RunActive(run.Status) {
-			return run
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("run %s is still %s after %v", id, run.Status, patience)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return !corral.RunActive(run.Status)
 	}
+	if !poll.Eventually(patience, ended) {
+		h.t.Fatalf("run %s is still %s after %v", id, run.Status, patience)
+	}
+	return run
 }
 
 // processesWith lists the processes whose command line contains s.
@@ -423,12 +422,8 @@ func TestReconcileWhenTheSessionIsGone(t *testing.T) {
 	h.waitProcess(run.ID, marker)
 	first.Close()
 	h.killSupervisor(run.ID)
-	deadline := time.Now().Add(patience)
-	for len(processesWith(marker)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the session outlived its supervisor: %v", processesWith(marker))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Eventually(patience, func() bool { return len(processesWith(marker)) == 0 }) {
+		t.Fatalf("the session outlived its supervisor: %v", processesWith(marker))
 	}
 
 	second := h.newRunner(h.db, h.gateway, runner.Config{})
@@ -473,16 +468,15 @@ func TestReconcileWhenTheSessionIsGone(t *testing.T) {
 // line runs.
 func (h *harness) waitProcess(runID, marker string) {
 	h.t.Helper()
-	deadline := time.Now().Add(patience)
-	for len(processesWith(marker)) == 0 {
+	poll.Within(h.t, patience, fmt.Sprintf("%q to start", marker), func() bool {
+		if len(processesWith(marker)) > 0 {
+			return true
+		}
 		if got, err := h.db.Run(context.Background(), runID); err == nil && !corral.RunActive(got.Status) {
 			h.t.Fatalf("run ended %s (%s) before its tool was seen running", got.Status, got.Reason)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%q never started", marker)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // killSupervisor kills the supervisor of a run's session, as a crash of the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"corral/internal/kerneltest"
+	"corral/internal/poll"
 )
 
 // requireCgroups skips a test that needs to create cgroups where it cannot.
@@ -220,14 +221,13 @@ func TestCgroupPidsMax(t *testing.T) {
 	startIn(t, cg, "sh", "-c", forkSleeps)
 
 	var u usage
-	for deadline := time.Now().Add(10 * time.Second); u.PidsMax == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Eventually(10*time.Second, func() bool {
 		var err error
 		if u, err = cg.usage(); err != nil {
 			t.Fatalf("usage: %v", err)
 		}
-	}
-	if u.PidsMax == 0 {
+		return u.PidsMax != 0
+	}) {
 		t.Errorf("PidsMax = 0 after forking 20 processes with pids.max 5")
 	}
 	pidsDir := cgroupDirs(cg)["pids"]
@@ -249,13 +249,8 @@ func TestCgroupKillBySignal(t *testing.T) {
 	cg := newTestCgroup(t, Limits{Pids: 8})
 	sh := startIn(t, cg, "sh", "-c", `i=0; while [ $i -lt 5 ]; do sleep 60 & i=$((i+1)); done; wait`)
 	dir := cgroupDirs(cg)["pids"]
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if pids, err := readPids(dir); err != nil || len(pids) == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cgroup.procs = %q, want 6 processes", readTrimmed(t, filepath.Join(dir, "cgroup.procs")))
-		}
+	if !poll.Eventually(10*time.Second, func() bool { pids, err := readPids(dir); return err != nil || len(pids) == 6 }) {
+		t.Fatalf("cgroup.procs = %q, want 6 processes", readTrimmed(t, filepath.Join(dir, "cgroup.procs")))
 	}
 	var err error
 	switch c := cg.(type) {

@@ -39,6 +39,7 @@ import (
 
 	"corral"
 	"corral/internal/kerneltest"
+	"corral/internal/poll"
 )
 
 // The attack classes, in the order of the summary.
@@ -998,20 +999,18 @@ func udpSilent(t *testing.T, r *caseRun) {
 // (arguments separated by NULs), waiting for it to start.
 func hostPIDOf(t *testing.T, cmdline string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	pid := 0
+	poll.Within(t, 30*time.Second, fmt.Sprintf("a process %q", cmdline), func() bool {
 		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, d := range dirs {
 			if b, err := os.ReadFile(d); err == nil && string(bytes.TrimRight(b, "\x00")) == cmdline {
-				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-				return pid
+				pid, _ = strconv.Atoi(filepath.Base(filepath.Dir(d)))
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no process %q", cmdline)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return pid
 }
 
 // noSetIDFiles checks that nothing in the case's workspace has the setuid

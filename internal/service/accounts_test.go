@@ -11,6 +11,7 @@ import (
 
 	"corral"
 	"corral/internal/auth"
+	"corral/internal/poll"
 	"corral/internal/store/sqlite"
 )
 
@@ -293,12 +294,8 @@ func TestHotAddressIsCheckedOneAtATime(t *testing.T) {
 	addr := addrKey(a)
 	waitRefs := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for e.s.hot.refs(addr) != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("logins holding or waiting for the hot address's turn = %d, want %d", e.s.hot.refs(addr), n)
-			}
-			time.Sleep(time.Millisecond)
+		if !poll.Eventually(10*time.Second, func() bool { return e.s.hot.refs(addr) == n }) {
+			t.Fatalf("logins holding or waiting for the hot address's turn = %d, want %d", e.s.hot.refs(addr), n)
 		}
 	}
 	firstCtx, hangUp := context.WithCancel(context.Background())

@@ -128,8 +128,6 @@ type LimitsInput struct {
 	DiskBytes, DiskInodes, PendingDiskBytes                                         *int64
 }
 
-func (l LimitsInput) empty() bool { return l == LimitsInput{} }
-
 // Create makes an agent owned by the actor.
 func (s *Agents) Create(ctx context.Context, actor corral.User, in AgentInput) (corral.Agent, error) {
 	return createAgent(ctx, s.store, s.cfg.Now, actor, in, "", "")

@@ -15,6 +15,7 @@ import (
 	"corral"
 
 	"corral/internal/kerneltest"
+	"corral/internal/poll"
 	"corral/internal/sandbox"
 	"corral/internal/supervisor"
 )
@@ -219,16 +220,10 @@ func TestReattach(t *testing.T) {
 	c.Close() // the server dies
 	<-c.Gone()
 	// Away for longer than the command: it ends while no one listens.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, ex, err := supervisor.Read(dir, "long", 0, 1<<20); err != nil || ex != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not end while the server was away")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Within(t, 30*time.Second, "the command to end while the server is away", func() bool {
+		_, ex, err := supervisor.Read(dir, "long", 0, 1<<20)
+		return err != nil || ex != nil
+	})
 	c2, err := supervisor.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -248,16 +243,14 @@ func TestGracePeriod(t *testing.T) {
 	exec(t, c, "bg", "sleep 4343.5 >/dev/null 2>&1 &")
 	result(t, c, "bg")
 	c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := supervisor.ReadState(dir)
-		if err == nil && st.State == supervisor.StateAbandoned {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session was not abandoned: %+v %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st supervisor.State
+	var err error
+	abandoned := func() bool {
+		st, err = supervisor.ReadState(dir)
+		return err == nil && st.State == supervisor.StateAbandoned
+	}
+	if !poll.Eventually(30*time.Second, abandoned) {
+		t.Fatalf("the session was not abandoned: %+v %v", st, err)
 	}
 	if _, err := supervisor.Dial(dir); err == nil {
 		t.Fatal("the abandoned session's supervisor still answers")

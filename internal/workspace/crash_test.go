@@ -117,6 +117,9 @@ func crashAt(t testing.TB, e *env, pick func(steps []string) int) {
 // exactly the before-image (failure before the commit mark) or the
 // after-image (after it), and the journal directory is empty.
 func TestApplyFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault matrix applies thousands of times (minutes): make test runs it")
+	}
 	// The matrix simulates failures and crashes of the process, not of the
 	// disk: fsyncs would only make its ten thousand applies take minutes.
 	// TestApplyCrashes and the other tests keep them.
@@ -235,6 +238,9 @@ func recoveryCrashPoints(steps []string, all bool) map[int]bool {
 // crashes for a soak run; the ones past two rounds of every step pick
 // their step and kind at random.
 func TestApplyCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills 200 applying processes: make test runs it")
+	}
 	e := newEnv(t, fixture20())
 	steps := recordSteps(t, e)
 	commit := slices.Index(steps, "commit-rename") + 1

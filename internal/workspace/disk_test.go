@@ -17,6 +17,7 @@ import (
 
 	"corral"
 	"corral/internal/kerneltest"
+	"corral/internal/poll"
 )
 
 // needDisk skips a test that stages where stages cannot get their own
@@ -46,16 +47,9 @@ func loopsUnder(dir string) []string {
 // delay: the wait is a liveness bound, not a timing assertion.
 func waitNoLoops(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		left := loopsUnder(dir)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("loop devices left attached: %q", left)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var left []string
+	if !poll.Eventually(30*time.Second, func() bool { left = loopsUnder(dir); return len(left) == 0 }) {
+		t.Fatalf("loop devices left attached: %q", left)
 	}
 }
 
@@ -202,17 +196,14 @@ func TestDiskUsageShrinks(t *testing.T) {
 			}
 			mustDo(t, os.Remove(name))
 			mustDo(t, syncDirFS(s.Tree()))
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				after, err := s.DiskUsage()
+			var after int64
+			if !poll.Eventually(30*time.Second, func() bool {
+				var err error
+				after, err = s.DiskUsage()
 				mustDo(t, err)
-				if after < before+1<<20 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("DiskUsage after deleting the 8 MiB = %d, was %d before: the blocks were not given back", after, before)
-				}
-				time.Sleep(10 * time.Millisecond)
+				return after < before+1<<20
+			}) {
+				t.Fatalf("DiskUsage after deleting the 8 MiB = %d, was %d before: the blocks were not given back", after, before)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/poll"
 	"corral/internal/relay/noderpc"
 	"corral/internal/supervisor"
 )
@@ -168,13 +169,7 @@ func (f *fake) Terminal(ctx context.Context, _ string, _, _ int) (corral.Termina
 // waitFor polls cond until it holds; the test fails when it never does.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Within(t, patience, what, cond)
 }
 
 // settle waits until v stops changing and returns its value: how far a
