@@ -381,15 +381,6 @@ func newAccountsForMode(mode string) (*service.Accounts, error) {
 	return service.NewAccounts(nil, auth.NewThrottle(auth.ThrottleConfig{}), cheapParams, service.Config{Signup: mode})
 }
 
-// sandboxUID is the owner of workspaces in tests: the sandbox's host user
-// when the tests run as root, else nobody changes owners.
-func sandboxUID() int {
-	if os.Geteuid() == 0 {
-		return 65534
-	}
-	return 0
-}
-
 // loopbackEgress lets the tests' git servers on 127.0.0.1 be reached,
 // as serve's --egress-allow-private 127.0.0.0/8 would.
 var loopbackEgress = egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
