@@ -23,7 +23,7 @@ type answer struct {
 	Inline   struct{ A bool }  `json:"inline"`
 	Raw      json.RawMessage   `json:"raw"`
 	Skipped  string            `json:"-"`
-	internal string //lint:ignore U1000 the schema must leave unexported fields out
+	internal string            //lint:ignore U1000 the schema must leave unexported fields out
 }
 
 type request struct {
