@@ -132,13 +132,16 @@ func (s AgentState) Valid() bool { return slices.Contains(AllAgentStates, s) }
 
 // Policy values.
 const (
-	FSReadOnly     = "read-only"
-	FSReadWrite    = "read-write"
-	ChangesReview  = "review"
-	ChangesAuto    = "auto"
-	NetworkNone    = "none"
-	DefaultFS      = FSReadWrite   // writes land in a staged copy: review guards them
-	DefaultChanges = ChangesReview // nothing persists without a person's approval
+	FSReadOnly    = "read-only"
+	FSReadWrite   = "read-write"
+	ChangesReview = "review"
+	ChangesAuto   = "auto"
+	NetworkNone   = "none"
+	// NetworkAllowlist: the run reaches the hosts of Policy.Egress through
+	// the egress proxy at EgressAddr, and nothing else.
+	NetworkAllowlist = "allowlist"
+	DefaultFS        = FSReadWrite   // writes land in a staged copy: review guards them
+	DefaultChanges   = ChangesReview // nothing persists without a person's approval
 )
 
 // Agent is a configured coding agent owned by one user.
@@ -179,7 +182,9 @@ type Agent struct {
 type Policy struct {
 	FS      string // read-only | read-write
 	Changes string // review | auto
-	Network string // none
+	Network string // none | allowlist
+	// Egress is what a run reaches when Network is allowlist.
+	Egress Egress
 	// Globs over workspace paths, on top of the built-in rules: secret
 	// files are left out of staged trees; protected changes are denied;
 	// risky changes always wait for a person.
@@ -188,6 +193,39 @@ type Policy struct {
 	// searched for the agent, besides its private documents. Off unless
 	// an editor turns it on: anyone can write into the library.
 	Library bool
+}
+
+// Egress is an agent's allow-list: the hosts its runs may reach through
+// the egress proxy. Presets name well-known registries (see
+// egress.Presets); Allow adds hosts of the agent's own.
+type Egress struct {
+	Allow   []EgressRule
+	Presets []string
+}
+
+// EgressRule allows one host, or every host under a suffix ("*.example.com"
+// matches a.example.com, not example.com). Empty Ports means 80 and 443;
+// empty Methods and Paths mean any. A rule that names methods or paths is
+// checked per request, so an HTTPS host under it is terminated by the
+// proxy (with the deployment's CA, which the sandbox trusts).
+type EgressRule struct {
+	Host    string
+	Ports   []int
+	Methods []string
+	Paths   []string // path prefixes, each starting with /
+}
+
+// Secret is a value the egress proxy adds, as the header Header, to the
+// requests a run of the agent makes to Host. What is stored of it here is
+// all anyone reads back: the value is sealed in the store and opened only
+// by the proxy.
+type Secret struct {
+	ID      string
+	AgentID string
+	Name    string
+	Host    string
+	Header  string
+	Created time.Time
 }
 
 // Limits bound each run of an agent. Zero means the server's default.

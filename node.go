@@ -67,6 +67,11 @@ const MaxOutputRead = 1 << 20
 // URL an agent CLI inside is given.
 const GatewayAddr = "127.0.0.1:41300"
 
+// EgressAddr is where a session that has the network reaches the egress
+// proxy (HTTP_PROXY and HTTPS_PROXY inside): a port on its own loopback,
+// joined, like the gateway's, to the proxy outside with GatewayPreamble.
+const EgressAddr = "127.0.0.1:41301"
+
 // GatewayPreamble is the first line of every connection a session makes
 // to the gateway, written by the node (never by the session): the session
 // it comes from, so the gateway takes on it only the token of that
@@ -107,6 +112,8 @@ type SessionSpec struct {
 	// Gateway: the session reaches Corral's gateway at GatewayAddr, and
 	// nothing else.
 	Gateway bool
+	// Egress: the session reaches the egress proxy at EgressAddr.
+	Egress bool
 	// Tools names the agent CLI the session runs (a corral.Driver*): the
 	// node's tools are then at ToolsDir, read-only, and a node without
 	// that CLI refuses the session (EUNAVAIL, saying how to install it).

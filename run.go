@@ -81,10 +81,13 @@ const (
 	// ViolationDisk: the run used up its staged tree's disk
 	// (limits.disk_bytes or limits.disk_inodes).
 	ViolationDisk Violation = "disk"
+	// ViolationEgress: the run crossed the egress proxy's per-run byte or
+	// connection cap.
+	ViolationEgress Violation = "egress"
 )
 
 // AllViolations lists every violation.
-var AllViolations = []Violation{ViolationTimeout, ViolationMemory, ViolationPids, ViolationCPU, ViolationOutput, ViolationDisk}
+var AllViolations = []Violation{ViolationTimeout, ViolationMemory, ViolationPids, ViolationCPU, ViolationOutput, ViolationDisk, ViolationEgress}
 
 // Valid reports whether v is one of AllViolations.
 func (v Violation) Valid() bool { return slices.Contains(AllViolations, v) }
