@@ -220,12 +220,12 @@ type EgressRule struct {
 // all anyone reads back: the value is sealed in the store and opened only
 // by the proxy.
 type Secret struct {
-	ID      string
-	AgentID string
-	Name    string
-	Host    string
-	Header  string
-	Created time.Time
+	ID        string
+	AgentID   string
+	Name      string
+	Host      string
+	Header    string
+	CreatedAt time.Time
 }
 
 // Limits bound each run of an agent. Zero means the server's default.

@@ -51,3 +51,41 @@ type CredentialStore interface {
 	// host. ENOTFOUND when there is none.
 	CredentialForAgent(ctx context.Context, agentID, credentialID, host string) (SealedCredential, error)
 }
+
+// SealedSecret is an agent's Secret with its value, encrypted to its row.
+type SealedSecret struct {
+	Secret
+	Sealed []byte
+}
+
+// SecretStore keeps agents' secrets (see Secret). The value is stored
+// sealed; the store never sees it in the clear.
+type SecretStore interface {
+	// CreateSecret stores s with its sealed value: ECONFLICT when the
+	// agent already has a secret of that name, ENOTFOUND when the agent
+	// does not exist.
+	CreateSecret(ctx context.Context, s Secret, sealed []byte) error
+	// Secrets lists an agent's secrets, oldest first, without values.
+	Secrets(ctx context.Context, agentID string) ([]Secret, error)
+	// SealedSecrets lists an agent's secrets with their sealed values:
+	// for the egress proxy alone.
+	SealedSecrets(ctx context.Context, agentID string) ([]SealedSecret, error)
+	// DeleteSecret deletes a secret of the agent: ENOTFOUND when the agent
+	// has none with that id.
+	DeleteSecret(ctx context.Context, agentID, id string) error
+}
+
+// EgressGrant is what one run may reach at one moment: its agent's
+// allow-list with the presets expanded, and the headers the egress proxy
+// adds for its secrets. Headers hold secret values: built for one
+// connection, never logged, never kept.
+type EgressGrant struct {
+	Rules   []EgressRule
+	Headers []EgressHeader
+}
+
+// EgressHeader is a secret as the proxy sends it: Name: Value on requests
+// to Host.
+type EgressHeader struct {
+	Host, Name, Value string
+}

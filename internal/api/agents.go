@@ -17,13 +17,14 @@ type agentRequest struct {
 	Model        *string `json:"model"`
 	Driver       *string `json:"driver"`
 	Policy       *struct {
-		FS        *string   `json:"fs"`
-		Changes   *string   `json:"changes"`
-		Network   *string   `json:"network"`
-		Secrets   *[]string `json:"exclude"`
-		Protected *[]string `json:"protected"`
-		Risky     *[]string `json:"risky"`
-		Library   *bool     `json:"library"`
+		FS        *string       `json:"fs"`
+		Changes   *string       `json:"changes"`
+		Network   *string       `json:"network"`
+		Egress    *egressFields `json:"egress"`
+		Secrets   *[]string     `json:"exclude"`
+		Protected *[]string     `json:"protected"`
+		Risky     *[]string     `json:"risky"`
+		Library   *bool         `json:"library"`
 	} `json:"policy"`
 	Limits *limitsFields `json:"limits"`
 	Budget *struct {
@@ -37,6 +38,10 @@ func (req agentRequest) input() service.AgentInput {
 		in.FS, in.Changes, in.Network = p.FS, p.Changes, p.Network
 		in.Secrets, in.Protected, in.Risky = p.Secrets, p.Protected, p.Risky
 		in.Library = p.Library
+		if p.Egress != nil {
+			e := p.Egress.domain()
+			in.Egress = &e
+		}
 	}
 	if l := req.Limits; l != nil {
 		in.Limits = service.LimitsInput{

@@ -70,6 +70,7 @@ type Server struct {
 	// Each nil answers unavailable.
 	credentials *service.Credentials
 	documents   *service.Documents
+	egress      *service.Egress
 	nodes       *service.Nodes
 	models      *service.Models
 }
@@ -86,6 +87,7 @@ type Services struct {
 	Runs         *service.Runs
 	Credentials  *service.Credentials
 	Documents    *service.Documents
+	Egress       *service.Egress
 	Models       *service.Models
 	Nodes        *service.Nodes
 }
@@ -123,6 +125,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/invites", true, s.createInvite},
 		{"GET", "/api/models", true, s.listModels},
 		{"GET", "/api/limits", true, s.limits},
+		{"GET", "/api/egress/presets", true, s.listEgressPresets},
 
 		{"GET", "/api/agents", true, s.listAgents},
 		{"POST", "/api/agents", true, s.createAgent},
@@ -169,6 +172,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/agents/{id}/documents", true, s.listDocuments},
 		{"DELETE", "/api/agents/{id}/documents/{doc_id}", true, s.deleteDocument},
 		{"POST", "/api/agents/{id}/search", true, s.searchDocuments},
+		{"GET", "/api/agents/{id}/secrets", true, s.listSecrets},
+		{"POST", "/api/agents/{id}/secrets", true, s.createSecret},
+		{"DELETE", "/api/agents/{id}/secrets/{secret_id}", true, s.deleteSecret},
 		{"POST", "/api/library/documents", true, s.publishDocument},
 		{"GET", "/api/library/documents", true, s.listLibrary},
 		{"DELETE", "/api/library/documents/{doc_id}", true, s.unpublishDocument},
@@ -196,7 +202,7 @@ func New(cfg Config, svc Services) *Server {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	s := &Server{accounts: svc.Accounts, agents: svc.Agents, decisions: svc.Decisions, files: svc.Files, repos: svc.Repositories, runs: svc.Runs,
-		credentials: svc.Credentials, documents: svc.Documents, nodes: svc.Nodes, models: svc.Models,
+		credentials: svc.Credentials, documents: svc.Documents, egress: svc.Egress, nodes: svc.Nodes, models: svc.Models,
 		cfg: cfg, streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {

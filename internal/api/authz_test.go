@@ -31,6 +31,7 @@ type fixture struct {
 	run       string       // the agent's run, when the row asks for one
 	change    string       // the agent's pending change set, when the row asks for one
 	document  string       // the agent's private document, when the row acts on one
+	secret    string       // the agent's secret, when the row acts on one
 }
 
 // people are the accounts of the matrix, created once.
@@ -88,6 +89,12 @@ func (p *people) fixture(t *testing.T, rt agentRoute, actor string) fixture {
 		var d api.DocumentView
 		owner.do("POST", "/api/agents/"+id+"/documents?name=notes.md", "# Notes\n\nTo delete.").want(http.StatusCreated).decode(&d)
 		f.document = d.ID
+	}
+	if strings.Contains(rt.path, "{secret_id}") {
+		var sv api.SecretView
+		owner.do("POST", "/api/agents/"+id+"/secrets", map[string]string{"name": "registry", "host": "registry.example.com",
+			"header": "Authorization", "value": "Bearer matrix-secret"}).want(http.StatusCreated).decode(&sv)
+		f.secret = sv.ID
 	}
 	if strings.HasPrefix(rt.path, "/api/agents/{id}/repository") && rt.method != "PUT" {
 		owner.do("PUT", "/api/agents/"+id+"/repository", map[string]string{"url": matrixRepoURL}).want(http.StatusAccepted)
@@ -208,6 +215,10 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "/api/agents/{id}/documents", need: "viewer", ok: 200},
 	{method: "DELETE", path: "/api/agents/{id}/documents/{doc_id}", need: "editor", ok: 204}, // the fixture uploads one
 	{method: "POST", path: "/api/agents/{id}/search", body: map[string]string{"query": "how we deploy"}, need: "viewer", ok: 200},
+	{method: "GET", path: "/api/agents/{id}/secrets", need: "viewer", ok: 200},
+	{method: "POST", path: "/api/agents/{id}/secrets", body: map[string]string{"name": "npm", "host": "registry.npmjs.org",
+		"header": "Authorization", "value": "Bearer matrix"}, need: "editor", ok: 201},
+	{method: "DELETE", path: "/api/agents/{id}/secrets/{secret_id}", need: "editor", ok: 204}, // the fixture adds one
 }
 
 // matrixRepoURL is a repository nobody serves: its clone fails, quickly.
@@ -228,7 +239,7 @@ func (rt agentRoute) url(f fixture, id string) string {
 	if rt.user == "viewer" {
 		user = f.viewerID
 	}
-	return strings.NewReplacer("{id}", id, "{user_id}", user, "{link_id}", f.link.ID, "{doc_id}", f.document).Replace(rt.path) + rt.query
+	return strings.NewReplacer("{id}", id, "{user_id}", user, "{link_id}", f.link.ID, "{doc_id}", f.document, "{secret_id}", f.secret).Replace(rt.path) + rt.query
 }
 
 // subject is the id {id} stands for in the fixture, and one of the same
@@ -284,6 +295,7 @@ var accountRoutes = []accountRoute{
 	{method: "GET", path: "/api/setup", anon: 200, user: 200, admin: 200},
 	{method: "GET", path: "/api/models", anon: 401, user: 200, admin: 200},
 	{method: "GET", path: "/api/limits", anon: 401, user: 200, admin: 200},
+	{method: "GET", path: "/api/egress/presets", anon: 401, user: 200, admin: 200},
 	// The inbox: each caller sees only what they may decide (inbox_test.go).
 	{method: "GET", path: "/api/changes", query: "?status=pending", anon: 401, user: 200, admin: 200},
 	{method: "GET", path: "/api/me", anon: 401, user: 200, admin: 200},

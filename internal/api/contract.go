@@ -111,6 +111,7 @@ var pathParams = []struct {
 	{"RunId", "id", "runs", "The run's id."},
 	{"CredentialId", "id", "credentials", "The credential's id."},
 	{"DocumentId", "doc_id", "", "A document's id."},
+	{"SecretId", "secret_id", "", "An agent secret's id."},
 	{"NodeId", "id", "nodes", "A node's id."},
 }
 
@@ -123,6 +124,7 @@ var tags = []openapi.Tag{
 	{Name: "meta", Description: "This document."},
 	{Name: "runs", Description: "Runs: what an agent does for a message, its trace and live events."},
 	{Name: "credentials", Description: "Code-host credentials (a token for a git host), kept encrypted at rest and never answered."},
+	{Name: "egress", Description: "What an agent's runs may reach on the network, and the secrets the egress proxy adds to their requests."},
 	{Name: "repositories", Description: "A git repository as the persistent workspace: clone, a commit per applied change set, push."},
 }
 

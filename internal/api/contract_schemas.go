@@ -55,9 +55,17 @@ func components() []openapi.Component {
 		},
 		{Name: "Policy", Of: policyView{}, Doc: "What an agent's runs may do.",
 			Fields: map[string]openapi.Schema{
-				"fs":        {Enum: openapi.Enum("read-only", "read-write"), Description: "Whether a run may write its workspace (writes land in a staged copy)."},
-				"changes":   {Enum: openapi.Enum("review", "auto"), Description: "Whether a run's changes wait for a person's review or apply on their own."},
-				"network":   {Enum: openapi.Enum("none"), Description: "A run's network access."},
+				"fs":      {Enum: openapi.Enum("read-only", "read-write"), Description: "Whether a run may write its workspace (writes land in a staged copy)."},
+				"changes": {Enum: openapi.Enum("review", "auto"), Description: "Whether a run's changes wait for a person's review or apply on their own."},
+				"network": {Enum: openapi.Enum("none", "allowlist"), Description: "A run's network access: `none` (the default) reaches " +
+					"nothing but Corral's gateway; `allowlist` gives every process of the run the egress proxy at " +
+					"`HTTP_PROXY`/`HTTPS_PROXY` (`http://127.0.0.1:41301` inside the sandbox), which reaches the hosts of " +
+					"`egress` and nothing else. There is no DNS inside: the proxy resolves."},
+				"egress": {Description: "The allow-list `allowlist` reaches: `presets` (see GET /api/egress/presets) and `allow`, " +
+					"each a host (`registry.example.com`, an IP address, or `*.example.com` for the hosts under it) with " +
+					"optional `ports` (default 80 and 443), `methods` and path prefixes `paths` (default any; a rule " +
+					"that names either is checked per request, so its HTTPS is terminated by the proxy). Edits apply " +
+					"to a run's next connection. An agent created by a run's create_agent has its parent's."},
 				"exclude":   {MaxItems: openapi.Int(64), Description: "Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral."},
 				"protected": {MaxItems: openapi.Int(64), Description: "Globs of paths whose changes are denied, on top of the built-in rules."},
 				"risky":     {MaxItems: openapi.Int(64), Description: "Globs of paths whose changes always wait for a person, on top of the built-in rules."},
@@ -225,7 +233,8 @@ func components() []openapi.Component {
 					"`none`, library false)."},
 				"policy.fs":               {Enum: openapi.Enum("read-only", "read-write")},
 				"policy.changes":          {Enum: openapi.Enum("review", "auto")},
-				"policy.network":          {Enum: openapi.Enum("none")},
+				"policy.network":          {Enum: openapi.Enum("none", "allowlist")},
+				"policy.egress":           {Description: "The whole allow-list, replacing the one there is: `{allow: [{host, ports?, methods?, paths?}], presets?: [...]}`; at most 100 rules."},
 				"policy.exclude":          {MaxItems: openapi.Int(64), Description: "Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral."},
 				"policy.protected":        {MaxItems: openapi.Int(64), Description: "Globs of paths whose changes are denied, on top of the built-in rules."},
 				"policy.risky":            {MaxItems: openapi.Int(64), Description: "Globs of paths whose changes always wait for a person, on top of the built-in rules."},

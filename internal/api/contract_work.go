@@ -397,6 +397,54 @@ func workOperations() map[string]operation {
 				{status: 503},
 			},
 		},
+		"GET /api/egress/presets": {
+			id: "listEgressPresets", tags: []string{"egress"}, summary: "The registries an allow-list may name by preset",
+			doc: "Any signed-in user. Each preset (`policy.egress.presets`) with the hosts it allows.",
+			replies: []reply{
+				{status: 200, of: list[presetView]{}, doc: "The presets, by name."},
+				{status: 401},
+			},
+		},
+		"GET /api/agents/{id}/secrets": {
+			id: "listSecrets", tags: []string{"egress"}, summary: "List the agent's secrets",
+			doc: "viewer+. Names, hosts and headers, oldest first: never a value.",
+			replies: []reply{
+				{status: 200, of: list[secretView]{}, doc: "The secrets."},
+				{status: 401},
+				{status: 404},
+				{status: 503, of: errorBody{}, doc: "503 `unavailable`: the server keeps no secrets (started without a secret key)."},
+			},
+		},
+		"POST /api/agents/{id}/secrets": {
+			id: "createSecret", tags: []string{"egress"}, summary: "Add a secret the egress proxy sends to one host",
+			doc: "editor+. The value is sealed with the server's secret key (bound to the row, its agent and " +
+				"host) and never answered, logged or traced, and never enters a sandbox: the egress proxy " +
+				"adds `header: value` to the requests a run of the agent makes to `host` (replacing any the " +
+				"run sent), terminating HTTPS for that host with the deployment's CA, which the sandbox trusts. " +
+				"The host must also be on the allow-list to be reached.",
+			body: &body{of: secretRequest{}},
+			replies: []reply{
+				{status: 201, of: secretView{}, doc: "Stored, without its value."},
+				{status: 400},
+				{status: 401},
+				{status: 403},
+				{status: 404},
+				{status: 409, of: errorBody{}, doc: "409 `conflict`: the agent has a secret of that name."},
+				{status: 413, of: errorBody{}, doc: "413 `too_large`: the value is over 4096 bytes."},
+				{status: 503, of: errorBody{}, doc: "503 `unavailable`: the server keeps no secrets (started without a secret key)."},
+			},
+		},
+		"DELETE /api/agents/{id}/secrets/{secret_id}": {
+			id: "deleteSecret", tags: []string{"egress"}, summary: "Delete a secret",
+			doc: "editor+. The next connection of a run goes without it.",
+			replies: []reply{
+				{status: 204, doc: "Deleted."},
+				{status: 401},
+				{status: 403},
+				{status: 404},
+				{status: 503},
+			},
+		},
 		"POST /api/agents/{id}/search": {
 			id: "searchDocuments", tags: []string{"documents"}, summary: "Search what the agent draws from",
 			doc: "viewer+. Searches the agent's private documents and, when its `policy.library` is true, " +

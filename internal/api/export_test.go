@@ -32,7 +32,9 @@ type (
 	PushView        = pushView
 	RepositoryView  = repositoryView
 	RetrievalView   = retrievalView
+	PresetView      = presetView
 	RunView         = runView
+	SecretView      = secretView
 	TokenView       = tokenView
 	TokensView      = tokensView
 	TraceView       = traceView

@@ -36,7 +36,7 @@ func TestNodesAPI(t *testing.T) {
 	})
 	a := e.app
 	e.serve(api.New(api.Config{}, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
-		Credentials: a.Credentials, Documents: a.Documents, Models: a.Models, Nodes: nodes}))
+		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: nodes}))
 	ctx := context.Background()
 	token, _, err := enrollment.JoinToken(ctx)
 	if err != nil {

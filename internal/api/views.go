@@ -49,13 +49,14 @@ type contactView struct {
 }
 
 type policyView struct {
-	FS        string   `json:"fs"`
-	Changes   string   `json:"changes"`
-	Network   string   `json:"network"`
-	Secrets   []string `json:"exclude"`
-	Protected []string `json:"protected"`
-	Risky     []string `json:"risky"`
-	Library   bool     `json:"library"`
+	FS        string       `json:"fs"`
+	Changes   string       `json:"changes"`
+	Network   string       `json:"network"`
+	Egress    egressFields `json:"egress"`
+	Secrets   []string     `json:"exclude"`
+	Protected []string     `json:"protected"`
+	Risky     []string     `json:"risky"`
+	Library   bool         `json:"library"`
 }
 
 func nonNil(s []string) []string {
@@ -141,6 +142,7 @@ func viewAgent(a corral.Agent) agentView {
 		Accepted: a.Accepted,
 		Policy: policyView{
 			FS: a.Policy.FS, Changes: a.Policy.Changes, Network: a.Policy.Network, Library: a.Policy.Library,
+			Egress:  viewEgress(a.Policy.Egress),
 			Secrets: nonNil(a.Policy.Secrets), Protected: nonNil(a.Policy.Protected), Risky: nonNil(a.Policy.Risky),
 		},
 		Limits:    viewLimits(a.Limits),

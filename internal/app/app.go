@@ -97,6 +97,7 @@ type Parts struct {
 	Delegation   *service.Delegation
 	Documents    *service.Documents
 	Credentials  *service.Credentials
+	Egress       *service.Egress
 	Models       *service.Models
 	Nodes        *service.Nodes
 	Enrollment   *service.Enrollment

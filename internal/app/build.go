@@ -28,6 +28,11 @@ import (
 // for agent CLIs (their sessions' supervisors join them to it).
 const gatewaySocket = "gateway.sock"
 
+// egressSocket is where, under the data directory, the egress proxy
+// listens for the sessions' connections (role all), or the node carries
+// them to control from (role sandbox).
+const egressSocket = "egress.sock"
+
 // dbPath is the database's file in a data directory.
 func dbPath(data string) string { return filepath.Join(data, "corral.db") }
 
@@ -70,6 +75,7 @@ func (a *App) buildServer(ctx context.Context) error {
 		return err
 	}
 	a.Credentials = service.NewCredentials(db, key, cfg)
+	a.Egress = service.NewEgress(db, key, cfg)
 
 	// The machine that holds the workspaces, staged trees and sessions:
 	// this one (role all), or the sandbox nodes (control).
@@ -201,7 +207,7 @@ func (a *App) buildServer(ctx context.Context) error {
 		apiCfg.MaxStreams = max(1, a.guard.MaxConns()/2)
 	}
 	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
-		Credentials: a.Credentials, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes})
+		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes})
 	mux.Handle("/api/", a.API)
 	mux.Handle("/v1/", api.NotFound())
 	mux.Handle("/", webui.Handler())

@@ -22,7 +22,8 @@ func newLocalNode(c Config, log *slog.Logger) (*node.Local, error) {
 		Data: c.Data, UID: sandboxUser(), GID: sandboxUser(), Imports: c.Imports,
 		Git:   gitrepo.Config{CAFile: c.GitCAFile, MaxBytes: c.CloneMaxBytes, Egress: egress.Policy{AllowPrivate: c.EgressAllowPrivate}},
 		Grace: c.SessionGrace, Log: log,
-		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket), MaxSessions: c.MaxSessions,
+		ToolsDir: c.ToolsDir, GatewaySocket: filepath.Join(c.Data, gatewaySocket),
+		EgressSocket: filepath.Join(c.Data, egressSocket), MaxSessions: c.MaxSessions,
 	})
 }
 
@@ -54,6 +55,6 @@ func (a *App) buildNode(ctx context.Context) error {
 		}
 	}
 	a.agent, err = nodeagent.New(nodeagent.Config{Control: c.Control, Join: c.Join, Name: c.NodeName, Data: c.Data,
-		Node: local, Gateway: filepath.Join(c.Data, gatewaySocket), Log: log})
+		Node: local, Gateway: filepath.Join(c.Data, gatewaySocket), Egress: filepath.Join(c.Data, egressSocket), Log: log})
 	return err
 }

@@ -51,6 +51,7 @@ type Fleet struct {
 	cfg    Config
 
 	gw *conns // the sessions' gateway connections the nodes carried here
+	eg *conns // and their egress proxy connections
 	// carries says whether a run's session is on a node: a node carries
 	// gateway connections for its own sessions only (the Router's).
 	carries func(ctx context.Context, nodeID, runID string) bool
@@ -90,7 +91,7 @@ func New(enroll Enroller, cfg Config) *Fleet {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), changed: make(chan struct{}),
+	return &Fleet{enroll: enroll, cfg: cfg, live: map[string]*member{}, gw: newConns(), eg: newConns(), changed: make(chan struct{}),
 		away: map[string]time.Time{}, refused: map[string]Refusals{}}
 }
 
@@ -99,6 +100,12 @@ func New(enroll Enroller, cfg Config) *Fleet {
 // preamble first, as the node's supervisor wrote it): control's gateway
 // serves them (modelapi.Serve), as it does its own socket's in role all.
 func (f *Fleet) Gateway() net.Listener { return f.gw }
+
+// Egress is the connections sessions on the nodes make to the egress
+// proxy, which runs here, on control: the node carries bytes and holds
+// no secret. Each starts with the session's preamble, checked as the
+// gateway's are.
+func (f *Fleet) Egress() net.Listener { return f.eg }
 
 // RelayPath and JoinPath are where control takes nodes: outside /api/,
 // which is for people.
@@ -269,6 +276,7 @@ func (f *Fleet) keep(m *member) {
 const (
 	askRenew   = "renew"   // a fresh credential for this node, as JSON
 	askGateway = "gateway" // a session's connection to the gateway follows
+	askEgress  = "egress"  // a session's connection to the egress proxy follows
 )
 
 func (f *Fleet) serve(m *member) {
@@ -318,7 +326,7 @@ func (f *Fleet) answer(m *member, c net.Conn) {
 		c.Close()
 		return
 	}
-	switch strings.TrimSpace(string(line)) {
+	switch ask := strings.TrimSpace(string(line)); ask {
 	case askRenew:
 		defer c.Close()
 		cred, expires, err := f.enroll.Rotate(context.Background(), m.rec.ID)
@@ -327,10 +335,14 @@ func (f *Fleet) answer(m *member, c net.Conn) {
 			return
 		}
 		json.NewEncoder(c).Encode(JoinAnswer{NodeID: m.rec.ID, Credential: cred, Expires: expires})
-	case askGateway:
+	case askGateway, askEgress:
+		to := f.gw
+		if ask == askEgress {
+			to = f.eg
+		}
 		c, ok := f.gatewayConn(m, c, br)
 		c.SetReadDeadline(time.Time{}) // the preamble is read; the call has no deadline here
-		if !ok || !f.gw.push(c) {
+		if !ok || !to.push(c) {
 			c.Close()
 		}
 	default:
@@ -459,6 +471,7 @@ func (f *Fleet) Close() {
 		m.session.Close()
 	}
 	f.gw.Close()
+	f.eg.Close()
 }
 
 // conns is a net.Listener of connections handed to it.

@@ -48,6 +48,8 @@ type Config struct {
 	Exe string
 	// GatewaySocket is the server's gateway, for sessions that have it.
 	GatewaySocket string
+	// EgressSocket is the egress proxy, for sessions that have it.
+	EgressSocket string
 	// ToolsDir holds the agent CLIs (make tools), bound read-only at
 	// corral.ToolsDir into the sessions that run one.
 	ToolsDir string

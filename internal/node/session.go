@@ -89,6 +89,14 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 		}
 		gw = &supervisor.Gateway{Addr: corral.GatewayAddr, Socket: l.cfg.GatewaySocket, Session: spec.ID}
 	}
+	var eg *supervisor.Gateway
+	if spec.Egress {
+		if l.cfg.EgressSocket == "" {
+			os.RemoveAll(dir)
+			return corral.Errorf(corral.EUNAVAIL, "this node has no egress proxy")
+		}
+		eg = &supervisor.Gateway{Addr: corral.EgressAddr, Socket: l.cfg.EgressSocket, Session: spec.ID}
+	}
 	c, err := supervisor.Spawn(dir, supervisor.Config{
 		Session: sandbox.SessionSpec{Workspace: tree, Mode: mode, Tools: tools, Limits: sandbox.Limits{
 			CPU: spec.CPU, Wall: spec.Wall, Memory: spec.Memory, Pids: spec.Pids,
@@ -96,6 +104,7 @@ func (l *Local) StartSession(ctx context.Context, spec corral.SessionSpec) error
 		Sandbox: sbx,
 		Grace:   l.cfg.Grace,
 		Gateway: gw,
+		Egress:  eg,
 	}, l.cfg.Exe)
 	if err != nil {
 		os.RemoveAll(dir)

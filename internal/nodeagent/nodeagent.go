@@ -42,6 +42,11 @@ type Config struct {
 	// Gateway is the socket sessions reach the gateway by (node.Config's
 	// GatewaySocket): served here, each connection carried to control.
 	Gateway string
+	// Egress is the socket sessions reach the egress proxy by (node.Config's
+	// EgressSocket): served here, each connection carried to control,
+	// which runs the proxy (the node holds no secret, not even for one
+	// connection).
+	Egress string
 	Relay   relay.Config
 	// Renew is how often the credential is renewed. Default 1 hour.
 	Renew time.Duration
@@ -89,13 +94,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.cred = cred
 	a.mu.Unlock()
-	if a.cfg.Gateway != "" {
-		ln, err := relay.ListenSocket(a.cfg.Gateway)
+	for _, c := range []struct{ path, ask string }{{a.cfg.Gateway, "gateway"}, {a.cfg.Egress, "egress"}} {
+		if c.path == "" {
+			continue
+		}
+		ln, err := relay.ListenSocket(c.path)
 		if err != nil {
 			return err
 		}
 		defer ln.Close()
-		go a.gateway(ln)
+		go a.carry(ln, c.ask)
 	}
 	wait := time.Second
 	for ctx.Err() == nil {
@@ -237,11 +245,12 @@ func (a *Agent) save(cred string) error {
 	return nil
 }
 
-// gateway carries each session's connection to the gateway over the
-// relay to control: a stream that starts "gateway", then the bytes both
+// carry carries each session's connection to the gateway (or the egress
+// proxy) over the relay to control: a stream that starts with ask
+// ("gateway" or "egress"), then the bytes both
 // ways (the session's preamble first, written by its supervisor). While
 // the relay is down the connection is closed at once.
-func (a *Agent) gateway(ln net.Listener) {
+func (a *Agent) carry(ln net.Listener, ask string) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -260,7 +269,7 @@ func (a *Agent) gateway(ln net.Listener) {
 				return
 			}
 			defer up.Close()
-			if _, err := io.WriteString(up, "gateway\n"); err != nil {
+			if _, err := io.WriteString(up, ask+"\n"); err != nil {
 				return
 			}
 			done := make(chan struct{})

@@ -141,7 +141,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call corral.T
 	err = r.node.Exec(r.as(a.ctx, a.run), a.run.ID, corral.Command{
 		ID:        cmdID,
 		Argv:      spec.argv,
-		Env:       corral.SessionEnv("/tmp"),
+		Env:       r.sessionEnv("/tmp"),
 		Stdin:     spec.stdin,
 		Timeout:   min(commandTimeout, max(time.Until(deadline), time.Millisecond)),
 		OutputMax: outputMax(agent.Limits),

@@ -110,7 +110,7 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 			return r.failed(a, safeMessage(err), err), agent, true
 		}
 		spec := sessionSpec(*run, agent, timeout)
-		spec.Gateway, spec.Tools = true, run.Driver
+		spec.Gateway, spec.Egress, spec.Tools = true, r.cfg.EgressCA != nil, run.Driver
 		if agent.Limits.MemoryBytes == 0 {
 			// The CLIs need more than a tool command does; an agent's own
 			// limit stands, and a CLI that crosses it is a memory violation.
@@ -125,11 +125,18 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		if err := r.writeFiles(a, inv.Files); err != nil {
 			return r.failed(a, "the CLI's configuration could not be written", err), agent, true
 		}
+		if err := r.installCA(a); err != nil {
+			return r.failed(a, "the egress proxy's CA could not be installed in the sandbox", err), agent, true
+		}
+		env := inv.Env
+		if r.cfg.EgressCA != nil {
+			env = append(env, egressEnv()...)
+		}
 		if !r.setCommand(a, "") {
 			return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, true
 		}
 		err = r.node.Exec(r.as(ctx, *run), run.ID, corral.Command{
-			ID: cmdID, Argv: inv.Argv, Env: inv.Env, Stdin: inv.Stdin,
+			ID: cmdID, Argv: inv.Argv, Env: env, Stdin: inv.Stdin,
 			Timeout:   max(time.Until(deadline), time.Millisecond),
 			OutputMax: cliOutputMax,
 		})
@@ -331,22 +338,30 @@ func (r *Runner) writeFiles(a *active, files map[string][]byte) error {
 		if err != nil {
 			return err
 		}
-		var offset int64
-		for {
-			o, err := r.node.Output(a.ctx, a.run.ID, id, offset, true)
-			if err != nil {
-				return err
-			}
-			offset += int64(len(o.Data))
-			if o.Exit != nil {
-				if o.Exit.Code != 0 {
-					return fmt.Errorf("writing %s: exit %d", path, o.Exit.Code)
-				}
-				break
-			}
+		if err := r.waitQuiet(a, id); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// waitQuiet waits for a set-up command of the run to end: an error when
+// it exits other than 0.
+func (r *Runner) waitQuiet(a *active, id string) error {
+	var offset int64
+	for {
+		o, err := r.node.Output(a.ctx, a.run.ID, id, offset, true)
+		if err != nil {
+			return err
+		}
+		offset += int64(len(o.Data))
+		if o.Exit != nil {
+			if o.Exit.Code != 0 {
+				return fmt.Errorf("exit %d", o.Exit.Code)
+			}
+			return nil
+		}
+	}
 }
 
 // lastLines is the last n lines of s.

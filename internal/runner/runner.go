@@ -80,8 +80,13 @@ type Config struct {
 	// HistoryBytes bounds how much of earlier runs' conversation a new run
 	// sends. Default 256 KiB.
 	HistoryBytes int
-	Now          func() time.Time
-	Log          *slog.Logger
+	// EgressCA is the certificate (PEM) of the CA the egress proxy
+	// terminates HTTPS with: each agent run's session then reaches the
+	// proxy, its commands are given it, and they trust the CA. Nil: this
+	// server has no egress proxy, and runs reach nothing but the gateway.
+	EgressCA []byte
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -145,9 +150,13 @@ type active struct {
 	stopping bool
 	stopped  chan struct{} // closed by the first stop: ends a model call's wait to retry
 	killed   bool
-	cmdID    string  // the tool command running now in the run's session, if any
-	callID   string  // its tool call
-	out      *output // and its output so far
+	// violation: why the run was killed, when a limit outside the sandbox
+	// killed it (the egress proxy's caps), in words for viewers.
+	violation       corral.Violation
+	violationReason string
+	cmdID           string  // the tool command running now in the run's session, if any
+	callID          string  // its tool call
+	out             *output // and its output so far
 	// budgetNeed: the gateway refused one of the run's CLI's model calls
 	// for the agent's budget, one that needed this many tokens left; the
 	// run pauses when its CLI has ended.
@@ -419,8 +428,13 @@ func (r *Runner) loop(a *active, msg *corral.Message, reattach bool) (outcome, c
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if !reattach {
-		if err := r.node.StartSession(r.as(ctx, *run), sessionSpec(*run, agent, timeout)); err != nil {
+		spec := sessionSpec(*run, agent, timeout)
+		spec.Egress = r.cfg.EgressCA != nil
+		if err := r.node.StartSession(r.as(ctx, *run), spec); err != nil {
 			return r.failed(a, "the sandbox could not be started: "+safeMessage(err), err), agent, true
+		}
+		if err := r.installCA(a); err != nil {
+			return r.failed(a, "the egress proxy's CA could not be installed in the sandbox", err), agent, true
 		}
 	}
 	if pending != nil {
@@ -537,6 +551,12 @@ func (r *Runner) interrupted(a *active, runCtx context.Context) (outcome, bool) 
 	stopping, killed := a.state()
 	switch {
 	case killed:
+		a.mu.Lock()
+		v, why := a.violation, a.violationReason
+		a.mu.Unlock()
+		if v != "" {
+			return outcome{status: corral.RunErrored, violation: v, reason: why}, true
+		}
 		return outcome{status: corral.RunKilled, reason: "killed on request"}, true
 	case r.base.Err() != nil:
 		return outcome{shutdown: true}, true

@@ -8,6 +8,7 @@ import (
 	"corral"
 	"corral/internal/access"
 	"corral/internal/auth"
+	"corral/internal/egress"
 	"corral/internal/glob"
 	"corral/internal/sanitize"
 )
@@ -112,7 +113,8 @@ type AgentInput struct {
 	FS           *string
 	Changes      *string
 	Network      *string
-	Secrets      *[]string // globs; nil leaves them as they are
+	Egress       *corral.Egress // the whole allow-list; nil leaves it as it is
+	Secrets      *[]string      // globs; nil leaves them as they are
 	Protected    *[]string
 	Risky        *[]string
 	// Library: search the shared library for the agent (off for a new
@@ -211,8 +213,15 @@ func apply(a *corral.Agent, in AgentInput) error {
 	if err := setEnum(&a.Policy.Changes, in.Changes, "policy.changes", corral.ChangesReview, corral.ChangesAuto); err != nil {
 		return err
 	}
-	if err := setEnum(&a.Policy.Network, in.Network, "policy.network", corral.NetworkNone); err != nil {
+	if err := setEnum(&a.Policy.Network, in.Network, "policy.network", corral.NetworkNone, corral.NetworkAllowlist); err != nil {
 		return err
+	}
+	if in.Egress != nil {
+		e, err := egress.Normalize(*in.Egress)
+		if err != nil {
+			return err
+		}
+		a.Policy.Egress = e
 	}
 	if in.Library != nil {
 		a.Policy.Library = *in.Library

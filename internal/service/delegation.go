@@ -212,7 +212,7 @@ func narrower(p corral.Agent, spec corral.AgentSpec) (AgentInput, error) {
 	library := p.Policy.Library
 	in := AgentInput{
 		Name: &name, Instructions: &instructions, Model: &p.Model, Driver: &builtin,
-		FS: &fs, Changes: &review, Network: &network,
+		FS: &fs, Changes: &review, Network: &network, Egress: &p.Policy.Egress,
 		Secrets: &secrets, Protected: &protected, Risky: &risky, Library: &library,
 	}
 	l := p.Limits

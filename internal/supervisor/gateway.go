@@ -8,7 +8,7 @@ import (
 	"corral"
 )
 
-// Gateway is Corral's gateway as a session reaches it: a port on the
+// Gateway is Corral's gateway (or its egress proxy) as a session reaches it: a port on the
 // session's own loopback (Addr, such as 127.0.0.1:41300), each connection
 // to which the supervisor joins to the server's gateway socket (Socket, a
 // unix socket on the host). Nothing enters the sandbox but the port. Each

@@ -140,8 +140,11 @@ func start(dir string, cfg Config, log *slog.Logger) (*supervisor, error) {
 	s := &supervisor{dir: dir, cfg: cfg, log: log, sess: sess, ln: ln,
 		state: State{PID: os.Getpid(), State: StateRunning, StartedAt: time.Now().UTC()},
 		cmds:  map[string]*command{}, conns: map[*conn]struct{}{}}
-	if cfg.Gateway != nil {
-		if err := s.serveGateway(*cfg.Gateway); err != nil {
+	for _, g := range []*Gateway{cfg.Gateway, cfg.Egress} {
+		if g == nil {
+			continue
+		}
+		if err := s.serveGateway(*g); err != nil {
 			ln.Close()
 			sess.End()
 			sess.Wait()

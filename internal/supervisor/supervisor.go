@@ -65,6 +65,9 @@ type Config struct {
 	Grace time.Duration
 	// Gateway, when set, is served inside the session: see gateway.go.
 	Gateway *Gateway `json:",omitempty"`
+	// Egress, when set, is the egress proxy served inside the session
+	// the same way (at corral.EgressAddr).
+	Egress *Gateway `json:",omitempty"`
 }
 
 // Session states, in state.json.

@@ -53,6 +53,12 @@ const (
 	// turn, a tool call, a result), bounded in size.
 	Transcript = "transcript"
 
+	// EgressDenied: the egress proxy refused a request of the run: host,
+	// port, method, path and the rule's words. Egress: what the run
+	// exchanged with one host, once its connections to it have closed.
+	EgressDenied = "egress_denied"
+	Egress       = "egress"
+
 	TerminalOpened = "terminal_opened" // a person opened the run's terminal
 	TerminalClosed = "terminal_closed" // and closed it: who, and the bytes each way
 )

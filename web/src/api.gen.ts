@@ -328,6 +328,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/egress/presets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The registries an allow-list may name by preset
+         * @description Any signed-in user. Each preset (`policy.egress.presets`) with the hosts it allows.
+         */
+        get: operations["listEgressPresets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents": {
         parameters: {
             query?: never;
@@ -1154,6 +1174,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the agent's secrets
+         * @description viewer+. Names, hosts and headers, oldest first: never a value.
+         */
+        get: operations["listSecrets"];
+        put?: never;
+        /**
+         * Add a secret the egress proxy sends to one host
+         * @description editor+. The value is sealed with the server's secret key (bound to the row, its agent and host) and never answered, logged or traced, and never enters a sandbox: the egress proxy adds `header: value` to the requests a run of the agent makes to `host` (replacing any the run sent), terminating HTTPS for that host with the deployment's CA, which the sandbox trusts. The host must also be on the allow-list to be reached.
+         */
+        post: operations["createSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/secrets/{secret_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+                /** @description An agent secret's id. */
+                secret_id: components["parameters"]["SecretId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a secret
+         * @description editor+. The next connection of a run goes without it.
+         */
+        delete: operations["deleteSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/library/documents": {
         parameters: {
             query?: never;
@@ -1359,10 +1431,20 @@ export interface components {
              */
             changes: "review" | "auto";
             /**
-             * @description A run's network access.
+             * @description A run's network access: `none` (the default) reaches nothing but Corral's gateway; `allowlist` gives every process of the run the egress proxy at `HTTP_PROXY`/`HTTPS_PROXY` (`http://127.0.0.1:41301` inside the sandbox), which reaches the hosts of `egress` and nothing else. There is no DNS inside: the proxy resolves.
              * @enum {string}
              */
-            network: "none";
+            network: "none" | "allowlist";
+            /** @description The allow-list `allowlist` reaches: `presets` (see GET /api/egress/presets) and `allow`, each a host (`registry.example.com`, an IP address, or `*.example.com` for the hosts under it) with optional `ports` (default 80 and 443), `methods` and path prefixes `paths` (default any; a rule that names either is checked per request, so its HTTPS is terminated by the proxy). Edits apply to a run's next connection. An agent created by a run's create_agent has its parent's. */
+            egress: {
+                allow: {
+                    host: string;
+                    ports: number[];
+                    methods: string[];
+                    paths: string[];
+                }[];
+                presets: string[];
+            };
             /** @description Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral. */
             exclude: string[];
             /** @description Globs of paths whose changes are denied, on top of the built-in rules. */
@@ -1645,7 +1727,17 @@ export interface components {
                 /** @enum {string} */
                 changes?: "review" | "auto";
                 /** @enum {string} */
-                network?: "none";
+                network?: "none" | "allowlist";
+                /** @description The whole allow-list, replacing the one there is: `{allow: [{host, ports?, methods?, paths?}], presets?: [...]}`; at most 100 rules. */
+                egress?: {
+                    allow: {
+                        host: string;
+                        ports: number[];
+                        methods: string[];
+                        paths: string[];
+                    }[];
+                    presets: string[];
+                };
                 /** @description Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral. */
                 exclude?: string[];
                 /** @description Globs of paths whose changes are denied, on top of the built-in rules. */
@@ -2268,6 +2360,8 @@ export interface components {
         CredentialId: string;
         /** @description A document's id. */
         DocumentId: string;
+        /** @description An agent secret's id. */
+        SecretId: string;
         /** @description A node's id. */
         NodeId: string;
     };
@@ -2748,6 +2842,32 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LimitsInfo"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+        };
+    };
+    listEgressPresets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The presets, by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            name: string;
+                            hosts: string[];
+                        }[];
+                    };
                 };
             };
             401: components["responses"]["Unauthenticated"];
@@ -4055,6 +4175,144 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The secrets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            id: string;
+                            name: string;
+                            host: string;
+                            header: string;
+                            created_at: string;
+                        }[];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            /** @description 503 `unavailable`: the server keeps no secrets (started without a secret key). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    host: string;
+                    header: string;
+                    value: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Stored, without its value. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        name: string;
+                        host: string;
+                        header: string;
+                        created_at: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description 409 `conflict`: the agent has a secret of that name. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description 413 `too_large`: the value is over 4096 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description 503 `unavailable`: the server keeps no secrets (started without a secret key). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+                /** @description An agent secret's id. */
+                secret_id: components["parameters"]["SecretId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };

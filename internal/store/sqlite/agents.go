@@ -85,11 +85,25 @@ var agentsForQuery = `
 		JOIN agents a ON a.id = l.agent_id JOIN users o ON o.id = a.owner_id
 	WHERE m.user_id = ?1 AND a.owner_id <> ?1`
 
-// agentGlobs is how an agent's path globs are stored: one JSON column.
+// agentGlobs is how an agent's policy lists are stored: one JSON column,
+// its path globs and its egress allow-list.
 type agentGlobs struct {
-	Secrets   []string `json:"secrets,omitempty"`
-	Protected []string `json:"protected,omitempty"`
-	Risky     []string `json:"risky,omitempty"`
+	Secrets   []string     `json:"secrets,omitempty"`
+	Protected []string     `json:"protected,omitempty"`
+	Risky     []string     `json:"risky,omitempty"`
+	Egress    *agentEgress `json:"egress,omitempty"`
+}
+
+type agentEgress struct {
+	Allow   []egressRule `json:"allow,omitempty"`
+	Presets []string     `json:"presets,omitempty"`
+}
+
+type egressRule struct {
+	Host    string   `json:"host"`
+	Ports   []int    `json:"ports,omitempty"`
+	Methods []string `json:"methods,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
 }
 
 // driverOf is an agent's driver as stored: the domain's "" is the
@@ -102,7 +116,14 @@ func driverOf(a corral.Agent) string {
 }
 
 func globsOf(p corral.Policy) string {
-	b, _ := json.Marshal(agentGlobs{Secrets: p.Secrets, Protected: p.Protected, Risky: p.Risky}) // cannot fail
+	g := agentGlobs{Secrets: p.Secrets, Protected: p.Protected, Risky: p.Risky}
+	if len(p.Egress.Allow) > 0 || len(p.Egress.Presets) > 0 {
+		g.Egress = &agentEgress{Presets: p.Egress.Presets}
+		for _, r := range p.Egress.Allow {
+			g.Egress.Allow = append(g.Egress.Allow, egressRule(r))
+		}
+	}
+	b, _ := json.Marshal(g) // cannot fail
 	return string(b)
 }
 
@@ -128,6 +149,12 @@ func scanAgent(s scanner) (corral.Agent, error) {
 			return corral.Agent{}, fmt.Errorf("agent %s: globs: %w", a.ID, err)
 		}
 		a.Policy.Secrets, a.Policy.Protected, a.Policy.Risky = g.Secrets, g.Protected, g.Risky
+		if g.Egress != nil {
+			a.Policy.Egress.Presets = g.Egress.Presets
+			for _, r := range g.Egress.Allow {
+				a.Policy.Egress.Allow = append(a.Policy.Egress.Allow, corral.EgressRule(r))
+			}
+		}
 	}
 	if access < int(corral.LevelNone) || access > int(corral.LevelOwner) {
 		return corral.Agent{}, fmt.Errorf("agent %s: access rank %d out of range", a.ID, access)
