@@ -25,6 +25,7 @@ function serve(a: Agent, models: ModelList | null = scripted) {
   return serveRoutes((method, url, body) => {
     if (url === '/api/models') return models ? [200, models] : [503, { error: { code: 'unavailable', message: 'no' } }]
     if (url === '/api/limits') return [200, defaults]
+    if (url === '/api/egress/presets' || url === '/api/agents/agt_1/secrets') return [200, { items: [] }]
     if (url !== '/api/agents/agt_1') return undefined
     if (method === 'GET') return [200, a]
     if (method === 'PATCH') return [200, { ...a, ...(body as object) }]

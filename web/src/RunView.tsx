@@ -14,11 +14,12 @@ import { ErrorText, Loading, noAccessText } from './feedback'
 import { finished, initialLive, isTerminal, liveReducer, parseData, type LiveState } from './live'
 import { canStop } from './runs'
 import { Markdown } from './Markdown'
+import { useHostAllower } from './Network'
 import { canOpenTerminal, endWord } from './terminal'
 import { toTimeline } from './timeline'
 import { Timeline } from './Timeline'
 import { printedLines } from './transcript'
-import type { Can, Run, TraceEvent, User } from './types'
+import type { Agent, Can, Run, TraceEvent, User } from './types'
 
 // xterm.js is loaded only when someone opens a terminal.
 const Terminal = lazy(() => import('./Terminal').then((m) => ({ default: m.Terminal })))
@@ -36,6 +37,10 @@ interface Props {
   onTrace?: (ev: TraceEvent) => void
   /** Called with the run's state as it changes (the run page's summary follows it). */
   onState?: (s: LiveState) => void
+  /** The run's agent: a request its egress proxy refused offers "Allow this host" to those who may edit it. */
+  agent?: Agent
+  /** Called with the agent as the server answers once a host was allowed. */
+  onAgentChange?: (a: Agent) => void
 }
 
 /** The agents a run's trace names by id: those it delegated to, or was refused. */
@@ -48,7 +53,7 @@ function delegatedAgents(events: TraceEvent[]): string[] {
   return ids
 }
 
-export function RunView({ run, can, me, onEnded, compact, onTrace, onState }: Props) {
+export function RunView({ run, can, me, onEnded, compact, onTrace, onState, agent, onAgentChange }: Props) {
   const [state, dispatch] = useReducer(liveReducer, run, (r) => initialLive(r.id, r.status))
   const endedAtStart = useRef(isTerminal(run.status))
   const reported = useRef(false)
@@ -159,6 +164,7 @@ export function RunView({ run, can, me, onEnded, compact, onTrace, onState }: Pr
 
   const agentIds = useMemo(() => delegatedAgents(state.events), [state.events])
   const names = useAgentNames(agentIds)
+  const allower = useHostAllower(agent, onAgentChange)
   let items = toTimeline(state.events, { names, driver: run.driver })
   if (compact) items = items.filter((i) => i.type !== 'usage')
   const going = !finished(state)
@@ -189,7 +195,7 @@ export function RunView({ run, can, me, onEnded, compact, onTrace, onState }: Pr
           <Terminal runId={run.id} />
         </Suspense>
       )}
-      <Timeline items={items} label="Run timeline" />
+      <Timeline items={items} label="Run timeline" allower={allower} />
       {liveOutput && (
         <section className="streaming" aria-label="Tool output so far">
           <span className="muted">

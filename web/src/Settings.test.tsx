@@ -10,6 +10,7 @@ afterEach(() => vi.unstubAllGlobals())
 
 function serve(a: Agent) {
   return serveRoutes((method, url, body) => {
+    if (url === '/api/egress/presets' || url === '/api/agents/agt_1/secrets') return [200, { items: [] }]
     if (url !== '/api/agents/agt_1') return undefined
     if (method === 'GET') return [200, a]
     if (method === 'PATCH') return [200, { ...a, ...(body as object) }]

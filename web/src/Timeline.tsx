@@ -1,10 +1,14 @@
 import { formatClock } from './format'
 import { Markdown } from './Markdown'
+import { AllowHostButton, type HostAllower } from './Network'
 import { Link } from './router'
 import type { TimelineItem } from './timeline'
 
-/** A run's trace as a list of what happened, in order. */
-export function Timeline({ items, label }: { items: TimelineItem[]; label: string }) {
+/**
+ * A run's trace as a list of what happened, in order. With allower (for
+ * those who may edit the agent), a refused request offers to allow its host.
+ */
+export function Timeline({ items, label, allower }: { items: TimelineItem[]; label: string; allower?: HostAllower }) {
   if (items.length === 0) return <p className="muted">Nothing has happened yet.</p>
   return (
     <ol className="timeline" aria-label={label}>
@@ -30,6 +34,7 @@ export function Timeline({ items, label }: { items: TimelineItem[]; label: strin
               <pre className="tl-detail">{it.fold.text}</pre>
             </details>
           )}
+          {it.refused && allower && <AllowHostButton host={it.refused.host} port={it.refused.port} allower={allower} />}
         </li>
       ))}
     </ol>

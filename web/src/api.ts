@@ -2,9 +2,9 @@
 // session cookie, JSON in and out, error answers turned into ApiError.
 
 import { ApiError, errorFromAnswer, networkError } from './errors'
+import type { AgentRequestWithEgress, AgentSecret, EgressPreset, SecretRequest } from './egress'
 import type {
   Agent,
-  AgentRequest,
   ChangeSet,
   Commit,
   Credential,
@@ -151,12 +151,20 @@ export const api = {
 
   agents: () => request<Items<Agent>>('GET', '/api/agents').then((a) => a.items),
   agent: (id: string) => request<Agent>('GET', `/api/agents/${enc(id)}`),
-  createAgent: (body: AgentRequest) => request<Agent>('POST', '/api/agents', body),
-  updateAgent: (id: string, body: AgentRequest) => request<Agent>('PATCH', `/api/agents/${enc(id)}`, body),
+  createAgent: (body: AgentRequestWithEgress) => request<Agent>('POST', '/api/agents', body),
+  /** Changes what body names; `policy.egress`, when sent, replaces the whole allow-list. */
+  updateAgent: (id: string, body: AgentRequestWithEgress) => request<Agent>('PATCH', `/api/agents/${enc(id)}`, body),
   deleteAgent: (id: string) => request<void>('DELETE', `/api/agents/${enc(id)}`),
   releaseAgent: (id: string) => request<Agent>('POST', `/api/agents/${enc(id)}/release`),
   /** Accept an agent shared with the caller as a delegation target of their runs. */
   acceptAgent: (id: string) => request<void>('POST', `/api/agents/${enc(id)}/accept`),
+  /** The well-known registries an agent's allow-list may name by preset, with their hosts. */
+  egressPresets: () => request<Items<EgressPreset>>('GET', '/api/egress/presets').then((a) => a.items),
+  /** The agent's secrets: name, host and header, never a value. */
+  secrets: (id: string) => request<Items<AgentSecret>>('GET', `/api/agents/${enc(id)}/secrets`).then((a) => a.items),
+  /** Stores a secret; the answer, like every later one, holds no value. */
+  createSecret: (id: string, body: SecretRequest) => request<AgentSecret>('POST', `/api/agents/${enc(id)}/secrets`, body),
+  deleteSecret: (id: string, secretId: string) => request<void>('DELETE', `/api/agents/${enc(id)}/secrets/${enc(secretId)}`),
 
   grants: (id: string) => request<Items<Grant>>('GET', `/api/agents/${enc(id)}/grants`).then((a) => a.items),
   grantByEmail: (id: string, email: string, level: GrantLevel) =>

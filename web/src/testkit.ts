@@ -4,6 +4,7 @@
 // files import this.
 
 import { vi } from 'vitest'
+import type { Egress, NetworkMode } from './egress'
 import type { Action, Agent, Can, Level } from './types'
 
 const levels: readonly Level[] = ['viewer', 'runner', 'editor', 'owner']
@@ -60,6 +61,15 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
     pending_changes: 0,
     can: canAt(access),
   }
+}
+
+/**
+ * agentAt with a network and an egress allow-list (the generated Agent type
+ * has neither yet: see egress.ts).
+ */
+export function agentWithEgress(access: Level, network: NetworkMode, egress: Egress): Agent {
+  const a = agentAt(access)
+  return { ...a, policy: { ...a.policy, network, egress } as unknown as Agent['policy'] }
 }
 
 export interface Call {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import type { TraceTypeWithEgress } from './egress'
 import { describeArguments, mergeEvents, toTimeline, toTimelineItem } from './timeline'
 import type { TraceEvent, TraceType } from './types'
 
@@ -410,4 +411,50 @@ describe('a delegate call', () => {
   it('leaves a terminal run’s start without a model', () => {
     expect(toTimelineItem(ev(1, 'started', { driver: 'terminal', fs: 'read-write', changes: 'review' })).facts).toEqual(['workspace read-write', 'changes: review'])
   })
+})
+
+describe('the egress proxy’s events', () => {
+  // Not in the generated TraceType until the server's side lands (see egress.ts).
+  const egressEv = (seq: number, type: TraceTypeWithEgress, data: Record<string, unknown>) => ev(seq, type as TraceType, data)
+  const cases: { name: string; event: TraceEvent; title: string; facts: string[]; tone: string; refused?: { host: string; port?: number } }[] = [
+    {
+      name: 'a refused request, with the proxy’s words on why',
+      event: egressEv(1, 'egress_denied', { host: 'registry.example.com', port: 443, method: 'GET', path: '/left-pad', rule: 'host not on the allow-list' }),
+      title: 'Refused: GET registry.example.com:443/left-pad — host not on the allow-list',
+      facts: [],
+      tone: 'warn',
+      refused: { host: 'registry.example.com', port: 443 },
+    },
+    {
+      name: 'a refused tunnel, with no method or path',
+      event: egressEv(2, 'egress_denied', { host: 'evil.example', port: 22 }),
+      title: 'Refused: evil.example:22',
+      facts: [],
+      tone: 'warn',
+      refused: { host: 'evil.example', port: 22 },
+    },
+    {
+      name: 'a host’s summary',
+      event: egressEv(3, 'egress', { host: 'registry.npmjs.org', requests: 12, bytes_in: 3565158, bytes_out: 2048 }),
+      title: 'registry.npmjs.org: 12 requests, 3.4 MiB in',
+      facts: ['2.0 KiB out'],
+      tone: 'info',
+    },
+    {
+      name: 'one request',
+      event: egressEv(4, 'egress', { host: 'pypi.org', requests: 1, bytes_in: 512, bytes_out: 0 }),
+      title: 'pypi.org: 1 request, 512 B in',
+      facts: ['0 B out'],
+      tone: 'info',
+    },
+  ]
+  for (const c of cases) {
+    it(c.name, () => {
+      const item = toTimelineItem(c.event)
+      expect(item.title).toBe(c.title)
+      expect(item.facts).toEqual(c.facts)
+      expect(item.tone).toBe(c.tone)
+      expect(item.refused).toEqual(c.refused)
+    })
+  }
 })

@@ -3,7 +3,8 @@
 // steps are internal/driver's Event).
 
 import { driverInfo, isCLI, protocolName } from './drivers'
-import { formatConfidence, formatScore, shortId } from './format'
+import type { TraceTypeWithEgress } from './egress'
+import { formatBytes, formatConfidence, formatScore, shortId } from './format'
 import { endWord } from './terminal'
 import { bounded, num, plural, printedLines, str, toolStep, transcriptStep, type Data, type Fold, type Step } from './transcript'
 import type { TraceEvent } from './types'
@@ -28,6 +29,8 @@ export interface TimelineItem {
   markdown?: string
   /** Longer text shown folded: a command's output, a file's new content. */
   fold?: Fold
+  /** A request the egress proxy refused (`egress_denied`): the entry may offer to allow its host. */
+  refused?: { host: string; port?: number }
 }
 
 /** What the page knows beside the events. */
@@ -118,7 +121,8 @@ export function toTimelineItem(ev: TraceEvent, opts: TimelineOptions = {}): Time
   const d: Data = ev.data && typeof ev.data === 'object' ? ev.data : {}
   const base = { seq: ev.seq, at: ev.at, type: ev.type }
   const facts: string[] = []
-  switch (ev.type) {
+  // The cast goes once api.gen.ts's TraceType has the egress events (see egress.ts).
+  switch (ev.type as TraceTypeWithEgress) {
     case 'admitted': {
       const bytes = num(d.prompt_bytes)
       if (bytes !== undefined) facts.push(`prompt ${plural(bytes, 'byte')}`)
@@ -362,6 +366,31 @@ export function toTimelineItem(ev: TraceEvent, opts: TimelineOptions = {}): Time
         detail,
         facts,
         // Finding nothing is retrieval working as meant (no weak passages), not a fault.
+        tone: 'info',
+      }
+    }
+    case 'egress_denied': {
+      // A request the egress proxy refused, and the proxy's words on why.
+      const host = str(d.host)
+      const port = num(d.port)
+      const target = host ? `${host}${port !== undefined ? `:${port}` : ''}${str(d.path) ?? ''}` : 'a host'
+      const rule = str(d.rule)
+      return {
+        ...base,
+        title: `Refused: ${[str(d.method), target].filter(Boolean).join(' ')}${rule ? ` — ${rule}` : ''}`,
+        facts,
+        tone: 'warn',
+        refused: host ? { host, port } : undefined,
+      }
+    }
+    case 'egress': {
+      // What a run exchanged with one host through the egress proxy.
+      const out = num(d.bytes_out)
+      if (out !== undefined) facts.push(`${formatBytes(out)} out`)
+      return {
+        ...base,
+        title: `${str(d.host) ?? 'a host'}: ${plural(num(d.requests) ?? 0, 'request')}, ${formatBytes(num(d.bytes_in) ?? 0)} in`,
+        facts,
         tone: 'info',
       }
     }

@@ -119,6 +119,7 @@ export function AgentPage({ id }: { id: string }) {
             void runs.reload()
           }}
           onRunEnded={onRunEnded}
+          onAgentChange={agent.setData}
           me={user}
         />
       )}
@@ -140,6 +141,7 @@ function Conversation({
   watchedStatus,
   onSent,
   onRunEnded,
+  onAgentChange,
   me,
 }: {
   agent: Agent
@@ -149,6 +151,7 @@ function Conversation({
   watchedStatus?: string
   onSent: (m: Message, r: Run) => void
   onRunEnded: () => void
+  onAgentChange: (a: Agent) => void
   me: ReturnType<typeof useSession>['user']
 }) {
   // The watched run's status as its event stream says, ahead of the runs list's next poll.
@@ -197,7 +200,17 @@ function Conversation({
               open run {shortId(watched.id)}
             </Link>
           </h2>
-          <RunView key={watched.id} run={watched} can={agent.can} me={me} onEnded={onRunEnded} onState={onState} compact />
+          <RunView
+            key={watched.id}
+            run={watched}
+            can={agent.can}
+            me={me}
+            onEnded={onRunEnded}
+            onState={onState}
+            agent={agent}
+            onAgentChange={onAgentChange}
+            compact
+          />
         </section>
       )}
       {agent.can.includes('send_message') ? (

@@ -163,7 +163,17 @@ export function RunPage({ id }: { id: string }) {
       <RunTree run={r} refresh={treeAsked} />
       <h2>Trace</h2>
       {a ? (
-        <RunView key={r.id} run={r} can={a.can} me={user} onEnded={() => void run.reload()} onTrace={onTrace} onState={setLive} />
+        <RunView
+          key={r.id}
+          run={r}
+          can={a.can}
+          me={user}
+          onEnded={() => void run.reload()}
+          onTrace={onTrace}
+          onState={setLive}
+          agent={a}
+          onAgentChange={agent.setData}
+        />
       ) : (
         <Loading what="the trace" />
       )}

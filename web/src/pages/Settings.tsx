@@ -1,17 +1,21 @@
 // Creating an agent and changing its settings. An editor changes the
-// instructions, model, driver, policy and limits; only the owner sets the
-// budget and deletes; a viewer or runner reads the settings.
+// instructions, model, driver, policy (its network too) and limits, and
+// adds and deletes its secrets; only the owner sets the budget and
+// deletes; a viewer or runner reads the settings and the secrets' list.
 
 import { useEffect, useState, type FormEvent, type ReactNode } from 'react'
 import { api } from '../api'
 import { AgentHeader } from '../AgentHeader'
 import { driverFieldHint, driverInfo, drivers } from '../drivers'
+import type { AgentRequestWithEgress } from '../egress'
 import { ApiError, errorMessage, isNotFound } from '../errors'
 import { ErrorText, Loading, NoAccess, useLoad } from '../feedback'
 import { Field } from '../Field'
 import { ModelPicker } from '../ModelPicker'
+import { NetworkFacts, NetworkFieldset, networkRequestOf, networkValuesOf, type NetworkValues } from '../Network'
 import { navigate } from '../router'
-import type { Agent, AgentRequest, Driver, Limits, Policy } from '../types'
+import { SecretsSection } from '../Secrets'
+import type { Agent, Driver, Limits, Policy } from '../types'
 import { defaultWords, formatLimit, fromHuman, limitFields, toHuman, units, type HumanValue } from '../units'
 
 interface FormValues {
@@ -22,6 +26,7 @@ interface FormValues {
   fs: Policy['fs']
   changes: Policy['changes']
   library: boolean
+  net: NetworkValues
   limits: Record<keyof Limits, HumanValue>
   budget: string
 }
@@ -37,6 +42,7 @@ function valuesOf(a?: Agent): FormValues {
     fs: a?.policy.fs ?? 'read-write',
     changes: a?.policy.changes ?? 'review',
     library: a?.policy.library ?? false,
+    net: networkValuesOf(a),
     limits,
     budget: String(a?.budget.tokens ?? 0),
   }
@@ -46,8 +52,8 @@ const libraryHint =
   'Search the documents anyone on this server publishes to the library, besides the agent’s own. ' +
   'They reach the model marked as untrusted material written by other people, not instructions.'
 
-/** Builds the request body, or throws an ApiError-like message for a number that is not one. */
-function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
+/** Builds the request body, or throws an ApiError-like message for a number (or an allowed host) that is not one. */
+function requestOf(v: FormValues, withBudget: boolean, withNetwork: boolean): AgentRequestWithEgress {
   const whole = (label: string, s: string): number => {
     const t = s.trim()
     if (t === '') return 0
@@ -62,12 +68,20 @@ function requestOf(v: FormValues, withBudget: boolean): AgentRequest {
       throw new ApiError(400, 'invalid_input', `${f.label} ${(err as Error).message}`)
     }
   }
-  const body: AgentRequest = {
+  let network: Partial<ReturnType<typeof networkRequestOf>> = {}
+  if (withNetwork) {
+    try {
+      network = networkRequestOf(v.net)
+    } catch (err) {
+      throw new ApiError(400, 'invalid_input', (err as Error).message)
+    }
+  }
+  const body: AgentRequestWithEgress = {
     name: v.name.trim(),
     instructions: v.instructions,
     model: v.model.trim(),
     driver: v.driver,
-    policy: { fs: v.fs, changes: v.changes, library: v.library },
+    policy: { fs: v.fs, changes: v.changes, library: v.library, ...network },
     limits,
   }
   if (withBudget) body.budget = { tokens: whole('Token budget', v.budget) }
@@ -116,13 +130,16 @@ export function AgentForm({
   agent,
   submitLabel,
   withBudget,
+  withNetwork = false,
   onSubmit,
   children,
 }: {
   agent?: Agent
   submitLabel: string
   withBudget: boolean
-  onSubmit: (body: AgentRequest) => Promise<void>
+  /** Offers the network (none or the egress allow-list) and sends it. */
+  withNetwork?: boolean
+  onSubmit: (body: AgentRequestWithEgress) => Promise<void>
   /** More fields, after the agent's own (the new-agent page's workspace source). */
   children?: ReactNode
 }) {
@@ -139,7 +156,7 @@ export function AgentForm({
     setSaved(false)
     setBusy(true)
     try {
-      await onSubmit(requestOf(v, withBudget))
+      await onSubmit(requestOf(v, withBudget, withNetwork))
       setSaved(true)
     } catch (err) {
       setError(err)
@@ -212,6 +229,7 @@ export function AgentForm({
           </p>
         </div>
       </fieldset>
+      {withNetwork && <NetworkFieldset value={v.net} onChange={(n) => set('net', n)} />}
       <fieldset>
         <legend>Limits</legend>
         <p className="hint">Leave a field empty for the server’s default, shown under it.</p>
@@ -272,6 +290,7 @@ export function SettingsPage({ id }: { id: string }) {
           agent={a}
           submitLabel="Save"
           withBudget={a.can.includes('set_budget')}
+          withNetwork
           onSubmit={async (body) => agent.setData(await api.updateAgent(a.id, body))}
         />
       ) : (
@@ -282,6 +301,7 @@ export function SettingsPage({ id }: { id: string }) {
           Token budget: {a.budget.tokens === 0 ? 'unlimited' : `${a.budget.tokens} tokens`}; used {a.budget.used}.
         </p>
       )}
+      <SecretsSection agent={a} />
       {a.can.includes('delete_agent') && <DeleteAgent agent={a} />}
     </section>
   )
@@ -317,6 +337,7 @@ function ReadOnlySettings({ agent }: { agent: Agent }) {
           <dt>Shared library</dt>
           <dd>{agent.policy.library ? 'searched' : 'not searched'}</dd>
         </div>
+        <NetworkFacts agent={agent} />
         {limitFields.map((f) => (
           <div key={f.key} className="fact">
             <dt>{f.label}</dt>
