@@ -47,7 +47,7 @@ type Config struct {
 	// which runs the proxy (the node holds no secret, not even for one
 	// connection).
 	Egress string
-	Relay   relay.Config
+	Relay  relay.Config
 	// Renew is how often the credential is renewed. Default 1 hour.
 	Renew time.Duration
 	Log   *slog.Logger
