@@ -17,14 +17,14 @@ type agentRequest struct {
 	Model        *string `json:"model"`
 	Driver       *string `json:"driver"`
 	Policy       *struct {
-		FS        *string       `json:"fs"`
-		Changes   *string       `json:"changes"`
-		Network   *string       `json:"network"`
-		Egress    *egressFields `json:"egress"`
-		Secrets   *[]string     `json:"exclude"`
-		Protected *[]string     `json:"protected"`
-		Risky     *[]string     `json:"risky"`
-		Library   *bool         `json:"library"`
+		FS        *string        `json:"fs"`
+		Changes   *string        `json:"changes"`
+		Network   *string        `json:"network"`
+		Egress    *egressRequest `json:"egress"`
+		Secrets   *[]string      `json:"exclude"`
+		Protected *[]string      `json:"protected"`
+		Risky     *[]string      `json:"risky"`
+		Library   *bool          `json:"library"`
 	} `json:"policy"`
 	Limits *limitsFields `json:"limits"`
 	Budget *struct {

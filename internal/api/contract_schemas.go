@@ -356,6 +356,9 @@ func components() []openapi.Component {
 					"of a CLI's call was left out (`dropped`); `transcript` is one step an agent CLI reported " +
 					"(`kind`: model, message, reasoning, tool_call, tool_result, error; bounded text). `retrieved`: " +
 					"what a search of the agent's documents found (document and chunk ids, scores and the confidence, never the text). " +
+					"`egress_denied`: the egress proxy refused a request of the run (`host`, `port`, `method`, `path` without its query, " +
+					"and `rule`: why, in words); `egress`: what the run exchanged with one host once its connections to it closed " +
+					"(`host`, `requests`, `bytes_in`, `bytes_out`). " +
 					"`cloned`, `clone_failed`, `pushed` and `push_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run " +
 					"(`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused " +
 					"(`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, " +
@@ -560,6 +563,42 @@ func components() []openapi.Component {
 					"`max_runs` has no limit."},
 			},
 		},
+		{Name: "Egress", Of: egressFields{}, Doc: "An agent's allow-list: presets by name, and hosts of its own.",
+			Fields: map[string]openapi.Schema{
+				"allow":   {MaxItems: openapi.Int(100), Description: "Hosts of the agent's own."},
+				"presets": {Description: "Well-known registries by name (GET /api/egress/presets)."},
+			},
+		},
+		{Name: "EgressRule", Of: egressRuleView{}, Doc: "One allowed host, or every host under a suffix (`*.example.com` matches a.example.com, not example.com).",
+			Fields: map[string]openapi.Schema{
+				"host":    {MinLength: openapi.Int(1), Description: "A DNS name, an IP address, or `*.` and a name of two labels or more; lower-cased."},
+				"ports":   {MaxItems: openapi.Int(16), Description: "Ports 1 to 65535; none: 80 and 443."},
+				"methods": {MaxItems: openapi.Int(16), Description: "HTTP methods in upper case; none: any."},
+				"paths":   {MaxItems: openapi.Int(32), Description: "Path prefixes, each starting with `/`; none: any. A request's path is cleaned before it is matched."},
+			},
+		},
+		{Name: "EgressPreset", Of: presetView{}, Doc: "A well-known registry and the hosts it allows.",
+			Fields: map[string]openapi.Schema{
+				"name":  {Description: "The preset's name, as policy.egress.presets takes it."},
+				"hosts": {Description: "The hosts it allows."},
+			},
+		},
+		{Name: "Secret", Of: secretView{}, Doc: "An agent secret. There is no field for the value: it is never answered.",
+			Fields: map[string]openapi.Schema{
+				"id":     {Description: "The secret's id."},
+				"name":   {Description: "Its name, unique among the agent's."},
+				"host":   {Description: "The host whose requests carry it: lower case, no port."},
+				"header": {Description: "The header it is sent as, in canonical form."},
+			},
+		},
+		{Name: "SecretRequest", Of: secretRequest{}, Request: true, Doc: "The body of adding an agent secret.",
+			Fields: map[string]openapi.Schema{
+				"name":   {MinLength: openapi.Int(1), Description: "A name, as a credential's."},
+				"host":   {MinLength: openapi.Int(1), Description: "A DNS name or an IP address, without a port."},
+				"header": {MinLength: openapi.Int(1), Description: "An HTTP header name (`Authorization`, `X-Api-Key`); not one that frames the request (Host, Content-Length, Transfer-Encoding, Connection, Proxy-*, ...)."},
+				"value":  {MinLength: openapi.Int(1), MaxLength: openapi.Int(4096), Description: "The header's value: no line breaks or control characters. Never answered."},
+			},
+		},
 		{Name: "CredentialPatch", Of: credentialPatch{}, Request: true, Required: []string{"repositories"}, Doc: "What of a credential changes: the repositories it may be used for (replaced whole).",
 			Fields: map[string]openapi.Schema{
 				"repositories": {Description: "The repositories it may be used for, as patterns host/path in which * stands for any part " +
@@ -590,7 +629,7 @@ func traceTypes() []any {
 		"usage", "retry", "violation", "paused", "resumed", "quarantined",
 		"ended", "reconciled", "reattached", "terminal_opened", "terminal_closed",
 		"gateway_note", "transcript", "retrieved", "delegated", "delegation_refused",
-		"agent_created", "cloned", "clone_failed", "pushed", "push_refused")
+		"agent_created", "cloned", "clone_failed", "pushed", "push_refused", "egress_denied", "egress")
 }
 
 // runDrivers are what may run a run: an agent's driver, or a person at

@@ -9,7 +9,20 @@ import (
 	"corral/internal/service"
 )
 
-// egressFields is policy.egress as a client sets it: the whole list.
+// egressRequest is policy.egress as a client sets it: the whole list.
+type egressRequest struct {
+	Allow   []egressRuleRequest `json:"allow,omitempty"`
+	Presets []string            `json:"presets,omitempty"`
+}
+
+type egressRuleRequest struct {
+	Host    string   `json:"host"`
+	Ports   []int    `json:"ports,omitempty"`
+	Methods []string `json:"methods,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
+}
+
+// egressFields is policy.egress as the API shows it.
 type egressFields struct {
 	Allow   []egressRuleView `json:"allow"`
 	Presets []string         `json:"presets"`
@@ -24,7 +37,7 @@ type egressRuleView struct {
 	Paths   []string `json:"paths"`
 }
 
-func (f egressFields) domain() corral.Egress {
+func (f egressRequest) domain() corral.Egress {
 	e := corral.Egress{Presets: f.Presets}
 	for _, r := range f.Allow {
 		e.Allow = append(e.Allow, corral.EgressRule(r))

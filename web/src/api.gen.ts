@@ -1436,15 +1436,7 @@ export interface components {
              */
             network: "none" | "allowlist";
             /** @description The allow-list `allowlist` reaches: `presets` (see GET /api/egress/presets) and `allow`, each a host (`registry.example.com`, an IP address, or `*.example.com` for the hosts under it) with optional `ports` (default 80 and 443), `methods` and path prefixes `paths` (default any; a rule that names either is checked per request, so its HTTPS is terminated by the proxy). Edits apply to a run's next connection. An agent created by a run's create_agent has its parent's. */
-            egress: {
-                allow: {
-                    host: string;
-                    ports: number[];
-                    methods: string[];
-                    paths: string[];
-                }[];
-                presets: string[];
-            };
+            egress: components["schemas"]["Egress"];
             /** @description Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral. */
             exclude: string[];
             /** @description Globs of paths whose changes are denied, on top of the built-in rules. */
@@ -1730,13 +1722,13 @@ export interface components {
                 network?: "none" | "allowlist";
                 /** @description The whole allow-list, replacing the one there is: `{allow: [{host, ports?, methods?, paths?}], presets?: [...]}`; at most 100 rules. */
                 egress?: {
-                    allow: {
+                    allow?: {
                         host: string;
-                        ports: number[];
-                        methods: string[];
-                        paths: string[];
+                        ports?: number[];
+                        methods?: string[];
+                        paths?: string[];
                     }[];
-                    presets: string[];
+                    presets?: string[];
                 };
                 /** @description Globs of files (secrets) left out of every staged tree, on top of .env, .env.* and .corral. */
                 exclude?: string[];
@@ -1948,10 +1940,10 @@ export interface components {
             /** Format: date-time */
             at: string;
             /**
-             * @description The event's kind. `usage` is one model call, metered from the provider's report: `data` has `input`, `output`, `budget_used`, `budget_tokens`, and for an agent CLI's call through the gateway also `protocol` (`chat`, `responses` or `messages`), `model`, `status` (the provider's HTTP status; 0 when the provider gave no answer), and when they hold `estimated: true` (the provider reported no usage: bytes/4), `aborted: true` (the CLI went away mid-answer; the provider's usage was still read), `error`. `gateway_note` says what of a CLI's call was left out (`dropped`); `transcript` is one step an agent CLI reported (`kind`: model, message, reasoning, tool_call, tool_result, error; bounded text). `retrieved`: what a search of the agent's documents found (document and chunk ids, scores and the confidence, never the text). `cloned`, `clone_failed`, `pushed` and `push_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run (`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused (`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, `delegation_fanout`, `delegation_concurrency`, `delegation_create`); `agent_created`: its create_agent tool made an agent (`agent_id`, `name`, `fs`).
+             * @description The event's kind. `usage` is one model call, metered from the provider's report: `data` has `input`, `output`, `budget_used`, `budget_tokens`, and for an agent CLI's call through the gateway also `protocol` (`chat`, `responses` or `messages`), `model`, `status` (the provider's HTTP status; 0 when the provider gave no answer), and when they hold `estimated: true` (the provider reported no usage: bytes/4), `aborted: true` (the CLI went away mid-answer; the provider's usage was still read), `error`. `gateway_note` says what of a CLI's call was left out (`dropped`); `transcript` is one step an agent CLI reported (`kind`: model, message, reasoning, tool_call, tool_result, error; bounded text). `retrieved`: what a search of the agent's documents found (document and chunk ids, scores and the confidence, never the text). `egress_denied`: the egress proxy refused a request of the run (`host`, `port`, `method`, `path` without its query, and `rule`: why, in words); `egress`: what the run exchanged with one host once its connections to it closed (`host`, `requests`, `bytes_in`, `bytes_out`). `cloned`, `clone_failed`, `pushed` and `push_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run (`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused (`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, `delegation_fanout`, `delegation_concurrency`, `delegation_create`); `agent_created`: its create_agent tool made an agent (`agent_id`, `name`, `fs`).
              * @enum {string}
              */
-            type: "admitted" | "started" | "message" | "tool_call" | "tool_result" | "usage" | "retry" | "violation" | "paused" | "resumed" | "quarantined" | "ended" | "reconciled" | "reattached" | "terminal_opened" | "terminal_closed" | "gateway_note" | "transcript" | "retrieved" | "delegated" | "delegation_refused" | "agent_created" | "cloned" | "clone_failed" | "pushed" | "push_refused";
+            type: "admitted" | "started" | "message" | "tool_call" | "tool_result" | "usage" | "retry" | "violation" | "paused" | "resumed" | "quarantined" | "ended" | "reconciled" | "reattached" | "terminal_opened" | "terminal_closed" | "gateway_note" | "transcript" | "retrieved" | "delegated" | "delegation_refused" | "agent_created" | "cloned" | "clone_failed" | "pushed" | "push_refused" | "egress_denied" | "egress";
             data: {
                 [key: string]: unknown;
             };
@@ -2247,6 +2239,54 @@ export interface components {
             notes: {
                 [key: string]: string;
             };
+        };
+        /** @description An agent's allow-list: presets by name, and hosts of its own. */
+        Egress: {
+            /** @description Hosts of the agent's own. */
+            allow: components["schemas"]["EgressRule"][];
+            /** @description Well-known registries by name (GET /api/egress/presets). */
+            presets: string[];
+        };
+        /** @description One allowed host, or every host under a suffix (`*.example.com` matches a.example.com, not example.com). */
+        EgressRule: {
+            /** @description A DNS name, an IP address, or `*.` and a name of two labels or more; lower-cased. */
+            host: string;
+            /** @description Ports 1 to 65535; none: 80 and 443. */
+            ports: number[];
+            /** @description HTTP methods in upper case; none: any. */
+            methods: string[];
+            /** @description Path prefixes, each starting with `/`; none: any. A request's path is cleaned before it is matched. */
+            paths: string[];
+        };
+        /** @description A well-known registry and the hosts it allows. */
+        EgressPreset: {
+            /** @description The preset's name, as policy.egress.presets takes it. */
+            name: string;
+            /** @description The hosts it allows. */
+            hosts: string[];
+        };
+        /** @description An agent secret. There is no field for the value: it is never answered. */
+        Secret: {
+            /** @description The secret's id. */
+            id: string;
+            /** @description Its name, unique among the agent's. */
+            name: string;
+            /** @description The host whose requests carry it: lower case, no port. */
+            host: string;
+            /** @description The header it is sent as, in canonical form. */
+            header: string;
+            created_at: string;
+        };
+        /** @description The body of adding an agent secret. */
+        SecretRequest: {
+            /** @description A name, as a credential's. */
+            name: string;
+            /** @description A DNS name or an IP address, without a port. */
+            host: string;
+            /** @description An HTTP header name (`Authorization`, `X-Api-Key`); not one that frames the request (Host, Content-Length, Transfer-Encoding, Connection, Proxy-*, ...). */
+            header: string;
+            /** @description The header's value: no line breaks or control characters. Never answered. */
+            value: string;
         };
         /** @description What of a credential changes: the repositories it may be used for (replaced whole). */
         CredentialPatch: {
@@ -2863,10 +2903,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        items: {
-                            name: string;
-                            hosts: string[];
-                        }[];
+                        items: components["schemas"]["EgressPreset"][];
                     };
                 };
             };
@@ -4197,13 +4234,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        items: {
-                            id: string;
-                            name: string;
-                            host: string;
-                            header: string;
-                            created_at: string;
-                        }[];
+                        items: components["schemas"]["Secret"][];
                     };
                 };
             };
@@ -4232,12 +4263,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    host: string;
-                    header: string;
-                    value: string;
-                };
+                "application/json": components["schemas"]["SecretRequest"];
             };
         };
         responses: {
@@ -4247,13 +4273,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        name: string;
-                        host: string;
-                        header: string;
-                        created_at: string;
-                    };
+                    "application/json": components["schemas"]["Secret"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -3,77 +3,42 @@
 // hosts of its own), and the secrets that proxy adds as a header to the
 // requests for one host.
 //
-// HAND-WRITTEN TYPES, FOR NOW. The server's side of this is not in
-// internal/api/openapi.json yet, so api.gen.ts has none of it. Once it is
-// there (`make openapi`): alias these in types.ts from api.gen.ts's schemas
-// (Egress, EgressRule, EgressPreset, Secret, SecretRequest; `network` gains
-// "allowlist", TraceType gains `egress` and `egress_denied`), delete them
-// here, and drop the casts that `egressOf` and timeline.ts's switch make.
+// The shapes are the server's (types.ts, generated from its OpenAPI
+// document); this module holds what the app does with them.
 
-import type { Agent, AgentRequest, TraceType } from './types'
+import type { Agent, AgentRequest, Schemas, TraceType } from './types'
 
 /** A run's network access: `none`, or only the hosts of the agent's egress allow-list. */
-export type NetworkMode = 'none' | 'allowlist'
-
-/**
- * One allowed host, or every host under a suffix (`*.example.com` matches
- * a.example.com, not example.com). No ports means 80 and 443; no methods or
- * paths mean any.
- */
-export interface EgressRule {
-  host: string
-  ports?: number[]
-  methods?: string[]
-  /** Path prefixes, each starting with `/`. */
-  paths?: string[]
-}
-
-/** The agent's allow-list (`policy.egress`): presets by name, and hosts of its own. */
+export type NetworkMode = Agent['policy']['network']
+type EgressRequest = NonNullable<NonNullable<AgentRequest['policy']>['egress']>
+/** One allowed host as the app edits it: what the server answers, with ports, methods and paths optional. */
+export type EgressRule = NonNullable<EgressRequest['allow']>[number]
+/** The allow-list as the app edits it and sends it whole. */
 export interface Egress {
   allow: EgressRule[]
   presets: string[]
 }
+export type EgressPreset = Schemas['EgressPreset']
+export type AgentSecret = Schemas['Secret']
+export type SecretRequest = Schemas['SecretRequest']
+export type AgentRequestWithEgress = AgentRequest
+export type TraceTypeWithEgress = TraceType
 
-/** GET /api/egress/presets: a well-known registry's name and the hosts it allows. */
-export interface EgressPreset {
-  name: string
-  hosts: string[]
+/** A rule without its empty lists: what the server answers, as compact as it was set. */
+function compact(r: EgressRule): EgressRule {
+  const out: EgressRule = { host: r.host }
+  if (r.ports?.length) out.ports = r.ports
+  if (r.methods?.length) out.methods = r.methods
+  if (r.paths?.length) out.paths = r.paths
+  return out
 }
-
-/** A secret as the API answers it: never its value. */
-export interface AgentSecret {
-  id: string
-  name: string
-  host: string
-  header: string
-  created_at: string
-}
-
-/** The body of POST /api/agents/{id}/secrets. */
-export interface SecretRequest {
-  name: string
-  host: string
-  header: string
-  value: string
-}
-
-type RequestPolicy = NonNullable<AgentRequest['policy']>
-
-/** AgentRequest with the network the server takes: `allowlist` and the egress allow-list (which PATCH replaces whole). */
-export type AgentRequestWithEgress = Omit<AgentRequest, 'policy'> & {
-  policy?: Omit<RequestPolicy, 'network'> & { network?: NetworkMode; egress?: Egress }
-}
-
-/** The trace events of the egress proxy. */
-export type EgressTraceType = 'egress' | 'egress_denied'
-export type TraceTypeWithEgress = TraceType | EgressTraceType
 
 /** An agent's network and allow-list; an agent from a server without them has none. */
 export function egressOf(agent: Agent): { network: NetworkMode; egress: Egress } {
-  const p = agent.policy as { network?: string; egress?: Partial<Egress> }
+  const p = agent.policy
   return {
     network: p.network === 'allowlist' ? 'allowlist' : 'none',
-    egress: { allow: p.egress?.allow ?? [], presets: p.egress?.presets ?? [] },
+    egress: { allow: (p.egress?.allow ?? []).map(compact), presets: p.egress?.presets ?? [] },
   }
 }
 

@@ -52,7 +52,7 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
     owner: { id: 'usr_owner', name: 'Olive' },
     access,
     accepted: true,
-    policy: { fs: 'read-write', changes: 'review', network: 'none', exclude: [], protected: [], risky: [], library: false },
+    policy: { fs: 'read-write', changes: 'review', network: 'none', egress: { allow: [], presets: [] }, exclude: [], protected: [], risky: [], library: false },
     limits: { max_prompt_bytes: 0, max_runs: 0, run_timeout_s: 0, cpu_millis: 0, memory_bytes: 0, pids: 0, output_bytes: 0, disk_bytes: 0, disk_inodes: 0, pending_disk_bytes: 0 },
     budget: { tokens: 0, used: 0, reserved: 0, left: null },
     state: 'active',
@@ -63,13 +63,11 @@ export function agentAt(access: Level, id = 'agt_1'): Agent {
   }
 }
 
-/**
- * agentAt with a network and an egress allow-list (the generated Agent type
- * has neither yet: see egress.ts).
- */
+/** agentAt with a network and an egress allow-list (rules as the server answers them: every list present). */
 export function agentWithEgress(access: Level, network: NetworkMode, egress: Egress): Agent {
   const a = agentAt(access)
-  return { ...a, policy: { ...a.policy, network, egress } as unknown as Agent['policy'] }
+  const allow = egress.allow.map((r) => ({ host: r.host, ports: r.ports ?? [], methods: r.methods ?? [], paths: r.paths ?? [] }))
+  return { ...a, policy: { ...a.policy, network, egress: { allow, presets: egress.presets } } }
 }
 
 export interface Call {

@@ -3,7 +3,6 @@
 // steps are internal/driver's Event).
 
 import { driverInfo, isCLI, protocolName } from './drivers'
-import type { TraceTypeWithEgress } from './egress'
 import { formatBytes, formatConfidence, formatScore, shortId } from './format'
 import { endWord } from './terminal'
 import { bounded, num, plural, printedLines, str, toolStep, transcriptStep, type Data, type Fold, type Step } from './transcript'
@@ -122,7 +121,7 @@ export function toTimelineItem(ev: TraceEvent, opts: TimelineOptions = {}): Time
   const base = { seq: ev.seq, at: ev.at, type: ev.type }
   const facts: string[] = []
   // The cast goes once api.gen.ts's TraceType has the egress events (see egress.ts).
-  switch (ev.type as TraceTypeWithEgress) {
+  switch (ev.type) {
     case 'admitted': {
       const bytes = num(d.prompt_bytes)
       if (bytes !== undefined) facts.push(`prompt ${plural(bytes, 'byte')}`)

@@ -6,7 +6,7 @@
 
 import type { components } from './api.gen'
 
-type Schemas = components['schemas']
+export type Schemas = components['schemas']
 
 export type User = Schemas['User']
 export type UserRef = Schemas['UserRef']
