@@ -55,7 +55,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.StringVar(&c.EmbedModel, "embed-model", "", "the provider's embedding model for document retrieval (empty: BM25 alone)")
 	fs.StringVar(&c.GitCAFile, "git-ca-file", "", "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
 	allowPrivate := fs.String("egress-allow-private", "",
-		"comma-separated CIDR ranges of private, loopback or link-local addresses a clone or push may reach (an internal git server); by default only public addresses")
+		"comma-separated CIDR ranges of private, loopback or link-local addresses a clone, a push or the egress proxy may reach (an internal git server or registry); by default only public addresses")
+	fs.StringVar(&c.EgressCAFile, "egress-ca-file", "", "PEM file of CAs the egress proxy trusts for upstream HTTPS besides the system's (an internal registry with a private CA)")
 	sizes := []struct {
 		dst   *int64
 		flag  string
@@ -70,6 +71,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 		{&c.Imports.MaxFileSize, "import-max-file-size", archive.DefaultMaxFileSize, "largest file an import writes, in bytes"},
 		{&c.DocumentMaxBytes, "document-max-bytes", 4 << 20, "largest document retrieval indexes, in bytes"},
 		{&c.PendingDisk.PerUser, "pending-disk-per-user", service.DefaultPendingDiskPerUser, "most bytes the change sets waiting for review of all one person's agents may hold on disk before their messages are refused"},
+		{&c.EgressMaxBytes, "egress-max-bytes", app.DefaultEgressMaxBytes, "most bytes one run may exchange through the egress proxy, both ways together; past it the run ends as an egress violation"},
 		{&c.PendingDisk.Total, "pending-disk-total", service.DefaultPendingDiskTotal, "most bytes the change sets waiting for review of every agent may hold on disk before messages are refused"},
 	}
 	for _, sz := range sizes {
@@ -89,6 +91,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	for _, cp := range caps {
 		fs.IntVar(cp.dst, cp.flag, cp.def, cp.usage+" (0: none)")
 	}
+	fs.Int64Var(&c.EgressMaxConns, "egress-max-connections", app.DefaultEgressMaxConns, "most connections one run may open through the egress proxy; past it the run ends as an egress violation")
 	fs.Int64Var(&c.Delegation.Tokens, "delegation-tokens", 0, "tokens one tree of delegated runs may use in all (0: only the agents' own budgets)")
 	// The model provider, from the environment only, so that the key
 	// never shows in a process listing.

@@ -61,6 +61,12 @@ type Config struct {
 	// clone or push may reach all the same (--egress-allow-private): by
 	// default only public addresses are.
 	EgressAllowPrivate []netip.Prefix
+	// EgressCAFile: CAs the egress proxy trusts for upstream HTTPS besides
+	// the system's. EgressMaxBytes and EgressMaxConns bound what one run
+	// exchanges through it (0: the defaults below).
+	EgressCAFile   string
+	EgressMaxBytes int64
+	EgressMaxConns int64
 	// Imports bounds an archive import (zero fields: archive's defaults).
 	Imports archive.Limits
 	// Delegation caps trees of delegated runs (zero fields: defaults; a
@@ -83,6 +89,14 @@ type Config struct {
 // ErrConfig marks a Config that does not hold together: the command line
 // answers it as a usage error.
 var ErrConfig = errors.New("usage")
+
+// The egress proxy's bounds on one run, when the flags leave them 0: a
+// dependency install is tens to hundreds of MB over a few hundred
+// connections.
+const (
+	DefaultEgressMaxBytes = 4 << 30
+	DefaultEgressMaxConns = 10000
+)
 
 func configError(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
@@ -188,6 +202,8 @@ func checkBounds(c *Config) error {
 		{"document-max-bytes", c.DocumentMaxBytes},
 		{"pending-disk-per-user", c.PendingDisk.PerUser},
 		{"pending-disk-total", c.PendingDisk.Total},
+		{"egress-max-bytes", c.EgressMaxBytes},
+		{"egress-max-connections", c.EgressMaxConns},
 	} {
 		if sz.v < 0 { // 0 takes the default
 			return configError("--%s must be positive", sz.flag)
