@@ -75,6 +75,11 @@ var forbidden = []struct {
 		why:  "the gateway makes model calls and knows nothing of who makes them: the words of a call are the root package's",
 	},
 	{
+		from: []string{"corral/internal/proxy", "corral/internal/egress"},
+		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/runner", "corral/internal/secrets"},
+		why:  "the egress proxy decides by the grant it is handed (secrets already opened): no storage, accounts or keys of its own",
+	},
+	{
 		from: []string{"corral/internal/nodeagent", "corral/internal/relay", "corral/internal/relay/noderpc"},
 		to:   []string{"corral/internal/store/...", "corral/internal/retrieval", "corral/internal/auth", "corral/internal/api", "corral/internal/service", "corral/internal/gateway", "corral/internal/modelapi", "corral/internal/runner", "corral/internal/secrets"},
 		why:  "a sandbox node holds no database, no keys and no accounts: it is handed what each call needs",
@@ -182,6 +187,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/relay/noderpc/noderpc.go": "package noderpc\n",
 		"internal/nodeagent/nodeagent.go":   "package nodeagent\n\nimport _ \"corral/internal/relay\"\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/secrets/secrets.go":       "package secrets\n",
+		"internal/egress/egress.go":         "package egress\n",
+		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
@@ -212,6 +219,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/runner imports corral/internal/gateway (internal/runner/model.go)",
 		"corral/internal/gateway must not import corral/internal/runner (the gateway makes model calls and knows nothing of who makes them: the words of a call are the root package's):\n" +
 			"\tcorral/internal/gateway imports corral/internal/runner (internal/gateway/gateway.go)",
+		"corral/internal/proxy must not import corral/internal/secrets (the egress proxy decides by the grant it is handed (secrets already opened): no storage, accounts or keys of its own):\n" +
+			"\tcorral/internal/proxy imports corral/internal/secrets (internal/proxy/proxy.go)",
 		"corral/internal/nodeagent must not import corral/internal/secrets (a sandbox node holds no database, no keys and no accounts: it is handed what each call needs):\n" +
 			"\tcorral/internal/nodeagent imports corral/internal/secrets (internal/nodeagent/nodeagent.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
