@@ -2,10 +2,8 @@ package api
 
 import (
 	"net/http"
-	"slices"
 
 	"corral"
-	"corral/internal/egress"
 	"corral/internal/service"
 )
 
@@ -67,18 +65,14 @@ type presetView struct {
 	Hosts []string `json:"hosts"`
 }
 
+func viewPreset(p service.Preset) presetView { return presetView{Name: p.Name, Hosts: p.Hosts} }
+
 func (s *Server) listEgressPresets(w http.ResponseWriter, r *http.Request, actor corral.User) error {
-	var out []presetView
-	for _, name := range egress.PresetNames() {
-		p := presetView{Name: name, Hosts: []string{}}
-		for _, rule := range egress.Presets[name] {
-			if !slices.Contains(p.Hosts, rule.Host) {
-				p.Hosts = append(p.Hosts, rule.Host)
-			}
-		}
-		out = append(out, p)
+	e, err := s.egressService()
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, list[presetView]{Items: out})
+	writeJSON(w, http.StatusOK, viewAll(e.Presets(), viewPreset))
 	return nil
 }
 

@@ -34,6 +34,7 @@ import (
 	"corral/internal/netguard"
 	"corral/internal/node"
 	"corral/internal/nodeagent"
+	"corral/internal/proxy"
 	"corral/internal/retrieval"
 	"corral/internal/role"
 	"corral/internal/runner"
@@ -98,6 +99,7 @@ type Parts struct {
 	Documents    *service.Documents
 	Credentials  *service.Credentials
 	Egress       *service.Egress
+	Proxy        *proxy.Proxy
 	Models       *service.Models
 	Nodes        *service.Nodes
 	Enrollment   *service.Enrollment
@@ -119,6 +121,8 @@ type options struct {
 	terminals func(corral.Sessions) service.Terminals
 	// api is the API's own configuration beyond what Config sets.
 	api api.Config
+	// resolver resolves names for the egress proxy (nil: the system's).
+	resolver *net.Resolver
 }
 
 // WithLog logs to l (default: nowhere).
@@ -134,6 +138,10 @@ func WithPasswordParams(p auth.Params) Option { return func(o *options) { o.para
 func WithTerminals(wrap func(corral.Sessions) service.Terminals) Option {
 	return func(o *options) { o.terminals = wrap }
 }
+
+// WithEgressResolver makes the egress proxy resolve names with r (tests
+// name their upstreams on loopback).
+func WithEgressResolver(r *net.Resolver) Option { return func(o *options) { o.resolver = r } }
 
 // WithAPI sets the API's stream caps and write timeout (Config sets the
 // rest).

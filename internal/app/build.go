@@ -14,6 +14,7 @@ import (
 	"corral/internal/fleet"
 	"corral/internal/gateway"
 	"corral/internal/modelapi"
+	"corral/internal/proxy"
 	"corral/internal/retrieval"
 	"corral/internal/role"
 	"corral/internal/runner"
@@ -149,10 +150,21 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Documents = service.NewDocuments(db, a.Stores, a.Model, service.DocumentsConfig{
 		MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
 
+	// The egress proxy's CA: the sandboxes trust it for the hosts the
+	// proxy terminates (those with a secret, or a rule on methods or
+	// paths).
+	ca, err := proxy.LoadCA(c.Data)
+	if err != nil {
+		return err
+	}
 	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
 		Delegator: a.Delegation, Retriever: a.Documents},
-		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log})
+		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log,
+			EgressCA: ca.CertPEM(), Ended: a.egressEnded})
 	a.defer_(a.Runner.Close)
+	if err := a.serveEgress(ca, log); err != nil {
+		return err
+	}
 	// The gateway agent CLIs reach from their sessions, before any run is
 	// re-attached: a CLI that outlived the last server calls again. In
 	// role control they arrive over the nodes' relays.

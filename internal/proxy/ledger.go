@@ -52,12 +52,35 @@ func (l *ledger) account(run string) *account {
 	return a
 }
 
-// end forgets run's account. Connections still open keep the account they
-// began with; a later connection starts a new one.
+// end forgets run's account: its open connections are closed and what
+// its hosts moved so far goes to Events now, so a run's trace has its
+// egress summary before its end, never after. A later connection starts
+// a new account (and is refused: the run is over).
 func (l *ledger) end(run string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	a := l.runs[run]
 	delete(l.runs, run)
+	if a == nil {
+		l.mu.Unlock()
+		return
+	}
+	open := make([]io.Closer, 0, len(a.open))
+	for c := range a.open {
+		open = append(open, c)
+	}
+	clear(a.open)
+	var moved []Traffic
+	for _, h := range a.hosts {
+		moved = append(moved, h.t)
+	}
+	clear(a.hosts) // a connection released later hands nothing twice
+	l.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+	for _, t := range moved {
+		l.events.Traffic(run, t)
+	}
 }
 
 // exceeded answers the cap a has crossed, or "".

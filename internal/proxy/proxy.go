@@ -195,7 +195,7 @@ func (noEvents) Traffic(string, Traffic) {}
 func (noEvents) Exceeded(string, string) {}
 
 // End forgets run's counters: the run has ended. Its connections still
-// open are not closed here (the sandbox going away closes them).
+// open are closed, and what they moved goes to Events before End returns.
 func (p *Proxy) End(run string) { p.ledger.end(run) }
 
 // Serve serves the proxy on ln until ln is closed, then closes every

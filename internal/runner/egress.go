@@ -31,6 +31,9 @@ func egressEnv() []string {
 		"http_proxy=" + proxyURL, "https_proxy=" + proxyURL, "all_proxy=" + proxyURL,
 		"NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1",
 		"npm_config_proxy=" + proxyURL, "npm_config_https_proxy=" + proxyURL,
+		// Debian's /etc/npmrc names the system's bundle as npm's cafile,
+		// and npm then ignores NODE_EXTRA_CA_CERTS.
+		"npm_config_cafile=" + egressDir + "/bundle.pem",
 		"SSL_CERT_FILE=" + egressDir + "/bundle.pem",
 		"NODE_EXTRA_CA_CERTS=" + egressDir + "/ca.pem",
 		"REQUESTS_CA_BUNDLE=" + egressDir + "/bundle.pem",

@@ -85,8 +85,12 @@ type Config struct {
 	// proxy, its commands are given it, and they trust the CA. Nil: this
 	// server has no egress proxy, and runs reach nothing but the gateway.
 	EgressCA []byte
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Ended, when set, is told of each run that ends, before its last
+	// trace event is written (the egress proxy closes the run's
+	// connections and records what they moved).
+	Ended func(runID string)
+	Now   func() time.Time
+	Log   *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -676,6 +680,9 @@ func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, st
 // stores the final status; nil when it is stored already), then lets the
 // run's watchers go.
 func (r *Runner) ended(ctx context.Context, run corral.Run, settle func()) {
+	if r.cfg.Ended != nil {
+		r.cfg.Ended(run.ID)
+	}
 	tokens := run.Tokens
 	if stored, err := r.store.Run(ctx, run.ID); err == nil {
 		tokens = stored.Tokens

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -138,6 +139,27 @@ func (e *Egress) Grant(ctx context.Context, runID string) (corral.EgressGrant, e
 		clear(value)
 	}
 	return g, nil
+}
+
+// Preset is a well-known registry an allow-list names, with its hosts.
+type Preset struct {
+	Name  string
+	Hosts []string
+}
+
+// Presets lists the presets by name, each with the hosts it allows.
+func (e *Egress) Presets() []Preset {
+	var out []Preset
+	for _, name := range egress.PresetNames() {
+		p := Preset{Name: name, Hosts: []string{}}
+		for _, r := range egress.Presets[name] {
+			if !slices.Contains(p.Hosts, r.Host) {
+				p.Hosts = append(p.Hosts, r.Host)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // secretHost is the host a secret is sent to: a name or an address, no
