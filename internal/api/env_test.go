@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -103,6 +104,12 @@ type envOptions struct {
 	// pendingDisk bounds what pending change sets hold per person and in
 	// all (serve's --pending-disk-*; zero fields: the defaults).
 	pendingDisk service.PendingDiskBounds
+	// egressResolver resolves names for the egress proxy (nil: the
+	// system's); egressCA is a CA it trusts upstream (--egress-ca-file);
+	// egressMaxBytes caps one run's traffic through it (0: the default).
+	egressResolver *net.Resolver
+	egressCA       string
+	egressMaxBytes int64
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -170,12 +177,13 @@ func newEnv(t testing.TB, opt envOptions) *env {
 	e.config = app.Config{
 		Data: e.dataDir, Role: "all", Signup: opt.signup, Model: gw, ChangeTTL: time.Hour,
 		QuarantineAfter: 2, TrustedProxies: opt.api.TrustedProxies, SecureCookies: opt.api.SecureCookies, Imports: opt.imports, GitCAFile: opt.gitCA,
-		EgressAllowPrivate: egressOf(opt).AllowPrivate, PendingDisk: opt.pendingDisk, Delegation: opt.caps,
+		EgressAllowPrivate: egressOf(opt).AllowPrivate, EgressCAFile: opt.egressCA, EgressMaxBytes: opt.egressMaxBytes, PendingDisk: opt.pendingDisk, Delegation: opt.caps,
 		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold,
 		// The agent CLIs, as make tools installed them (cli_test.go).
 		ToolsDir: toolstest.Dir(),
 	}
-	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api)}
+	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api),
+		app.WithEgressResolver(opt.egressResolver)}
 	if opt.api.Log != nil {
 		e.options = append(e.options, app.WithLog(opt.api.Log))
 	}

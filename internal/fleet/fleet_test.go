@@ -42,9 +42,23 @@ func (twoNodes) AgentNode(_ context.Context, agentID string) (string, error) {
 // it with its preamble intact. One naming another node's session, an
 // unknown one, none, or a line too long is closed unread.
 func TestGatewayConnsOfOwnSessionsOnly(t *testing.T) {
+	for _, ask := range []string{askGateway, askEgress} {
+		t.Run(ask, func(t *testing.T) { testCarried(t, ask) })
+	}
+}
+
+// testCarried is TestGatewayConnsOfOwnSessionsOnly for one ask: the
+// connection reaches its own listener (the gateway's, or the egress
+// proxy's), never the other.
+func testCarried(t *testing.T, ask string) {
 	f := New(nil, Config{})
 	NewRouter(f, twoNodes{}, time.Millisecond)
 	defer f.gw.Close()
+	defer f.eg.Close()
+	to, other := f.gw, f.eg
+	if ask == askEgress {
+		to, other = f.eg, f.gw
+	}
 	tests := []struct {
 		name, node, sent string
 		carried          bool
@@ -64,11 +78,23 @@ func TestGatewayConnsOfOwnSessionsOnly(t *testing.T) {
 			defer node.Close()
 			go f.answer(&member{rec: corral.NodeRecord{ID: tt.node}}, ctl)
 			const request = "POST /v1/responses HTTP/1.1\r\n\r\n"
-			go io.WriteString(node, askGateway+"\n"+tt.sent+request)
+			go io.WriteString(node, ask+"\n"+tt.sent+request)
 			got := make(chan net.Conn, 1)
 			go func() {
-				if c, err := f.gw.Accept(); err == nil {
+				if c, err := to.Accept(); err == nil {
 					got <- c
+				}
+			}()
+			elsewhere := make(chan net.Conn, 1)
+			go func() {
+				if c, err := other.Accept(); err == nil {
+					elsewhere <- c
+				}
+			}()
+			defer func() {
+				other.push(nil) // unblock the Accept above
+				if c := <-elsewhere; c != nil {
+					t.Errorf("the connection also reached the other listener")
 				}
 			}()
 			if !tt.carried {
@@ -82,7 +108,7 @@ func TestGatewayConnsOfOwnSessionsOnly(t *testing.T) {
 					t.Fatalf("the gateway got a connection: %v", c)
 				default:
 				}
-				f.gw.push(nil) // unblock the Accept above
+				to.push(nil) // unblock the Accept above
 				<-got
 				return
 			}

@@ -331,3 +331,45 @@ func TestHeadersBounded(t *testing.T) {
 		t.Fatalf("headers of %d bytes: %s, want 431", 2*maxHeaderBytes, resp.Status)
 	}
 }
+
+// TestEndSumsAndCloses: a run's end closes its connections still open and
+// hands what they moved to Events before End returns, once: a trace has
+// its egress summary before the run's end, and nothing after it.
+func TestEndSumsAndCloses(t *testing.T) {
+	up := newUpstream(t, false)
+	f := newFixture(t)
+	f.allow(corral.EgressRule{Host: "localhost", Ports: []int{up.port}})
+	c := f.client("run-1", true)
+	resp, err := c.Get(up.url("localhost", "/big?n=5000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := body(t, resp); len(got) != 5000 {
+		t.Fatalf("body of %d bytes, want 5000", len(got))
+	}
+	// The kept-alive connection is open: no summary yet. A tunnel is open
+	// too.
+	if _, traffic, _ := f.ev.snapshot(); len(traffic) != 0 {
+		t.Fatalf("traffic %+v before the end, want none while the connection is open", traffic)
+	}
+	tunnel, resp := f.connect("run-1", fmt.Sprintf("localhost:%d", up.port))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT = %s", resp.Status)
+	}
+	f.p.End("run-1")
+	if _, err := tunnel.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the run's tunnel is still open after End")
+	}
+	_, traffic, _ := f.ev.snapshot()
+	if len(traffic) != 1 || traffic[0].Host != "localhost" || traffic[0].Requests != 1 || traffic[0].BytesIn < 5000 {
+		// (The tunnel counts once its ClientHello has passed: none was sent.)
+		t.Fatalf("traffic %+v when End returned, want one summary of the request", traffic)
+	}
+	// The connection End closed is gone: a new request opens another, and
+	// closing the old one hands nothing twice.
+	c.CloseIdleConnections()
+	f.p.End("run-1")
+	if _, traffic, _ := f.ev.snapshot(); len(traffic) != 1 {
+		t.Fatalf("traffic %+v after a second End, want the one summary", traffic)
+	}
+}
