@@ -250,6 +250,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench Throughput -benchtime 2x -count 3 ./internal/relay/
 	$(GO) test -run '^$$' -bench TerminalEcho -benchtime 200x -count 3 ./internal/relay/noderpc/
 	$(GO) test -run '^$$' -bench '^BenchmarkOutput$$' -benchtime 3x -count 3 ./internal/relay/noderpc/
+	$(GO) test -run '^$$' -bench HTTPSLatency -benchtime 2000x -count 3 ./internal/proxy/
+	$(GO) test -run '^$$' -bench Download100MB -benchtime 6x -count 3 ./internal/proxy/
 	$(GO) test -run '^$$' -bench StageDisk -benchtime 40x -count 3 ./internal/workspace/
 	$(GO) test -run '^$$' -bench '^Benchmark(Search|Index)$$' -benchtime 1x -count 3 ./internal/retrieval/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
