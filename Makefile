@@ -199,7 +199,7 @@ unit:
 # times as long, past what CI allows. These take about 4 minutes here.
 RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/relay/... ./internal/fleet \
 	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
-	./internal/nodeagent ./internal/egress ./internal/archive ./internal/protocol ./internal/runner \
+	./internal/nodeagent ./internal/egress ./internal/proxy ./internal/egresstest ./internal/archive ./internal/protocol ./internal/runner \
 	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
 	./internal/sanitize ./internal/gitrepo
 race: cc

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -493,13 +494,7 @@ func TestCreatedAgentNeverWider(t *testing.T) {
 	alice := e.signup("alice@example.com", "Alice")
 	ctx := context.Background()
 	parentID := alice.roleAgent("parent", "parent")
-	e.answer(roles(map[string]modeltest.Script{"parent": func(modeltest.Request) modeltest.Reply { return modeltest.Text("ok") }}))
-	run := alice.send(parentID, "hello")
-	alice.waitRun(run.ID, "completed")
-	root, err := e.db.Run(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := e.completedRun(t, alice, parentID)
 
 	rng := rand.New(rand.NewSource(14))
 	pick := func(vals ...int64) int64 { return vals[rng.Intn(len(vals))] }
@@ -514,8 +509,11 @@ func TestCreatedAgentNeverWider(t *testing.T) {
 		}
 		budget := pick(0, 100, 5000)
 		library := rng.Intn(2) == 0
+		network := []string{corral.NetworkNone, corral.NetworkAllowlist}[rng.Intn(2)]
+		egressOf := []map[string]any{{}, {"presets": []string{"npm"}}, {"allow": []map[string]any{{"host": "*.example.com", "methods": []string{"GET"}}}}}
 		alice.do("PATCH", "/api/agents/"+parentID, map[string]any{
-			"policy": map[string]any{"fs": pfs, "protected": []string{"ci/**"}, "exclude": []string{"keys/**"}, "library": library},
+			"policy": map[string]any{"fs": pfs, "protected": []string{"ci/**"}, "exclude": []string{"keys/**"}, "library": library,
+				"network": network, "egress": egressOf[rng.Intn(len(egressOf))]},
 			"limits": limits, "budget": map[string]int64{"tokens": budget},
 		}).want(http.StatusOK)
 		p, err := e.db.Agent(ctx, parentID, "")
@@ -562,6 +560,60 @@ func TestCreatedAgentNeverWider(t *testing.T) {
 	}
 }
 
+// TestCreatedAgentEgressStaysWithinParent: an agent a run created keeps
+// its parent's network; an edit may narrow it, never widen it past the
+// parent's, and the parent's own narrowing bounds the next edit.
+func TestCreatedAgentEgressStaysWithinParent(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	alice := e.signup("alice@example.com", "Alice")
+	ctx := context.Background()
+	parentID := alice.roleAgent("parent", "parent")
+	alice.do("PATCH", "/api/agents/"+parentID, map[string]any{"policy": map[string]any{"network": "allowlist",
+		"egress": map[string]any{"presets": []string{"npm"}, "allow": []map[string]any{{"host": "*.example.com"}}}}}).want(http.StatusOK)
+	root := e.completedRun(t, alice, parentID)
+	child, err := e.deleg.CreateAgent(ctx, root, corral.AgentSpec{Name: "made", Instructions: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Policy.Network != corral.NetworkAllowlist || len(child.Policy.Egress.Presets) != 1 || len(child.Policy.Egress.Allow) != 1 {
+		t.Fatalf("the created agent's network = %s %+v, want its parent's", child.Policy.Network, child.Policy.Egress)
+	}
+	path := "/api/agents/" + child.ID
+	for _, c := range []struct {
+		name   string
+		egress map[string]any
+		status int
+	}{
+		{"another host", map[string]any{"allow": []map[string]any{{"host": "evil.example.org"}}}, http.StatusForbidden},
+		{"another preset", map[string]any{"presets": []string{"pypi"}}, http.StatusForbidden},
+		{"another port", map[string]any{"allow": []map[string]any{{"host": "a.example.com", "ports": []int{22}}}}, http.StatusForbidden},
+		{"one host under the parent's suffix", map[string]any{"allow": []map[string]any{{"host": "a.example.com", "methods": []string{"GET"}}}}, http.StatusOK},
+		{"nothing", map[string]any{}, http.StatusOK},
+	} {
+		if got := alice.do("PATCH", path, map[string]any{"policy": map[string]any{"egress": c.egress}}); got.status != c.status {
+			t.Errorf("%s: PATCH = %d %s, want %d", c.name, got.status, got.body, c.status)
+		}
+	}
+	// The parent's network off: the child may not turn its own on.
+	alice.do("PATCH", "/api/agents/"+parentID, map[string]any{"policy": map[string]any{"network": "none"}}).want(http.StatusOK)
+	alice.do("PATCH", path, map[string]any{"policy": map[string]any{"network": "none"}}).want(http.StatusOK)
+	alice.do("PATCH", path, map[string]any{"policy": map[string]any{"network": "allowlist"}}).want(http.StatusForbidden)
+}
+
+// completedRun is a finished run of the agent with the role parent, as the
+// store has it: a root that create_agent can be called from.
+func (e *env) completedRun(t *testing.T, c *client, agentID string) corral.Run {
+	t.Helper()
+	e.answer(roles(map[string]modeltest.Script{"parent": func(modeltest.Request) modeltest.Reply { return modeltest.Text("ok") }}))
+	run := c.send(agentID, "hello")
+	c.waitRun(run.ID, "completed")
+	root, err := e.db.Run(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // checkNarrower says how child is wider than parent, "" when it is not.
 func checkNarrower(p, c corral.Agent) string {
 	switch {
@@ -569,6 +621,8 @@ func checkNarrower(p, c corral.Agent) string {
 		return "fs wider"
 	case c.Policy.Network != p.Policy.Network:
 		return "network differs"
+	case !reflect.DeepEqual(c.Policy.Egress, p.Policy.Egress):
+		return "egress not the parent's"
 	case c.Policy.Library != p.Policy.Library:
 		return "library not the parent's"
 	case c.Policy.Changes != corral.ChangesReview:

@@ -21,6 +21,7 @@ type AgentStore interface {
 	UserByID(ctx context.Context, id string) (corral.User, error)
 	UserByEmail(ctx context.Context, email string) (corral.User, error)
 	SetAgentState(ctx context.Context, agentID string, to corral.AgentState, from ...corral.AgentState) (bool, error)
+	Run(ctx context.Context, id string) (corral.Run, error)
 }
 
 // Agents is everything done to agents: settings, sharing, and the thread.
@@ -147,8 +148,14 @@ func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in Ag
 			return corral.Agent{}, err
 		}
 	}
+	before := a.Policy
 	if err := apply(&a, in); err != nil {
 		return corral.Agent{}, err
+	}
+	if a.CreatedByRun != "" && (in.Network != nil || in.Egress != nil) {
+		if err := s.withinCreator(ctx, a, before); err != nil {
+			return corral.Agent{}, err
+		}
 	}
 	a.UpdatedAt = s.cfg.Now().UTC()
 	if err := s.store.UpdateAgent(ctx, a); err != nil {
@@ -172,6 +179,30 @@ func (s *Agents) Update(ctx context.Context, actor corral.User, id string, in Ag
 		}
 	}
 	return a, nil
+}
+
+// withinCreator refuses a network wider than that of the agent whose run
+// created a: a created agent's egress is never wider than its parent's,
+// at creation (it gets a copy) or after. With the parent gone, what a had
+// is the bound.
+func (s *Agents) withinCreator(ctx context.Context, a corral.Agent, before corral.Policy) error {
+	bound := before
+	if run, err := s.store.Run(ctx, a.CreatedByRun); err == nil {
+		if parent, err := s.store.Agent(ctx, run.AgentID, ""); err == nil {
+			bound = parent.Policy
+		} else if corral.ErrorCode(err) != corral.ENOTFOUND {
+			return err
+		}
+	} else if corral.ErrorCode(err) != corral.ENOTFOUND {
+		return err
+	}
+	if a.Policy.Network == corral.NetworkNone {
+		return nil
+	}
+	if bound.Network != corral.NetworkAllowlist || !egress.Covers(bound.Egress, a.Policy.Egress) {
+		return corral.Errorf(corral.EFORBIDDEN, "policy.egress would be wider than that of the agent that created this one: an agent a run created reaches no more than its parent")
+	}
+	return nil
 }
 
 // apply validates each given field and sets it on a.
