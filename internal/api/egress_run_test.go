@@ -231,6 +231,8 @@ func TestEgressRefusalsInRun(t *testing.T) {
 			want: []string{"direct=7", "dns=2"}},
 		{name: "an address for an allowed name", cmd: `curl -s -o /dev/null -w 'code=%{http_code}\n' -k https://127.0.0.2:` + regPort + `/; echo "exit=$?"`,
 			want: []string{"exit=56"}},
+		{name: "refused in a loop", cmd: `for i in $(seq 250); do curl -s -o /dev/null http://elsewhere.example:81/; done; echo looped`,
+			want: []string{"looped"}},
 		{name: "allowed mid-run", cmd: `curl -s -w '\ncode=%{http_code}\n' ` + list, want: []string{egresstest.ModuleVersion, "code=200"},
 			before: func() {
 				owner.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]any{"egress": allow}}).want(http.StatusOK)
@@ -270,16 +272,26 @@ func TestEgressRefusalsInRun(t *testing.T) {
 		}
 	}
 	var denied []string
+	truncated := 0
 	for _, ev := range owner.trace(run.ID) {
 		if ev.Type == "egress_denied" {
 			var d struct {
-				Host string
-				Port int
-				Rule string
+				Host      string
+				Port      int
+				Rule      string
+				Truncated bool
 			}
 			json.Unmarshal(ev.Data, &d)
+			if d.Truncated {
+				truncated++
+				continue
+			}
 			denied = append(denied, fmt.Sprintf("%s:%d", d.Host, d.Port))
 		}
+	}
+	// A loop of refusals fills the trace up to a bound, then says so once.
+	if len(denied) != 200 || truncated != 1 {
+		t.Errorf("%d egress_denied events and %d saying the rest were left out, want 200 and 1", len(denied), truncated)
 	}
 	if !contains(denied, u.gp.Host+":"+u.gp.URL[strings.LastIndex(u.gp.URL, ":")+1:]) || !contains(denied, "127.0.0.2:"+regPort) {
 		t.Errorf("egress_denied events for %v, want the module proxy's host and the bare address", denied)

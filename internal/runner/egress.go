@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -73,16 +72,44 @@ func (r *Runner) installCA(a *active) error {
 	return r.waitQuiet(a, id)
 }
 
+// maxEgressEvents bounds the egress events one run's trace gets of each
+// kind: a run that retries a refused host in a loop, or opens a
+// connection per request, would otherwise grow its trace without end.
+const maxEgressEvents = 200
+
+// egressEvent records one egress event of an active run, the first
+// maxEgressEvents of its kind, then one saying the rest are left out.
+func (r *Runner) egressEvent(runID, typ string, data map[string]any) {
+	a := r.lookup(runID)
+	if a == nil {
+		return // the run has ended (its summary was written before its end)
+	}
+	a.mu.Lock()
+	if a.egressEvents == nil {
+		a.egressEvents = map[string]int{}
+	}
+	a.egressEvents[typ]++
+	n := a.egressEvents[typ]
+	a.mu.Unlock()
+	switch {
+	case n <= maxEgressEvents:
+		r.record(a.ctx, runID, typ, data)
+	case n == maxEgressEvents+1:
+		r.record(a.ctx, runID, typ, map[string]any{"truncated": true,
+			"note": fmt.Sprintf("more than %d; the rest are left out of the trace", maxEgressEvents)})
+	}
+}
+
 // EgressDenied records a refusal of the egress proxy in the run's trace.
 func (r *Runner) EgressDenied(runID, host string, port int, method, path, rule string) {
-	r.record(context.Background(), runID, trace.EgressDenied, map[string]any{
+	r.egressEvent(runID, trace.EgressDenied, map[string]any{
 		"host": host, "port": port, "method": method, "path": boundPath(path), "rule": rule,
 	})
 }
 
 // EgressTraffic records what a run exchanged with one host.
 func (r *Runner) EgressTraffic(runID, host string, requests, bytesIn, bytesOut int64) {
-	r.record(context.Background(), runID, trace.Egress, map[string]any{
+	r.egressEvent(runID, trace.Egress, map[string]any{
 		"host": host, "requests": requests, "bytes_in": bytesIn, "bytes_out": bytesOut,
 	})
 }

@@ -87,7 +87,7 @@ type Config struct {
 	EgressCA []byte
 	// Ended, when set, is told of each run that ends, before its last
 	// trace event is written (the egress proxy closes the run's
-	// connections and records what they moved).
+	// connections and records what they moved). It may be told twice.
 	Ended func(runID string)
 	Now   func() time.Time
 	Log   *slog.Logger
@@ -158,9 +158,12 @@ type active struct {
 	// killed it (the egress proxy's caps), in words for viewers.
 	violation       corral.Violation
 	violationReason string
-	cmdID           string  // the tool command running now in the run's session, if any
-	callID          string  // its tool call
-	out             *output // and its output so far
+	// egressEvents counts the egress events recorded, by type (see
+	// maxEgressEvents).
+	egressEvents map[string]int
+	cmdID        string  // the tool command running now in the run's session, if any
+	callID       string  // its tool call
+	out          *output // and its output so far
 	// budgetNeed: the gateway refused one of the run's CLI's model calls
 	// for the agent's budget, one that needed this many tokens left; the
 	// run pauses when its CLI has ended.
@@ -345,6 +348,11 @@ type outcome struct {
 func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 	defer r.wg.Done() // Close waits for the end to be recorded, not only the loop
 	out, agent, staged := r.loop(a, msg, reattach)
+	if !out.shutdown && r.cfg.Ended != nil {
+		// While the run is still tracked: what its egress moved is
+		// recorded now, before its end; nothing of it after.
+		r.cfg.Ended(a.run.ID)
+	}
 	r.untrack(a)
 	ctx := context.WithoutCancel(a.ctx)
 	switch {
