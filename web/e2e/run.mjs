@@ -321,6 +321,42 @@ async function main() {
 
   await step('Alice picks the model from the gateway’s list and sets limits in units, the defaults shown', () => modelsAndLimits(alice, base))
 
+  await step('Alice lets the agent install from npm: an allow-list with the npm preset and a host, a secret never shown again', async () => {
+    const secret = 'e2e-npm-token-never-shown-4242'
+    const sections = alice.getByRole('navigation', { name: 'Agent sections' })
+    await sections.getByRole('link', { name: 'Settings' }).click()
+    await alice.getByLabel('Allow-list: only the hosts below').check()
+    await alice.getByRole('checkbox', { name: /npm: registry\.npmjs\.org/ }).check()
+    await alice.getByRole('button', { name: 'Add a host', exact: true }).click()
+    await alice.getByRole('group', { name: 'Allowed host 1' }).getByLabel('Host', { exact: true }).fill('registry.internal.example')
+    await alice.getByRole('button', { name: 'Save', exact: true }).click()
+    await visible(alice.getByText('Saved.', { exact: true }), 'the saved notice')
+    const mine = await (await alice.request.get(`${base}/api/agents`)).json()
+    const id = mine.items.find((a) => a.name === agentName).id
+    const saved = await (await alice.request.get(`${base}/api/agents/${id}`)).json()
+    if (saved.policy.network !== 'allowlist' || !saved.policy.egress.presets.includes('npm') ||
+      !saved.policy.egress.allow.some((r) => r.host === 'registry.internal.example')) {
+      fail(`the agent's policy after saving: ${JSON.stringify(saved.policy)}`)
+    }
+    const form = alice.getByRole('form', { name: 'Add a secret' })
+    await form.getByLabel('Name', { exact: true }).fill('npm-token')
+    await form.getByLabel('Host', { exact: true }).fill('registry.npmjs.org')
+    const value = form.getByLabel('Value', { exact: true })
+    if ((await value.getAttribute('type')) !== 'password') fail('the secret value field is not a password field')
+    await value.fill('Bearer ' + secret)
+    await form.getByRole('button', { name: 'Add secret', exact: true }).click()
+    const row = alice.getByRole('table', { name: 'Secrets' }).getByRole('row').filter({ hasText: 'npm-token' })
+    await visible(row, 'the new secret in the list')
+    await hasText(row, 'registry.npmjs.org', 'the secret’s host')
+    if ((await alice.content()).includes(secret)) fail('the secret is on the page after it was added')
+    if ((await value.inputValue()) !== '') fail('the secret field still holds the value')
+    const listed = await alice.request.get(`${base}/api/agents/${id}/secrets`)
+    if ((await listed.text()).includes(secret)) fail('GET …/secrets answers the value')
+    await shot(alice, 'network-and-secrets')
+    await sections.getByRole('link', { name: 'Conversation' }).click()
+  })
+
+
   await step('Alice asks for hello.txt and notes.txt and watches the run', async () => {
     await alice.getByLabel('Message', { exact: true }).fill(asked)
     await alice.getByRole('button', { name: 'Send', exact: true }).click()
