@@ -11,8 +11,8 @@ import (
 
 	"corral"
 	"corral/internal/egress"
-	"corral/internal/modelapi"
 	"corral/internal/proxy"
+	"corral/internal/relay"
 	"corral/internal/runner"
 )
 
@@ -30,7 +30,7 @@ func (a *App) serveEgress(ca *proxy.CA, log *slog.Logger) error {
 	var ln net.Listener
 	if a.Fleet != nil {
 		ln = a.Fleet.Egress()
-	} else if ln, err = modelapi.Listen(filepath.Join(c.Data, egressSocket)); err != nil {
+	} else if ln, err = relay.ListenSocket(filepath.Join(c.Data, egressSocket)); err != nil {
 		return err
 	}
 	a.Proxy = proxy.New(proxy.Config{
