@@ -91,6 +91,12 @@ type Trees interface {
 	// Push pushes the repository's HEAD to branch of url, as a
 	// fast-forward only: ECONFLICT naming the remote's head otherwise.
 	Push(ctx context.Context, agentID, url, branch string, auth *GitAuth) (PushResult, error)
+	// Sync fetches spec.Ref (a branch) of spec.URL and brings the
+	// workspace to it: a fast-forward, or a rebase of the workspace's own
+	// commits onto it. No run may be working on the workspace (ECONFLICT).
+	// A rebase that does not apply cleanly changes nothing: ECONFLICT,
+	// reason sync_conflict, naming the paths in conflict.
+	Sync(ctx context.Context, agentID string, spec CloneSpec) (SyncResult, error)
 }
 
 // MaxFile bounds a file read or written through ReadFile and WriteFile.
@@ -220,6 +226,15 @@ type PushResult struct {
 	Branch  string
 	Head    string // the commit the remote branch now names
 	Commits int    // commits the remote did not have
+}
+
+// SyncResult is what a sync did.
+type SyncResult struct {
+	Head        string // the commit the workspace's HEAD names now
+	Upstream    string // the commit the remote's ref named
+	FastForward bool   // the workspace moved to Upstream (or already held it)
+	Rebased     int    // the workspace's own commits replayed onto Upstream
+	Status      string // up_to_date, fast_forward or rebased
 }
 
 // GitCommit is one commit of a workspace's history.

@@ -164,6 +164,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/agents/{id}/repository", true, s.getRepository},
 		{"GET", "/api/agents/{id}/repository/commits", true, s.listRepositoryCommits},
 		{"POST", "/api/agents/{id}/repository/push", true, s.pushRepository},
+		{"POST", "/api/agents/{id}/repository/sync", true, s.syncRepository},
 		{"GET", "/api/agents/{id}/trace", true, s.getAgentTrace},
 		{"DELETE", "/api/agents/{id}/files", true, s.deleteFile},
 		{"POST", "/api/agents/{id}/workspace/import", true, s.importWorkspace},

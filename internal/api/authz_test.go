@@ -210,6 +210,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "/api/agents/{id}/repository", need: "viewer", ok: 200},                                                  // the fixture starts a clone
 	{method: "GET", path: "/api/agents/{id}/repository/commits", need: "viewer", ok: 200},                                          // the fixture starts a clone
 	{method: "POST", path: "/api/agents/{id}/repository/push", body: map[string]string{"branch": "main"}, need: "editor", ok: 409}, // not ready: the clone cannot succeed
+	{method: "POST", path: "/api/agents/{id}/repository/sync", need: "editor", ok: 409},                                            // not ready: the clone cannot succeed
 	{method: "GET", path: "/api/agents/{id}/trace", need: "viewer", ok: 200},
 	{method: "POST", path: "/api/agents/{id}/documents", query: "?name=guide.md", body: "# Guide\n\nHow we deploy.", need: "editor", ok: 201},
 	{method: "GET", path: "/api/agents/{id}/documents", need: "viewer", ok: 200},

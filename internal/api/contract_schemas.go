@@ -359,7 +359,7 @@ func components() []openapi.Component {
 					"`egress_denied`: the egress proxy refused a request of the run (`host`, `port`, `method`, `path` without its query, " +
 					"and `rule`: why, in words); `egress`: what the run exchanged with one host once its connections to it closed " +
 					"(`host`, `requests`, `bytes_in`, `bytes_out`). " +
-					"`cloned`, `clone_failed`, `pushed` and `push_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run " +
+					"`cloned`, `clone_failed`, `pushed`, `push_refused`, `synced` and `sync_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run " +
 					"(`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused " +
 					"(`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, " +
 					"`delegation_fanout`, `delegation_concurrency`, `delegation_create`); `agent_created`: its " +
@@ -460,6 +460,15 @@ func components() []openapi.Component {
 			Fields: map[string]openapi.Schema{
 				"head":    {Description: "The commit the remote branch names now."},
 				"commits": {Description: "How many commits the remote did not have."},
+			},
+		},
+		{Name: "SyncResult", Of: syncView{}, Doc: "What a sync did.",
+			Fields: map[string]openapi.Schema{
+				"head":         {Description: "The commit the workspace's HEAD names now."},
+				"upstream":     {Description: "The commit the remote branch named when fetched."},
+				"fast_forward": {Description: "True when the workspace held no commit of its own: it moved to upstream, or already held it."},
+				"rebased":      {Minimum: openapi.Int(0), Description: "How many of the workspace's own commits were replayed onto upstream."},
+				"status":       {Enum: openapi.Enum("up_to_date", "fast_forward", "rebased")},
 			},
 		},
 		{Name: "Source", Of: sourceView{}, Doc: "A document an answer drew on.",
@@ -629,7 +638,7 @@ func traceTypes() []any {
 		"usage", "retry", "violation", "paused", "resumed", "quarantined",
 		"ended", "reconciled", "reattached", "terminal_opened", "terminal_closed",
 		"gateway_note", "transcript", "retrieved", "delegated", "delegation_refused",
-		"agent_created", "cloned", "clone_failed", "pushed", "push_refused", "egress_denied", "egress")
+		"agent_created", "cloned", "clone_failed", "pushed", "push_refused", "synced", "sync_refused", "egress_denied", "egress")
 }
 
 // runDrivers are what may run a run: an agent's driver, or a person at

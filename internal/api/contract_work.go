@@ -307,11 +307,32 @@ func workOperations() map[string]operation {
 				{status: 503},
 			},
 		},
+		"POST /api/agents/{id}/repository/sync": {
+			id: "syncRepository", tags: []string{"repositories"}, summary: "Bring the workspace to its remote branch",
+			doc: "editor+. Fetches the branch the repository tracks with the credential it was set with, then " +
+				"fast-forwards the workspace to it when the workspace holds no commit of its own, or rebases " +
+				"Corral's commits onto it (each keeps its author, message and trailers; Corral commits). Only " +
+				"while no run of the agent is active and no change set of it waits for review: 409 naming " +
+				"which (decide a pending change set first). 409 with reason sync_conflict, naming the paths " +
+				"in conflict, when the rebase does not apply cleanly: nothing changed. 409 with reason " +
+				"uncommitted when applied files wait for their commit; 409 when the repository is not ready.",
+			replies: []reply{
+				{status: 200, of: syncView{}, doc: "Synced (or already up to date)."},
+				{status: 400},
+				{status: 401},
+				{status: 403},
+				{status: 404},
+				{status: 409},
+				{status: 413},
+				{status: 503},
+			},
+		},
 		"GET /api/agents/{id}/trace": {
 			id: "getAgentTrace", tags: []string{"repositories"}, summary: "Read an agent's own trace",
 			doc: "viewer+. The agent's own hash-chained trace, outside its runs: `cloned` {url, ref, head, " +
-				"by}, `clone_failed` {url, ref, error}, `pushed` {branch, head, commits, by} and " +
-				"`push_refused` {branch, by, code, error}. The chain is named by the agent's id and checked " +
+				"by}, `clone_failed` {url, ref, error}, `pushed` {branch, head, commits, by}, " +
+				"`push_refused` {branch, by, code, error}, `synced` {ref, status, head, upstream, rebased, by} " +
+				"and `sync_refused` {ref, by, code, error}. The chain is named by the agent's id and checked " +
 				"by `corral trace verify` like a run's.",
 			replies: []reply{
 				{status: 200, of: list[traceView]{}, doc: "The trace."},

@@ -30,6 +30,7 @@ type (
 	NodeView        = nodeView
 	PostedMessage   = postedMessage
 	PushView        = pushView
+	SyncView        = syncView
 	RepositoryView  = repositoryView
 	RetrievalView   = retrievalView
 	PresetView      = presetView

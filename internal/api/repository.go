@@ -116,6 +116,24 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 	return nil
 }
 
+// syncView is what a sync did.
+type syncView struct {
+	Head        string `json:"head"`
+	Upstream    string `json:"upstream"`
+	FastForward bool   `json:"fast_forward"`
+	Rebased     int    `json:"rebased"`
+	Status      string `json:"status"`
+}
+
+func (s *Server) syncRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
+	res, err := s.repos.Sync(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, syncView{Head: res.Head, Upstream: res.Upstream, FastForward: res.FastForward, Rebased: res.Rebased, Status: res.Status})
+	return nil
+}
+
 // getAgentTrace answers the agent's own chain: its clones and pushes, in
 // the shape of a run's trace.
 func (s *Server) getAgentTrace(w http.ResponseWriter, r *http.Request, actor corral.User) error {

@@ -587,6 +587,15 @@ func (r *Router) Push(ctx context.Context, agentID, url, branch string, auth *co
 	return n.Push(ctx, agentID, url, branch, auth)
 }
 
+func (r *Router) Sync(ctx context.Context, agentID string, spec corral.CloneSpec) (corral.SyncResult, error) {
+	n, done, err := r.forAgent(ctx, agentID)
+	if err != nil {
+		return corral.SyncResult{}, err
+	}
+	defer done()
+	return n.Sync(ctx, agentID, spec)
+}
+
 // Sessions: each names its run, whose agent names the node.
 
 // StartSession waits for the node, but is not made twice: a start the

@@ -90,19 +90,8 @@ func (l *Local) installClone(agentID, tmp string) error {
 	if err := l.canCloneLocked(agentID); err != nil {
 		return err
 	}
-	if l.cfg.UID != 0 {
-		err := filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if p == filepath.Join(tmp, ".git") {
-				return filepath.SkipDir
-			}
-			return os.Lchown(p, l.cfg.UID, l.cfg.GID)
-		})
-		if err != nil {
-			return corral.Internal("clone", err)
-		}
+	if err := l.giveTree(tmp); err != nil {
+		return err
 	}
 	// rename(2) replaces an empty directory: the workspace is the clone or
 	// stays empty, never half of it. (os.Rename refuses any existing
@@ -183,4 +172,57 @@ func (l *Local) Push(ctx context.Context, agentID, url, branch string, a *corral
 		return corral.PushResult{}, err
 	}
 	return corral.PushResult{Branch: res.Branch, Head: res.Head, Commits: res.Commits}, nil
+}
+
+// giveTree gives a repository's tree to the sandbox's user, but .git,
+// which stays the server's: runs may read it, never write it.
+func (l *Local) giveTree(dir string) error {
+	if l.cfg.UID == 0 {
+		return nil
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == filepath.Join(dir, ".git") {
+			return filepath.SkipDir
+		}
+		return os.Lchown(p, l.cfg.UID, l.cfg.GID)
+	})
+	if err != nil {
+		return corral.Internal("git", err)
+	}
+	return nil
+}
+
+// Sync fetches the remote's branch, then, under the agent's writers lock
+// and with no run working on the workspace, brings the workspace to it
+// (gitrepo.Config.Rebase): the fetch touches only .git, so it runs
+// outside the lock. What git wrote is given to the sandbox's user.
+func (l *Local) Sync(ctx context.Context, agentID string, spec corral.CloneSpec) (corral.SyncResult, error) {
+	if err := sanitize.ID("agent", agentID); err != nil {
+		return corral.SyncResult{}, err
+	}
+	ws := l.workspaceDir(agentID)
+	upstream, err := l.cfg.Git.Fetch(ctx, ws, spec.URL, spec.Ref, auth(spec.Auth))
+	if err != nil {
+		return corral.SyncResult{}, err
+	}
+	defer l.writers.Lock(agentID)()
+	if l.busy(agentID) {
+		return corral.SyncResult{}, corral.Errorf(corral.ECONFLICT, "a run is working on the workspace: sync when it has ended")
+	}
+	// Not the caller's context from here: a rebase stopped half way would
+	// be undone, but it is short, and its outcome belongs together.
+	res, err := l.cfg.Git.Rebase(context.WithoutCancel(ctx), ws, upstream)
+	if err != nil {
+		return corral.SyncResult{}, err
+	}
+	if res.Status != gitrepo.SyncUpToDate {
+		if err := l.giveTree(ws); err != nil {
+			return corral.SyncResult{}, err
+		}
+	}
+	return corral.SyncResult{Head: res.Head, Upstream: res.Upstream, FastForward: res.Status != gitrepo.SyncRebased,
+		Rebased: res.Rebased, Status: res.Status}, nil
 }

@@ -24,6 +24,7 @@ type SecretSource interface {
 type RepositoryStore interface {
 	corral.RepositoryStore
 	Run(ctx context.Context, id string) (corral.Run, error)
+	Runs(ctx context.Context, agentID string, limit int) ([]corral.Run, error)
 }
 
 // RepositoryConfig turns on git repositories.

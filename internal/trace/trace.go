@@ -70,6 +70,8 @@ const (
 	CloneFailed = "clone_failed"
 	Pushed      = "pushed"
 	PushRefused = "push_refused"
+	Synced      = "synced"       // the workspace brought to its remote branch
+	SyncRefused = "sync_refused" // and why not: nothing changed
 )
 
 // Event is one entry of a run's trace.

@@ -87,6 +87,7 @@ describe('RepositoryPanel', () => {
       await screen.findByRole('table', { name: 'Commits' })
       expect(screen.queryByRole('button', { name: 'Push' }) !== null).toBe(c.push)
       expect(screen.queryByLabelText('Branch') !== null).toBe(c.push)
+      expect(screen.queryByRole('button', { name: 'Sync with upstream' }) !== null).toBe(c.push)
     })
   }
 
@@ -113,6 +114,31 @@ describe('RepositoryPanel', () => {
     render(<RepositoryPanel agent={agentAt('owner')} pollOptions={fast} />)
     fireEvent.change(await screen.findByLabelText('Branch'), { target: { value: 'corral/work' } })
     fireEvent.click(screen.getByRole('button', { name: 'Push' }))
+    expect((await screen.findByRole('alert')).textContent).toBe(words)
+  })
+
+  it('syncs with upstream and says what it did', async () => {
+    const calls = serve((method, url) => {
+      if (url === '/api/agents/agt_1/repository') return [200, ready]
+      if (method === 'POST' && url === '/api/agents/agt_1/repository/sync')
+        return [200, { head: 'f00dfeedbeef0123', upstream: 'abcdef0123456789', fast_forward: false, rebased: 2, status: 'rebased' }]
+      return undefined
+    })
+    render(<RepositoryPanel agent={agentAt('editor')} pollOptions={fast} />)
+    fireEvent.click(await screen.findByRole('button', { name: 'Sync with upstream' }))
+    expect((await screen.findByText(/^Rebased/)).textContent).toBe("Rebased 2 commits onto upstream's abcdef012345; the head is now f00dfeedbeef.")
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.url)).toEqual(['/api/agents/agt_1/repository/sync'])
+  })
+
+  it('shows a refused sync’s conflicting paths in the server’s words', async () => {
+    const words = 'the workspace\'s commits do not apply cleanly onto upstream: conflict in "README.md"; nothing was changed'
+    serve((method, url) => {
+      if (url === '/api/agents/agt_1/repository') return [200, ready]
+      if (method === 'POST') return [409, { error: { code: 'conflict', reason: 'sync_conflict', message: words } }]
+      return undefined
+    })
+    render(<RepositoryPanel agent={agentAt('owner')} pollOptions={fast} />)
+    fireEvent.click(await screen.findByRole('button', { name: 'Sync with upstream' }))
     expect((await screen.findByRole('alert')).textContent).toBe(words)
   })
 

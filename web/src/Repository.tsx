@@ -1,8 +1,10 @@
 // The repository tab: the git repository an agent's workspace is a clone
 // of, the clone's progress while it runs (polled, every request bounded),
 // the commits that applied change sets made (each linked to its change
-// set), and for editors and owners a push of those commits to a branch.
-// A push uses the credential of the agent's owner; the server finds it.
+// set), and for editors and owners a sync with the branch upstream (a
+// fast-forward, or Corral's commits rebased onto it; a conflict is refused
+// naming its paths) and a push of those commits to a branch. A sync or a
+// push uses the credential of the agent's owner; the server finds it.
 
 import { useEffect, useState, type FormEvent } from 'react'
 import { api } from './api'
@@ -12,7 +14,7 @@ import { Field } from './Field'
 import { formatTime, shortId } from './format'
 import { poll, type PollOptions } from './poll'
 import { Link } from './router'
-import type { Agent, Commit, PushResult, Repository, RepositoryRequest } from './types'
+import type { Agent, Commit, PushResult, Repository, RepositoryRequest, SyncResult } from './types'
 
 /** How the clone is followed: every second, each request cut at 10 s, for at most an hour. */
 export const clonePoll = { intervalMs: 1000, timeoutMs: 10_000, deadlineMs: 60 * 60 * 1000 }
@@ -118,6 +120,58 @@ function CloneForm({ agentId, onStarted }: { agentId: string; onStarted: (r: Rep
         </button>
       </div>
     </form>
+  )
+}
+
+/** What a sync did, in words. */
+export function syncSummary(r: SyncResult): string {
+  const head = r.head.slice(0, 12)
+  switch (r.status) {
+    case 'up_to_date':
+      return `Already up to date: the workspace holds upstream's ${r.upstream.slice(0, 12)}.`
+    case 'fast_forward':
+      return `Fast-forwarded to upstream's ${head}.`
+    default:
+      return `Rebased ${r.rebased} ${r.rebased === 1 ? 'commit' : 'commits'} onto upstream's ${r.upstream.slice(0, 12)}; the head is now ${head}.`
+  }
+}
+
+function SyncForm({ agentId, branch, onSynced }: { agentId: string; branch: string; onSynced: () => void }) {
+  const [error, setError] = useState<unknown>()
+  const [result, setResult] = useState<SyncResult>()
+  const [busy, setBusy] = useState(false)
+  async function sync() {
+    setBusy(true)
+    setError(undefined)
+    setResult(undefined)
+    try {
+      setResult(await api.sync(agentId))
+      onSynced()
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <div className="stack sync" role="group" aria-labelledby="sync-heading">
+      <h3 id="sync-heading">Sync</h3>
+      <p className="muted">
+        Brings the workspace to {branch} upstream: a fast-forward, or the workspace's own commits rebased onto it. Not while a run is active or a
+        change set waits for review; a conflict changes nothing.
+      </p>
+      <ErrorText error={error} />
+      {result && (
+        <p role="status" className="ok">
+          {syncSummary(result)}
+        </p>
+      )}
+      <div>
+        <button type="button" onClick={() => void sync()} disabled={busy}>
+          Sync with upstream
+        </button>
+      </div>
+    </div>
   )
 }
 
@@ -274,6 +328,16 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
           <CloneStatus repo={repo.data} />
           <ErrorText error={pollProblem} />
           {status === 'ready' && <Commits commits={commits.data} error={commits.error} />}
+          {status === 'ready' && agent.can.includes('write_files') && repo.data.ref && (
+            <SyncForm
+              agentId={agent.id}
+              branch={repo.data.ref}
+              onSynced={() => {
+                void repo.reload()
+                void commits.reload()
+              }}
+            />
+          )}
           {status === 'ready' && agent.can.includes('write_files') && (
             <PushForm
               agentId={agent.id}

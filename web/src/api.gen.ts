@@ -1030,6 +1030,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/repository/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bring the workspace to its remote branch
+         * @description editor+. Fetches the branch the repository tracks with the credential it was set with, then fast-forwards the workspace to it when the workspace holds no commit of its own, or rebases Corral's commits onto it (each keeps its author, message and trailers; Corral commits). Only while no run of the agent is active and no change set of it waits for review: 409 naming which (decide a pending change set first). 409 with reason sync_conflict, naming the paths in conflict, when the rebase does not apply cleanly: nothing changed. 409 with reason uncommitted when applied files wait for their commit; 409 when the repository is not ready.
+         */
+        post: operations["syncRepository"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{id}/trace": {
         parameters: {
             query?: never;
@@ -1042,7 +1065,7 @@ export interface paths {
         };
         /**
          * Read an agent's own trace
-         * @description viewer+. The agent's own hash-chained trace, outside its runs: `cloned` {url, ref, head, by}, `clone_failed` {url, ref, error}, `pushed` {branch, head, commits, by} and `push_refused` {branch, by, code, error}. The chain is named by the agent's id and checked by `corral trace verify` like a run's.
+         * @description viewer+. The agent's own hash-chained trace, outside its runs: `cloned` {url, ref, head, by}, `clone_failed` {url, ref, error}, `pushed` {branch, head, commits, by}, `push_refused` {branch, by, code, error}, `synced` {ref, status, head, upstream, rebased, by} and `sync_refused` {ref, by, code, error}. The chain is named by the agent's id and checked by `corral trace verify` like a run's.
          */
         get: operations["getAgentTrace"];
         put?: never;
@@ -1940,10 +1963,10 @@ export interface components {
             /** Format: date-time */
             at: string;
             /**
-             * @description The event's kind. `usage` is one model call, metered from the provider's report: `data` has `input`, `output`, `budget_used`, `budget_tokens`, and for an agent CLI's call through the gateway also `protocol` (`chat`, `responses` or `messages`), `model`, `status` (the provider's HTTP status; 0 when the provider gave no answer), and when they hold `estimated: true` (the provider reported no usage: bytes/4), `aborted: true` (the CLI went away mid-answer; the provider's usage was still read), `error`. `gateway_note` says what of a CLI's call was left out (`dropped`); `transcript` is one step an agent CLI reported (`kind`: model, message, reasoning, tool_call, tool_result, error; bounded text). `retrieved`: what a search of the agent's documents found (document and chunk ids, scores and the confidence, never the text). `egress_denied`: the egress proxy refused a request of the run (`host`, `port`, `method`, `path` without its query, and `rule`: why, in words); `egress`: what the run exchanged with one host once its connections to it closed (`host`, `requests`, `bytes_in`, `bytes_out`). `cloned`, `clone_failed`, `pushed` and `push_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run (`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused (`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, `delegation_fanout`, `delegation_concurrency`, `delegation_create`); `agent_created`: its create_agent tool made an agent (`agent_id`, `name`, `fs`).
+             * @description The event's kind. `usage` is one model call, metered from the provider's report: `data` has `input`, `output`, `budget_used`, `budget_tokens`, and for an agent CLI's call through the gateway also `protocol` (`chat`, `responses` or `messages`), `model`, `status` (the provider's HTTP status; 0 when the provider gave no answer), and when they hold `estimated: true` (the provider reported no usage: bytes/4), `aborted: true` (the CLI went away mid-answer; the provider's usage was still read), `error`. `gateway_note` says what of a CLI's call was left out (`dropped`); `transcript` is one step an agent CLI reported (`kind`: model, message, reasoning, tool_call, tool_result, error; bounded text). `retrieved`: what a search of the agent's documents found (document and chunk ids, scores and the confidence, never the text). `egress_denied`: the egress proxy refused a request of the run (`host`, `port`, `method`, `path` without its query, and `rule`: why, in words); `egress`: what the run exchanged with one host once its connections to it closed (`host`, `requests`, `bytes_in`, `bytes_out`). `cloned`, `clone_failed`, `pushed`, `push_refused`, `synced` and `sync_refused` are an agent's own chain. `delegated`: the run's delegate tool started a child run (`run_id`, `agent_id`, `depth`); `delegation_refused`: a delegation tool was refused (`tool`, `target`, `error`, and `cap` when a tree cap refused it: `delegation_depth`, `delegation_fanout`, `delegation_concurrency`, `delegation_create`); `agent_created`: its create_agent tool made an agent (`agent_id`, `name`, `fs`).
              * @enum {string}
              */
-            type: "admitted" | "started" | "message" | "tool_call" | "tool_result" | "usage" | "retry" | "violation" | "paused" | "resumed" | "quarantined" | "ended" | "reconciled" | "reattached" | "terminal_opened" | "terminal_closed" | "gateway_note" | "transcript" | "retrieved" | "delegated" | "delegation_refused" | "agent_created" | "cloned" | "clone_failed" | "pushed" | "push_refused" | "egress_denied" | "egress";
+            type: "admitted" | "started" | "message" | "tool_call" | "tool_result" | "usage" | "retry" | "violation" | "paused" | "resumed" | "quarantined" | "ended" | "reconciled" | "reattached" | "terminal_opened" | "terminal_closed" | "gateway_note" | "transcript" | "retrieved" | "delegated" | "delegation_refused" | "agent_created" | "cloned" | "clone_failed" | "pushed" | "push_refused" | "synced" | "sync_refused" | "egress_denied" | "egress";
             data: {
                 [key: string]: unknown;
             };
@@ -2065,6 +2088,19 @@ export interface components {
             head: string;
             /** @description How many commits the remote did not have. */
             commits: number;
+        };
+        /** @description What a sync did. */
+        SyncResult: {
+            /** @description The commit the workspace's HEAD names now. */
+            head: string;
+            /** @description The commit the remote branch named when fetched. */
+            upstream: string;
+            /** @description True when the workspace held no commit of its own: it moved to upstream, or already held it. */
+            fast_forward: boolean;
+            /** @description How many of the workspace's own commits were replayed onto upstream. */
+            rebased: number;
+            /** @enum {string} */
+            status: "up_to_date" | "fast_forward" | "rebased";
         };
         /** @description A document an answer drew on. */
         Source: {
@@ -4001,6 +4037,36 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    syncRepository: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                id: components["parameters"]["AgentId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Synced (or already up to date). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -25,6 +25,7 @@ import type {
   RepositoryRequest,
   Run,
   SearchResult,
+  SyncResult,
   Setup,
   TraceEvent,
   User,
@@ -217,6 +218,7 @@ export const api = {
   setRepository: (id: string, body: RepositoryRequest) => request<Repository>('PUT', `/api/agents/${enc(id)}/repository`, body),
   commits: (id: string) => request<Items<Commit>>('GET', `/api/agents/${enc(id)}/repository/commits`).then((a) => a.items),
   push: (id: string, branch: string) => request<PushResult>('POST', `/api/agents/${enc(id)}/repository/push`, { branch }),
+  sync: (id: string) => request<SyncResult>('POST', `/api/agents/${enc(id)}/repository/sync`),
 
   /** The agent's documents, newest first. */
   documents: (id: string) => request<Items<Doc>>('GET', `/api/agents/${enc(id)}/documents`).then((a) => a.items),

@@ -73,6 +73,7 @@ export type RepositoryStatus = Repository['status']
 export type RepositoryRequest = Schemas['RepositoryRequest']
 export type Commit = Schemas['Commit']
 export type PushResult = Schemas['PushResult']
+export type SyncResult = Schemas['SyncResult']
 
 /** A code-host credential as the API answers it: never its secret. */
 export type Credential = Schemas['Credential']

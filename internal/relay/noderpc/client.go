@@ -386,6 +386,15 @@ func (c *Client) Push(ctx context.Context, agentID, url, branch string, auth *co
 	return answerOf[corral.PushResult](s, nil)
 }
 
+func (c *Client) Sync(ctx context.Context, agentID string, spec corral.CloneSpec) (corral.SyncResult, error) {
+	s, err := c.start(ctx, "Sync", cloneArgs{Agent: agentID, URL: spec.URL, Ref: spec.Ref, Auth: authArgsOf(spec.Auth)}, spec.Auth)
+	if err != nil {
+		return corral.SyncResult{}, err
+	}
+	defer s.close()
+	return answerOf[corral.SyncResult](s, nil)
+}
+
 func (c *Client) StartSession(ctx context.Context, spec corral.SessionSpec) error {
 	_, err := call[none](c, ctx, "StartSession", spec)
 	return err

@@ -49,7 +49,7 @@
 //     never as a short archive that looks whole.
 //   - Clone: {"p":<percent>} lines, one per progress report, before the
 //     answer line.
-//   - Clone and Push with a credential: the header says its length
+//   - Clone, Push and Sync with a credential: the header says its length
 //     ("secret"). The server answers with a 'k' frame, an X25519 public
 //     key it made for this call alone; the client seals the credential
 //     to it (NaCl's anonymous box: an ephemeral key of its own, XSalsa20
@@ -103,7 +103,7 @@
 //
 // # Secrets
 //
-// GitAuth.Secret (Clone, Push) crosses because the call needs it, and
+// GitAuth.Secret (Clone, Push, Sync) crosses because the call needs it, and
 // only sealed: what passes through the relay's buffers on either side
 // (the WebSocket's reader, yamux's, a TLS connection's, this package's
 // own) is a box that only the call's private key opens, and that key is

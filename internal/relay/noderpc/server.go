@@ -375,6 +375,7 @@ var methods = map[string]method{
 		return n.Log(ctx, a.Agent, a.N)
 	}),
 	"Push": servePush,
+	"Sync": serveSync,
 
 	"StartSession": plain(func(ctx context.Context, n Node, a corral.SessionSpec) (none, error) {
 		return nil, n.StartSession(ctx, a)
@@ -607,6 +608,25 @@ func servePush(ctx context.Context, n Node, args json.RawMessage, c *served) {
 	}
 	c.watch()
 	res, err := n.Push(ctx, a.Agent, a.URL, a.Branch, auth)
+	c.answer(res, err)
+}
+
+// serveSync is Push's shape with Clone's arguments: a credential that
+// crosses sealed, no progress.
+func serveSync(ctx context.Context, n Node, args json.RawMessage, c *served) {
+	var a cloneArgs
+	if err := decode(args, &a); err != nil {
+		c.answer(nil, err)
+		return
+	}
+	auth, err := c.readSecret(a.Auth)
+	defer c.forget()
+	if err != nil {
+		c.answer(nil, err)
+		return
+	}
+	c.watch()
+	res, err := n.Sync(ctx, a.Agent, corral.CloneSpec{URL: a.URL, Ref: a.Ref, Auth: auth})
 	c.answer(res, err)
 }
 
