@@ -40,8 +40,8 @@ var model = logistic{bias: -4.133, w: [nFeatures]float64{0.704, 1.112, -0.588, 1
 
 // Threshold is the confidence below which a search is not answerable by
 // default: the calibrated even chance. On the evaluation set it refuses
-// every off-topic question and answers 85% of the answerable ones, but
-// refuses under a third of the near misses (questions on the documents'
+// 14 of the 15 off-topic questions and answers 85% of the answerable
+// ones, but refuses about a third of the near misses (questions on the documents'
 // topics, in their words, that they do not answer): telling those apart
 // takes reading, which term statistics cannot do.
 const Threshold = 0.5
