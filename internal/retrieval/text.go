@@ -108,18 +108,58 @@ var filler = map[string]bool{
 	"can": true, "also": true, "ever": true, "actual": true, "realli": true, "exact": true,
 }
 
+// measures are the words that follow "how" in a question about a
+// quantity or a duration ("how long does a rollback take?"): they say
+// that a figure is asked for (asksFigures), not what about, and the
+// answer seldom repeats them ("Rollbacks take about 4 minutes"), so as
+// terms they would only count against the passage that answers.
+// Dimensions ("how tall", "how old", "how big") are left in: an answer
+// often names the dimension it gives ("30 m tall").
+var measures = map[string]bool{"long": true, "many": true, "much": true, "often": true, "soon": true, "far": true}
+
 // queryTerms is a query's distinct terms, in order of first appearance,
-// at most maxQueryTerms, without filler.
+// at most maxQueryTerms, without filler and without the measure word of
+// a "how long" question.
 func queryTerms(q string) []string {
 	var out []string
 	seen := map[string]bool{}
-	terms(q, func(t string) {
+	terms(dropMeasures(q), func(t string) {
 		if !seen[t] && !filler[t] && len(out) < maxQueryTerms {
 			seen[t] = true
 			out = append(out, t)
 		}
 	})
 	return out
+}
+
+// dropMeasures blanks the measure word after each "how" of q.
+func dropMeasures(q string) string {
+	b := []byte(q)
+	prev := ""
+	wordStart := -1
+	word := func(end int) {
+		if wordStart < 0 {
+			return
+		}
+		w := strings.ToLower(q[wordStart:end])
+		if prev == "how" && measures[w] {
+			for i := wordStart; i < end; i++ {
+				b[i] = ' '
+			}
+		}
+		prev, wordStart = w, -1
+	}
+	for i, r := range q {
+		if unicode.IsLetter(r) || unicode.IsNumber(r) {
+			if wordStart < 0 {
+				wordStart = i
+			}
+			continue
+		}
+		word(i)
+	}
+	word(len(q))
+	return string(b)
 }
 
 // maxQueryTerms bounds the work one query can ask for.
