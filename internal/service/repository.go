@@ -24,6 +24,9 @@ type SecretSource interface {
 type RepositoryStore interface {
 	corral.RepositoryStore
 	Run(ctx context.Context, id string) (corral.Run, error)
+	// Messages pages an agent's thread (corral.MessageStore): a commit
+	// says what its run was asked and answered.
+	Messages(ctx context.Context, agentID, before string, limit int) ([]corral.Message, error)
 }
 
 // RepositoryConfig turns on git repositories.
@@ -402,10 +405,12 @@ func (c *Repositories) commitSpec(ctx context.Context, r *corral.Repository, who
 	return spec
 }
 
-// changeSetCommit is the commit of an applied change set, with a ready
-// repository: author the person who sent the message that started the
-// run, Approved-By the person who approved it (or Corral in auto mode).
-func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*corral.CommitSpec, *corral.Repository) {
+// changeSetCommit is the commit of the entries of an applied change set,
+// with a ready repository: author the person who sent the message that
+// started the run, Approved-By the person who approved it (or Corral in
+// auto mode); its message says what was asked, what the agent answered
+// and which files changed (changeSetMessage).
+func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet, entries []corral.ChangeEntry) (*corral.CommitSpec, *corral.Repository) {
 	// Not the request's context: the files are applied whether or not the
 	// caller is still there, and the commit belongs with them.
 	ctx = context.WithoutCancel(ctx)
@@ -415,27 +420,24 @@ func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet
 	}
 	st := c.repos.cfg.Store
 	var author corral.Identity // Corral's, when nobody is
+	msg := changeSetMessage{RunID: cs.RunID, ChangeSetID: cs.ID, ApprovedBy: autoApprover, Entries: entries}
 	if cs.RunID != "" {
-		if run, err := st.Run(ctx, cs.RunID); err == nil && run.TriggeredBy != nil {
-			if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
-				author = id
+		if run, err := st.Run(ctx, cs.RunID); err == nil {
+			if run.TriggeredBy != nil {
+				if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
+					author = id
+				}
 			}
+			msg.Request, msg.Answer = c.runTexts(ctx, run)
 		}
 	}
-	approved := autoApprover
 	if cs.DecidedBy != nil {
-		approved = oneLine(cs.DecidedBy.Name)
+		msg.ApprovedBy = oneLine(cs.DecidedBy.Name)
 		if id, err := st.Identity(ctx, cs.DecidedBy.ID); err == nil {
-			approved = fmt.Sprintf("%s <%s>", oneLine(id.Name), oneLine(id.Email))
+			msg.ApprovedBy = fmt.Sprintf("%s <%s>", oneLine(id.Name), oneLine(id.Email))
 		}
 	}
-	run := cs.RunID
-	if run == "" {
-		run = "(none)"
-	}
-	msg := fmt.Sprintf("Apply change set %s of run %s\n\nCorral-Run: %s\nCorral-Change-Set: %s\nApproved-By: %s\n",
-		cs.ID, run, run, cs.ID, approved)
-	return c.commitSpec(ctx, r, author, msg), r
+	return c.commitSpec(ctx, r, author, msg.String()), r
 }
 
 // uploadCommit is the commit of an upload, import or delete by actor,
