@@ -54,7 +54,15 @@ type repositories struct {
 // Repository is an agent's repository as the API shows it.
 type Repository struct {
 	corral.Repository
-	Progress int // percent done while cloning
+	Progress        int    // percent done while cloning
+	SuggestedBranch string // where a push that names no branch goes (SuggestedBranch)
+}
+
+// Pushed is what a push did, and where a person opens a pull request of
+// it ("" when the host's URLs are not known: PullRequestURL).
+type Pushed struct {
+	corral.PushResult
+	PullRequestURL string
 }
 
 // RepoCommit is one commit of a repository's history.
@@ -266,7 +274,7 @@ func (c *Repositories) Repository(ctx context.Context, actor corral.User, agentI
 	if err != nil {
 		return Repository{}, err
 	}
-	out := Repository{Repository: r}
+	out := Repository{Repository: r, SuggestedBranch: SuggestedBranch(a.ID, a.Name)}
 	if r.Status == corral.RepoCloning {
 		repos.mu.Lock()
 		out.Progress = repos.progress[a.ID]
@@ -307,27 +315,33 @@ func (c *Repositories) Commits(ctx context.Context, actor corral.User, agentID s
 	return out, nil
 }
 
-// Push pushes the repository's HEAD to branch on its remote, a
-// fast-forward only, with the owner's credential (opened only inside this
-// call). ECONFLICT, naming the remote's head, when the remote moved.
-func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, branch string) (corral.PushResult, error) {
+// Push pushes the repository's HEAD to branch on its remote (the
+// agent's suggested branch when branch is ""), a fast-forward only, with
+// the owner's credential (opened only inside this call). ECONFLICT,
+// naming the remote's head, when the remote moved. The answer links to
+// where a pull request of the branch into the tracked ref is opened, on
+// a host whose URLs are known.
+func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, branch string) (Pushed, error) {
 	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	repos, err := c.reposOn()
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
+	}
+	if branch == "" {
+		branch = SuggestedBranch(a.ID, a.Name)
 	}
 	if err := sanitize.Branch(branch); err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	r, err := repos.cfg.Store.Repository(ctx, a.ID)
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	if r.Status != corral.RepoReady {
-		return corral.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
+		return Pushed{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
 	}
 	var res corral.PushResult
 	// Only ever to the agent's own repository, with the credential it was
@@ -341,7 +355,7 @@ func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, bra
 		c.cfg.Log.Info("push refused", "agent", a.ID, "branch", branch, "by", actor.ID, "code", corral.ErrorCode(err), "err", err)
 		// The trace keeps what the person was told, never git's own words.
 		c.traceAgent(ctx, a.ID, trace.PushRefused, map[string]any{"branch": branch, "by": actor.ID, "code": corral.ErrorCode(err), "error": corral.ErrorMessage(err)})
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	c.cfg.Log.Info("pushed", "agent", a.ID, "branch", res.Branch, "head", res.Head, "commits", res.Commits, "by", actor.ID)
 	c.traceAgent(ctx, a.ID, trace.Pushed, map[string]any{"branch": res.Branch, "head": res.Head, "commits": res.Commits, "by": actor.ID})
@@ -353,7 +367,7 @@ func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, bra
 			c.cfg.Log.Warn("recording a push", "agent", a.ID, "err", err)
 		}
 	}
-	return res, nil
+	return Pushed{PushResult: res, PullRequestURL: PullRequestURL(r.URL, r.Ref, res.Branch)}, nil
 }
 
 // traceAgent appends an event to the agent's own chain. A failure is
