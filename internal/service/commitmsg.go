@@ -60,7 +60,7 @@ func (m changeSetMessage) String() string {
 
 // commitSubject is the first line of request that says something, its
 // whitespace collapsed, at most maxSubject runes (an ellipsis ends one
-// that was cut); "" when it says nothing.
+// that was cut, at a word's end where it can); "" when it says nothing.
 func commitSubject(request string) string {
 	for _, line := range strings.Split(cleanText(request), "\n") {
 		line = strings.Join(strings.Fields(line), " ")
@@ -70,8 +70,18 @@ func commitSubject(request string) string {
 		if utf8.RuneCountInString(line) <= maxSubject {
 			return line
 		}
-		r := []rune(line)[:maxSubject-1]
-		return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
+		r := []rune(line)
+		cut := maxSubject - 1
+		// At the end of a word when one ends in the last third.
+		if r[cut] != ' ' {
+			for i := cut - 1; i > maxSubject*2/3; i-- {
+				if r[i] == ' ' {
+					cut = i
+					break
+				}
+			}
+		}
+		return strings.TrimRightFunc(string(r[:cut]), unicode.IsSpace) + "…"
 	}
 	return ""
 }

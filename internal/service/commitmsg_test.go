@@ -16,7 +16,8 @@ func TestCommitSubject(t *testing.T) {
 	}{
 		{"one line", "tidy up the README", "tidy up the README"},
 		{"first line that says something", "\n  \n  fix   the\tbuild  \nthen the tests", "fix the build"},
-		{"cut with an ellipsis", long, strings.TrimSpace(long[:71]) + "…"},
+		{"cut at a word's end", long, strings.TrimSpace(long[:70]) + "…"},
+		{"cut in a word too long", strings.Repeat("abcdefghij", 10), strings.Repeat("abcdefghij", 7) + "a…"},
 		{"exactly the bound", strings.Repeat("x", 72), strings.Repeat("x", 72)},
 		{"control characters and overrides dropped", "fix\x1b[31m \u202ethe\u200b bug\x00", "fix[31m the bug"},
 		{"nothing", " \n\t\n", ""},
