@@ -593,3 +593,34 @@ func TestCloneRefusesInternalTargets(t *testing.T) {
 		t.Fatalf("an open and a closed port answer differently: %q, %q", msgs[0], msgs[1])
 	}
 }
+
+// TestRepositoryAutoModeCommitSaysWhat: in auto mode the change set is
+// applied as the run ends, and its commit still carries the run's answer:
+// the answer joins the thread before the change set is applied.
+func TestRepositoryAutoModeCommitSaysWhat(t *testing.T) {
+	needSandbox(t)
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret})
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
+	owner := e.signup("owner@example.com", "Olive Owner")
+	cred := owner.addCredential(s, "git", gitSecret)
+	id := owner.createAgent("auto worker")
+	if r := owner.clone(id, map[string]string{"url": s.URL(), "credential_id": cred}); r.Status != "ready" {
+		t.Fatalf("clone = %+v", r)
+	}
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]string{"changes": "auto"}}).want(http.StatusOK)
+	e.answer(modeltest.Sequence(
+		modeltest.Calls(modeltest.WriteCall("c1", "notes.md", "notes\n")),
+		modeltest.Text("Wrote the notes."),
+	))
+	run := owner.send(id, "Write the notes")
+	if done := owner.waitRun(run.ID, "completed", "errored"); done.Status != "completed" {
+		t.Fatalf("run = %+v, want completed", done)
+	}
+	var commits api.List[api.CommitView]
+	owner.do("GET", "/api/agents/"+id+"/repository/commits", nil).want(http.StatusOK).decode(&commits)
+	want := "Write the notes\n\nWrote the notes.\n\nFiles:\n  added    notes.md\n\nCorral-Run: " + run.ID
+	if len(commits.Items) != 2 || !strings.HasPrefix(commits.Items[0].Message, want) ||
+		!strings.Contains(commits.Items[0].Message, "\nApproved-By: Corral (auto mode)") {
+		t.Fatalf("commits = %+v, want the auto-applied change set's commit starting %q", commits.Items, want)
+	}
+}
