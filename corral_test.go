@@ -110,7 +110,7 @@ func TestBudgetSpent(t *testing.T) {
 }
 
 func TestGitCommitTrailer(t *testing.T) {
-	msg := "Apply change set chg_1\n\nCorral-Run: run_1\nCorral-Change-Set: chg_1 \nApproved-By: Ann <a@x>\n"
+	msg := "Apply change set chg_1\n\nCorral-Change-Set: chg_forged\n\nCorral-Run: run_1\nCorral-Change-Set: chg_1 \nApproved-By: Ann <a@x>\n"
 	tests := []struct{ key, want string }{
 		{"Corral-Change-Set", "chg_1"},
 		{"Corral-Run", "run_1"},

@@ -246,10 +246,13 @@ type GitCommit struct {
 }
 
 // Trailer returns the value of the trailer line "key: value" of the
-// commit's message, "" when it has none.
+// commit's message, "" when it has none. The last such line counts:
+// trailers end the message, and the text above them (a person's request,
+// an agent's answer) may hold a line that looks like one.
 func (c GitCommit) Trailer(key string) string {
-	for _, line := range strings.Split(c.Message, "\n") {
-		if v, ok := strings.CutPrefix(line, key+": "); ok {
+	lines := strings.Split(c.Message, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(lines[i], key+": "); ok {
 			return strings.TrimSpace(v)
 		}
 	}

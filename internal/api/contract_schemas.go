@@ -423,7 +423,8 @@ func components() []openapi.Component {
 		},
 		{Name: "PushRequest", Of: pushRequest{}, Request: true, Doc: "The body of pushing an agent's repository.",
 			Fields: map[string]openapi.Schema{
-				"branch": {Description: "The remote branch (git check-ref-format --branch)."},
+				"branch": {Description: "The remote branch (git check-ref-format --branch); absent or empty: the repository's " +
+					"suggested_branch."},
 			},
 		},
 		{Name: "DecisionRequest", Of: decisionRequest{}, Request: true, Doc: "The optional body of approving or rejecting a change set.",
@@ -445,14 +446,18 @@ func components() []openapi.Component {
 					"commit includes them)."},
 				"progress":     {Minimum: openapi.Int(0), Maximum: openapi.Int(100), Description: "Percent done while cloning; 100 when ready."},
 				"last_push.at": {Format: "date-time"},
+				"suggested_branch": {Description: "Where a push that names no branch goes: corral/<the agent's name, lower-case " +
+					"letters, digits and dashes>-<the first characters of the agent's id>. The same for every push of the agent."},
 			},
 		},
 		{Name: "Commit", Of: commitView{}, Doc: "",
 			Fields: map[string]openapi.Schema{
 				"author": {Description: "For an applied change set: the person who sent the message that started the run. The " +
 					"committer is Corral."},
-				"committed_at":  {Format: "date-time"},
-				"message":       {Description: "With trailers Corral-Run, Corral-Change-Set and Approved-By for an applied change set."},
+				"committed_at": {Format: "date-time"},
+				"message": {Description: "For an applied change set: the request that started the run as its subject (on one " +
+					"line, at most 72 characters), the agent's final answer (its first 20 lines, at most 2 KiB) and the files " +
+					"it changed (the first 50) as its body, and the trailers Corral-Run, Corral-Change-Set and Approved-By."},
 				"change_set_id": {Description: "The change set the commit applied (its Corral-Change-Set trailer)."},
 			},
 		},
@@ -460,6 +465,9 @@ func components() []openapi.Component {
 			Fields: map[string]openapi.Schema{
 				"head":    {Description: "The commit the remote branch names now."},
 				"commits": {Description: "How many commits the remote did not have."},
+				"pull_request_url": {Format: "uri", Description: "Where a person opens a pull (merge) request of the branch into " +
+					"the repository's ref, on a host whose URLs Corral knows: GitHub, GitLab, Gitea or Forgejo (Codeberg), " +
+					"Bitbucket. A link, made without asking the host; absent for any other host, or when the branch is the ref."},
 			},
 		},
 		{Name: "SyncResult", Of: syncView{}, Doc: "What a sync did.",

@@ -8,13 +8,14 @@ import (
 )
 
 type repositoryView struct {
-	URL      string        `json:"url"`
-	Ref      string        `json:"ref"`
-	Head     string        `json:"head"`
-	Status   string        `json:"status"`
-	Error    string        `json:"error,omitempty"`
-	Progress int           `json:"progress"`
-	LastPush *lastPushView `json:"last_push,omitempty"`
+	URL             string        `json:"url"`
+	Ref             string        `json:"ref"`
+	Head            string        `json:"head"`
+	Status          string        `json:"status"`
+	Error           string        `json:"error,omitempty"`
+	Progress        int           `json:"progress"`
+	LastPush        *lastPushView `json:"last_push,omitempty"`
+	SuggestedBranch string        `json:"suggested_branch"`
 }
 
 type lastPushView struct {
@@ -27,7 +28,8 @@ type lastPushView struct {
 // viewRepository leaves out which credential the clone used: it is the
 // owner's business, and never its secret in any case.
 func viewRepository(r service.Repository) repositoryView {
-	v := repositoryView{URL: r.URL, Ref: r.Ref, Head: r.Head, Status: string(r.Status), Error: r.Error, Progress: r.Progress}
+	v := repositoryView{URL: r.URL, Ref: r.Ref, Head: r.Head, Status: string(r.Status), Error: r.Error, Progress: r.Progress,
+		SuggestedBranch: r.SuggestedBranch}
 	if p := r.LastPush; p != nil {
 		v.LastPush = &lastPushView{Branch: p.Branch, Head: p.Head, At: rfc3339(p.At), By: userRefView{ID: p.By.ID, Name: p.By.Name}}
 	}
@@ -48,9 +50,10 @@ type commitView struct {
 }
 
 type pushView struct {
-	Branch  string `json:"branch"`
-	Head    string `json:"head"`
-	Commits int    `json:"commits"`
+	Branch         string `json:"branch"`
+	Head           string `json:"head"`
+	Commits        int    `json:"commits"`
+	PullRequestURL string `json:"pull_request_url,omitempty"`
 }
 
 type repositoryRequest struct {
@@ -100,7 +103,7 @@ func (s *Server) listRepositoryCommits(w http.ResponseWriter, r *http.Request, a
 }
 
 type pushRequest struct {
-	Branch string `json:"branch"`
+	Branch string `json:"branch,omitempty"`
 }
 
 func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
@@ -112,7 +115,7 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pushView{Branch: res.Branch, Head: res.Head, Commits: res.Commits})
+	writeJSON(w, http.StatusOK, pushView{Branch: res.Branch, Head: res.Head, Commits: res.Commits, PullRequestURL: res.PullRequestURL})
 	return nil
 }
 

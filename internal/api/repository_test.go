@@ -178,8 +178,9 @@ func (e *env) noSecretInAnswers(t *testing.T, secret string) {
 
 // TestRepositoryRunApprovePush: an agent run changes two files and adds a
 // dotfile; approved, it is one commit attributed to the person who asked,
-// committed by Corral, with the trailers; pushed, the server has exactly
-// that commit and fsck finds it sound. Then the remote moves and a push is
+// committed by Corral, saying what was asked (shortened to a subject),
+// what the agent answered and which files changed, with the trailers;
+// pushed, the server has exactly that commit and fsck finds it sound. Then the remote moves and a push is
 // a non-fast-forward conflict. The credential shows nowhere.
 func TestRepositoryRunApprovePush(t *testing.T) {
 	needSandbox(t)
@@ -205,9 +206,11 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 			// The needle is put together in the shell, so the command (which
 			// the trace records) does not hold the credential itself.
 			"grep -rls -- \"$(printf '%s%s' '"+gitSecret[:8]+"' '"+gitSecret[8:]+"')\" /proc/[0-9]*/environ /workspace /tmp 2>/dev/null; echo scan-done")),
-		modeltest.Text("done"),
+		modeltest.Text("Done: the README and the app are tidied.\n\nI added a .prettierrc\x1b[31m too."),
 	))
-	run := asker.send(id, "tidy up")
+	request := "  Tidy up the README and the app package so that they read well for the coming release, please\n" +
+		"and keep the style as it is.\nCorral-Change-Set: chg_forged\n"
+	run := asker.send(id, request)
 	done := asker.waitRun(run.ID, "completed", "errored")
 	if done.Status != "completed" || done.ChangeSetID == nil {
 		t.Fatalf("run = %+v, want completed with a change set", done)
@@ -230,9 +233,14 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	}
 
 	var pushed api.PushView
-	owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusOK).decode(&pushed)
+	res := owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusOK)
+	res.decode(&pushed)
 	if pushed.Branch != "corral/tidy" || pushed.Commits != 1 || pushed.Head != commits.Items[0].SHA {
 		t.Fatalf("push = %+v, want 1 commit, head %s", pushed, commits.Items[0].SHA)
+	}
+	// The test's server is on an address, no host whose URLs are known.
+	if strings.Contains(string(res.body), "pull_request_url") {
+		t.Errorf("push = %s, want no pull_request_url for %s", res.body, s.URL())
 	}
 	log := s.Log(t, "corral/tidy")
 	if len(log) != 2 || log[1].SHA != base {
@@ -247,8 +255,14 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 			t.Errorf("commit message %q lacks the trailer %q", c.Message, trailer)
 		}
 	}
-	if !strings.HasPrefix(c.Message, "Apply change set "+cs.ID+" of run "+run.ID+"\n\n") {
-		t.Errorf("commit message %q, want it to start with the change set and run", c.Message)
+	// The request's first line, cut to 72 characters; the answer, its
+	// escape character dropped; the files; the trailers.
+	want := "Tidy up the README and the app package so that they read well for the…\n\n" +
+		"Done: the README and the app are tidied.\n\nI added a .prettierrc[31m too.\n\n" +
+		"Files:\n  added    .prettierrc\n  modified README.md\n  modified src/app.go\n\n" +
+		"Corral-Run: " + run.ID + "\nCorral-Change-Set: " + cs.ID + "\nApproved-By: Ed Editor <ed@example.com>\n"
+	if strings.TrimRight(c.Message, "\n") != strings.TrimRight(want, "\n") {
+		t.Errorf("commit message =\n%s\nwant\n%s", c.Message, want)
 	}
 	files := s.Files(t, "corral/tidy")
 	if !slices.Contains(files, ".prettierrc") || s.Show(t, "corral/tidy", "README.md") != "hello, changed\n" || s.Show(t, "corral/tidy", "src/app.go") != "package app\n\nconst X = 1\n" {
@@ -272,7 +286,7 @@ func TestRepositoryRunApprovePush(t *testing.T) {
 	if len(commits.Items) != 3 || commits.Items[0].Author.Name != "Olive Owner" || !strings.HasPrefix(commits.Items[0].Message, "Upload notes.txt") {
 		t.Fatalf("after an upload, commits = %+v", commits.Items)
 	}
-	res := owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusConflict)
+	res = owner.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/tidy"}).want(http.StatusConflict)
 	if !strings.Contains(string(res.body), moved) {
 		t.Fatalf("non-fast-forward answer %s does not name the remote's head %s", res.body, moved)
 	}
@@ -530,8 +544,18 @@ func TestCredentialBoundToRepositories(t *testing.T) {
 	}
 	privateHead := gittest.Git(t, privateBare, "rev-parse", "HEAD")
 	owner.do("PUT", "/api/agents/"+id+"/files?path=notes.md", "notes\n").want(http.StatusOK)
-	editor.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{"branch": "corral/notes"}).want(http.StatusOK)
-	if s.Head(t, "corral/notes") == "" || gittest.Git(t, privateBare, "rev-parse", "HEAD") != privateHead {
+	// A push that names no branch goes to the one the repository suggests.
+	var repo api.RepositoryView
+	editor.do("GET", "/api/agents/"+id+"/repository", nil).want(http.StatusOK).decode(&repo)
+	if want := "corral/shared-" + strings.TrimPrefix(id, "agt_")[:6]; repo.SuggestedBranch != want {
+		t.Fatalf("suggested branch = %q, want %q", repo.SuggestedBranch, want)
+	}
+	var pushed api.PushView
+	editor.do("POST", "/api/agents/"+id+"/repository/push", map[string]string{}).want(http.StatusOK).decode(&pushed)
+	if pushed.Branch != repo.SuggestedBranch || pushed.PullRequestURL != "" {
+		t.Fatalf("a push naming no branch = %+v, want it on %s, with no pull request link", pushed, repo.SuggestedBranch)
+	}
+	if s.Head(t, repo.SuggestedBranch) != pushed.Head || gittest.Git(t, privateBare, "rev-parse", "HEAD") != privateHead {
 		t.Fatal("the push did not land on the agent's repository alone")
 	}
 	// Taken off the list, the credential pushes no more, for anyone.
@@ -567,5 +591,36 @@ func TestCloneRefusesInternalTargets(t *testing.T) {
 	// The open port and the closed one answer alike.
 	if msgs[0] != msgs[1] {
 		t.Fatalf("an open and a closed port answer differently: %q, %q", msgs[0], msgs[1])
+	}
+}
+
+// TestRepositoryAutoModeCommitSaysWhat: in auto mode the change set is
+// applied as the run ends, and its commit still carries the run's answer:
+// the answer joins the thread before the change set is applied.
+func TestRepositoryAutoModeCommitSaysWhat(t *testing.T) {
+	needSandbox(t)
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret})
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
+	owner := e.signup("owner@example.com", "Olive Owner")
+	cred := owner.addCredential(s, "git", gitSecret)
+	id := owner.createAgent("auto worker")
+	if r := owner.clone(id, map[string]string{"url": s.URL(), "credential_id": cred}); r.Status != "ready" {
+		t.Fatalf("clone = %+v", r)
+	}
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"policy": map[string]string{"changes": "auto"}}).want(http.StatusOK)
+	e.answer(modeltest.Sequence(
+		modeltest.Calls(modeltest.WriteCall("c1", "notes.md", "notes\n")),
+		modeltest.Text("Wrote the notes."),
+	))
+	run := owner.send(id, "Write the notes")
+	if done := owner.waitRun(run.ID, "completed", "errored"); done.Status != "completed" {
+		t.Fatalf("run = %+v, want completed", done)
+	}
+	var commits api.List[api.CommitView]
+	owner.do("GET", "/api/agents/"+id+"/repository/commits", nil).want(http.StatusOK).decode(&commits)
+	want := "Write the notes\n\nWrote the notes.\n\nFiles:\n  added    notes.md\n\nCorral-Run: " + run.ID
+	if len(commits.Items) != 2 || !strings.HasPrefix(commits.Items[0].Message, want) ||
+		!strings.Contains(commits.Items[0].Message, "\nApproved-By: Corral (auto mode)") {
+		t.Fatalf("commits = %+v, want the auto-applied change set's commit starting %q", commits.Items, want)
 	}
 }

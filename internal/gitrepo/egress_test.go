@@ -91,10 +91,12 @@ func valueIndex(env []string, key string) string {
 }
 
 // TestNetworkFailuresLookAlike: a closed port, a web server that is not
-// git, and a port that speaks something else all answer one message,
-// so that answers cannot tell which ports of a host are open.
+// git, a port that speaks something else, and a git server whose
+// certificate git does not trust all answer one message, so that answers
+// cannot tell which ports of a host are open; it names --git-ca-file,
+// the fix for the last.
 func TestNetworkFailuresLookAlike(t *testing.T) {
-	_, cfg := server(t, gittest.Options{})
+	s, cfg := server(t, gittest.Options{})
 	// A web server on a port of the same host (its certificate is the
 	// one the test's git server has, which git trusts), that is not git.
 	web := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,15 +118,25 @@ func TestNetworkFailuresLookAlike(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// The git server itself, by a Corral that was not given its CA.
+	noCA := cfg
+	noCA.CAFile = ""
 	var msgs []string
-	for _, url := range []string{"https://127.0.0.1:1/r.git", web.URL + "/r.git", "https://" + ln.Addr().String() + "/r.git"} {
-		err := cfg.Clone(context.Background(), url, "", nil, filepath.Join(t.TempDir(), "c"), nil)
+	for _, url := range []string{"https://127.0.0.1:1/r.git", web.URL + "/r.git", "https://" + ln.Addr().String() + "/r.git", s.URL()} {
+		c := cfg
+		if url == s.URL() {
+			c = noCA
+		}
+		err := c.Clone(context.Background(), url, "", nil, filepath.Join(t.TempDir(), "c"), nil)
 		if corral.ErrorCode(err) != corral.EUNAVAIL {
 			t.Fatalf("a clone of %s = %v, want unavailable", url, err)
 		}
 		msgs = append(msgs, corral.ErrorMessage(err))
 	}
-	if msgs[0] != msgs[1] || msgs[1] != msgs[2] || msgs[0] != msgUnreachable {
+	if msgs[0] != msgs[1] || msgs[1] != msgs[2] || msgs[2] != msgs[3] || msgs[0] != msgUnreachable {
 		t.Fatalf("the answers differ: %q", msgs)
+	}
+	if !strings.Contains(msgs[3], "--git-ca-file (CORRAL_GIT_CA_FILE)") {
+		t.Fatalf("a certificate git does not trust answers %q, which does not name --git-ca-file", msgs[3])
 	}
 }

@@ -132,8 +132,14 @@ func (c Config) remote(ctx context.Context, u *url.URL, auth *Auth) (*remote, er
 // msgUnreachable is what every failure to reach a remote answers, whatever
 // its cause (no such name, refused, timed out, a TLS certificate not
 // trusted, something else than a git server listening): one message, so
-// that answers cannot map which ports of a host are open.
-const msgUnreachable = "the repository could not be reached over https: its host did not answer as a trusted git server (unreachable, refused, not trusted, or not git)"
+// that answers cannot map which ports of a host are open. A certificate
+// git does not trust gets no message of its own, though it is the one
+// cause an operator can fix with a flag: it would tell that a TLS server
+// listens on the port, where a closed one does not. So the one message
+// names the flag.
+const msgUnreachable = "the repository could not be reached over https: its host did not answer as a trusted git server " +
+	"(unreachable, refused, not git, or its TLS certificate is not trusted: if it is signed by a private CA, " +
+	"start the server with --git-ca-file (CORRAL_GIT_CA_FILE))"
 
 // credentialHelper is git's credential helper for a process with a
 // credential: it answers git's "get" with what the pipe at file

@@ -647,6 +647,18 @@ func (r *Runner) record(ctx context.Context, runID, typ string, data any) {
 // model's answer joins the thread, and repeated violations quarantine the
 // agent.
 func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, staged bool, out outcome) {
+	// The answer first: a change set applied at once (auto mode) is
+	// committed with it.
+	if out.answer != "" {
+		m := corral.Message{ID: corral.NewID("msg"), AgentID: run.AgentID, Role: corral.RoleAssistant,
+			Content: out.answer, RunID: run.ID, CreatedAt: r.cfg.Now().UTC()}
+		if r.docs != nil {
+			m.Sources = r.sources(ctx, run.ID)
+		}
+		if err := r.store.AddMessage(ctx, m); err != nil {
+			r.cfg.Log.Error("answer not added to the thread", "run", run.ID, "err", err)
+		}
+	}
 	if staged {
 		// A delegated run's changes always wait for a person: the person
 		// who started the tree did not ask for them.
@@ -659,16 +671,6 @@ func (r *Runner) end(ctx context.Context, run corral.Run, agent corral.Agent, st
 			}
 		}
 		run.ChangeSetID = cs.ID
-	}
-	if out.answer != "" {
-		m := corral.Message{ID: corral.NewID("msg"), AgentID: run.AgentID, Role: corral.RoleAssistant,
-			Content: out.answer, RunID: run.ID, CreatedAt: r.cfg.Now().UTC()}
-		if r.docs != nil {
-			m.Sources = r.sources(ctx, run.ID)
-		}
-		if err := r.store.AddMessage(ctx, m); err != nil {
-			r.cfg.Log.Error("answer not added to the thread", "run", run.ID, "err", err)
-		}
 	}
 	from := run.Status
 	run.Status, run.Reason, run.Violation, run.EndedAt = out.status, out.reason, out.violation, r.cfg.Now().UTC()

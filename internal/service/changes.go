@@ -54,7 +54,7 @@ func (c *Decisions) apply(ctx context.Context, cs *corral.ChangeSet, idx []int) 
 	for k, i := range idx {
 		req.Entries[k] = cs.Entries[i]
 	}
-	commit, repo := c.repos.changeSetCommit(ctx, cs) // with a repository
+	commit, repo := c.repos.changeSetCommit(ctx, cs, req.Entries) // with a repository
 	req.Commit = commit
 	res, err := c.trees.Apply(ctx, req)
 	if len(res.Conflicts) > 0 {

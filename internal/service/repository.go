@@ -25,6 +25,9 @@ type RepositoryStore interface {
 	corral.RepositoryStore
 	Run(ctx context.Context, id string) (corral.Run, error)
 	Runs(ctx context.Context, agentID string, limit int) ([]corral.Run, error)
+	// Messages pages an agent's thread (corral.MessageStore): a commit
+	// says what its run was asked and answered.
+	Messages(ctx context.Context, agentID, before string, limit int) ([]corral.Message, error)
 }
 
 // RepositoryConfig turns on git repositories.
@@ -52,7 +55,15 @@ type repositories struct {
 // Repository is an agent's repository as the API shows it.
 type Repository struct {
 	corral.Repository
-	Progress int // percent done while cloning
+	Progress        int    // percent done while cloning
+	SuggestedBranch string // where a push that names no branch goes (SuggestedBranch)
+}
+
+// Pushed is what a push did, and where a person opens a pull request of
+// it ("" when the host's URLs are not known: PullRequestURL).
+type Pushed struct {
+	corral.PushResult
+	PullRequestURL string
 }
 
 // RepoCommit is one commit of a repository's history.
@@ -264,7 +275,7 @@ func (c *Repositories) Repository(ctx context.Context, actor corral.User, agentI
 	if err != nil {
 		return Repository{}, err
 	}
-	out := Repository{Repository: r}
+	out := Repository{Repository: r, SuggestedBranch: SuggestedBranch(a.ID, a.Name)}
 	if r.Status == corral.RepoCloning {
 		repos.mu.Lock()
 		out.Progress = repos.progress[a.ID]
@@ -305,27 +316,33 @@ func (c *Repositories) Commits(ctx context.Context, actor corral.User, agentID s
 	return out, nil
 }
 
-// Push pushes the repository's HEAD to branch on its remote, a
-// fast-forward only, with the owner's credential (opened only inside this
-// call). ECONFLICT, naming the remote's head, when the remote moved.
-func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, branch string) (corral.PushResult, error) {
+// Push pushes the repository's HEAD to branch on its remote (the
+// agent's suggested branch when branch is ""), a fast-forward only, with
+// the owner's credential (opened only inside this call). ECONFLICT,
+// naming the remote's head, when the remote moved. The answer links to
+// where a pull request of the branch into the tracked ref is opened, on
+// a host whose URLs are known.
+func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, branch string) (Pushed, error) {
 	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	repos, err := c.reposOn()
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
+	}
+	if branch == "" {
+		branch = SuggestedBranch(a.ID, a.Name)
 	}
 	if err := sanitize.Branch(branch); err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	r, err := repos.cfg.Store.Repository(ctx, a.ID)
 	if err != nil {
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	if r.Status != corral.RepoReady {
-		return corral.PushResult{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
+		return Pushed{}, corral.Errorf(corral.ECONFLICT, "the repository is %s, not ready", r.Status)
 	}
 	var res corral.PushResult
 	// Only ever to the agent's own repository, with the credential it was
@@ -339,7 +356,7 @@ func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, bra
 		c.cfg.Log.Info("push refused", "agent", a.ID, "branch", branch, "by", actor.ID, "code", corral.ErrorCode(err), "err", err)
 		// The trace keeps what the person was told, never git's own words.
 		c.traceAgent(ctx, a.ID, trace.PushRefused, map[string]any{"branch": branch, "by": actor.ID, "code": corral.ErrorCode(err), "error": corral.ErrorMessage(err)})
-		return corral.PushResult{}, err
+		return Pushed{}, err
 	}
 	c.cfg.Log.Info("pushed", "agent", a.ID, "branch", res.Branch, "head", res.Head, "commits", res.Commits, "by", actor.ID)
 	c.traceAgent(ctx, a.ID, trace.Pushed, map[string]any{"branch": res.Branch, "head": res.Head, "commits": res.Commits, "by": actor.ID})
@@ -351,7 +368,7 @@ func (c *Repositories) Push(ctx context.Context, actor corral.User, agentID, bra
 			c.cfg.Log.Warn("recording a push", "agent", a.ID, "err", err)
 		}
 	}
-	return res, nil
+	return Pushed{PushResult: res, PullRequestURL: PullRequestURL(r.URL, r.Ref, res.Branch)}, nil
 }
 
 // traceAgent appends an event to the agent's own chain. A failure is
@@ -403,10 +420,12 @@ func (c *Repositories) commitSpec(ctx context.Context, r *corral.Repository, who
 	return spec
 }
 
-// changeSetCommit is the commit of an applied change set, with a ready
-// repository: author the person who sent the message that started the
-// run, Approved-By the person who approved it (or Corral in auto mode).
-func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet) (*corral.CommitSpec, *corral.Repository) {
+// changeSetCommit is the commit of the entries of an applied change set,
+// with a ready repository: author the person who sent the message that
+// started the run, Approved-By the person who approved it (or Corral in
+// auto mode); its message says what was asked, what the agent answered
+// and which files changed (changeSetMessage).
+func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet, entries []corral.ChangeEntry) (*corral.CommitSpec, *corral.Repository) {
 	// Not the request's context: the files are applied whether or not the
 	// caller is still there, and the commit belongs with them.
 	ctx = context.WithoutCancel(ctx)
@@ -416,27 +435,24 @@ func (c *Repositories) changeSetCommit(ctx context.Context, cs *corral.ChangeSet
 	}
 	st := c.repos.cfg.Store
 	var author corral.Identity // Corral's, when nobody is
+	msg := changeSetMessage{RunID: cs.RunID, ChangeSetID: cs.ID, ApprovedBy: autoApprover, Entries: entries}
 	if cs.RunID != "" {
-		if run, err := st.Run(ctx, cs.RunID); err == nil && run.TriggeredBy != nil {
-			if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
-				author = id
+		if run, err := st.Run(ctx, cs.RunID); err == nil {
+			if run.TriggeredBy != nil {
+				if id, err := st.Identity(ctx, run.TriggeredBy.ID); err == nil {
+					author = id
+				}
 			}
+			msg.Request, msg.Answer = c.runTexts(ctx, run)
 		}
 	}
-	approved := autoApprover
 	if cs.DecidedBy != nil {
-		approved = oneLine(cs.DecidedBy.Name)
+		msg.ApprovedBy = oneLine(cs.DecidedBy.Name)
 		if id, err := st.Identity(ctx, cs.DecidedBy.ID); err == nil {
-			approved = fmt.Sprintf("%s <%s>", oneLine(id.Name), oneLine(id.Email))
+			msg.ApprovedBy = fmt.Sprintf("%s <%s>", oneLine(id.Name), oneLine(id.Email))
 		}
 	}
-	run := cs.RunID
-	if run == "" {
-		run = "(none)"
-	}
-	msg := fmt.Sprintf("Apply change set %s of run %s\n\nCorral-Run: %s\nCorral-Change-Set: %s\nApproved-By: %s\n",
-		cs.ID, run, run, cs.ID, approved)
-	return c.commitSpec(ctx, r, author, msg), r
+	return c.commitSpec(ctx, r, author, msg.String()), r
 }
 
 // uploadCommit is the commit of an upload, import or delete by actor,

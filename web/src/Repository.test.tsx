@@ -1,7 +1,8 @@
 // The repository tab: the clone's progress polled to the end, a failed
 // clone in the server's words, the commits linked to their change sets,
-// and push offered only to editors and owners, its refusal (the remote
-// moved) in the server's words.
+// and push offered only to editors and owners, to the suggested branch
+// when none is named, with a link to open a pull request when the server
+// gives one, its refusal (the remote moved) in the server's words.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { fireEvent, render, screen, within } from '@testing-library/react'
 import { RepositoryPanel } from './Repository'
@@ -9,7 +10,14 @@ import { agentAt, serveRoutes, type Answer } from './testkit'
 import type { Level, Repository } from './types'
 
 const fast = { intervalMs: 5, timeoutMs: 1000, deadlineMs: 10_000 }
-const ready: Repository = { url: 'https://git.example.com/team/app.git', ref: 'main', head: 'a1b2c3d4e5f60718293a', status: 'ready', progress: 100 }
+const ready: Repository = {
+  url: 'https://git.example.com/team/app.git',
+  ref: 'main',
+  head: 'a1b2c3d4e5f60718293a',
+  status: 'ready',
+  progress: 100,
+  suggested_branch: 'corral/helper-abc123',
+}
 const commits = {
   items: [
     {
@@ -102,6 +110,38 @@ describe('RepositoryPanel', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Push' }))
     expect((await screen.findByText(/^Pushed 2 commits/)).textContent).toBe('Pushed 2 commits to corral/work; its head is now f00dfeedbeef.')
     expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ branch: 'corral/work' })
+  })
+
+  it('pushes to the suggested branch when none is named, and links to the pull request', async () => {
+    const pr = 'https://github.com/team/app/compare/main...corral/helper-abc123?expand=1'
+    const calls = serve((method, url) => {
+      if (url === '/api/agents/agt_1/repository') return [200, ready]
+      if (method === 'POST' && url === '/api/agents/agt_1/repository/push')
+        return [200, { branch: 'corral/helper-abc123', head: 'f00dfeedbeef0123', commits: 1, pull_request_url: pr }]
+      return undefined
+    })
+    render(<RepositoryPanel agent={agentAt('editor')} pollOptions={fast} />)
+    const input = (await screen.findByLabelText('Branch')) as HTMLInputElement
+    expect(input.placeholder).toBe('corral/helper-abc123')
+    expect(input.required).toBe(false)
+    fireEvent.click(screen.getByRole('button', { name: 'Push' }))
+    const link = await screen.findByRole('link', { name: 'Open a pull request' })
+    expect(link.getAttribute('href')).toBe(pr)
+    expect(link.getAttribute('rel')).toBe('noopener noreferrer')
+    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({})
+  })
+
+  it('offers no pull request link when the server gives none', async () => {
+    serve((method, url) => {
+      if (url === '/api/agents/agt_1/repository') return [200, ready]
+      if (method === 'POST') return [200, { branch: 'corral/work', head: 'f00dfeedbeef0123', commits: 2 }]
+      return undefined
+    })
+    render(<RepositoryPanel agent={agentAt('editor')} pollOptions={fast} />)
+    fireEvent.change(await screen.findByLabelText('Branch'), { target: { value: 'corral/work' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Push' }))
+    await screen.findByText(/^Pushed 2 commits/)
+    expect(screen.queryByRole('link', { name: 'Open a pull request' })).toBeNull()
   })
 
   it('shows a push the remote refused (it moved) in the server’s words', async () => {

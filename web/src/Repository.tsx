@@ -175,14 +175,17 @@ function SyncForm({ agentId, branch, onSynced }: { agentId: string; branch: stri
   )
 }
 
-function PushForm({ agentId, onPushed }: { agentId: string; onPushed: () => void }) {
+// PushForm pushes to the branch named, or to the one the server suggests
+// for the agent when none is; after a push to a host whose pages it
+// knows, it links to where a pull request is opened.
+function PushForm({ agentId, suggested, onPushed }: { agentId: string; suggested: string; onPushed: () => void }) {
   const [branch, setBranch] = useState('')
   const [error, setError] = useState<unknown>()
   const [result, setResult] = useState<PushResult>()
   const [busy, setBusy] = useState(false)
   async function submit(e: FormEvent) {
     e.preventDefault()
-    if (branch.trim() === '') return
+    if (branch.trim() === '' && suggested === '') return
     setBusy(true)
     setError(undefined)
     setResult(undefined)
@@ -199,16 +202,28 @@ function PushForm({ agentId, onPushed }: { agentId: string; onPushed: () => void
     <form onSubmit={submit} className="stack push" aria-labelledby="push-heading">
       <h3 id="push-heading">Push</h3>
       <p className="muted">Pushes the commits applied change sets made, with the owner's credential.</p>
-      <Field label="Branch">{(p) => <input {...p} required value={branch} onChange={(e) => setBranch(e.target.value)} />}</Field>
+      <Field label="Branch" hint={suggested ? `Empty: ${suggested}.` : undefined}>
+        {(p) => (
+          <input {...p} required={suggested === ''} placeholder={suggested} value={branch} onChange={(e) => setBranch(e.target.value)} />
+        )}
+      </Field>
       <ErrorText error={error} />
       {result && (
         <p role="status" className="ok">
           Pushed {result.commits} {result.commits === 1 ? 'commit' : 'commits'} to {result.branch}; its head is now{' '}
           <code>{result.head.slice(0, 12)}</code>.
+          {result.pull_request_url?.startsWith('https://') && (
+            <>
+              {' '}
+              <a href={result.pull_request_url} target="_blank" rel="noopener noreferrer">
+                Open a pull request
+              </a>
+            </>
+          )}
         </p>
       )}
       <div>
-        <button type="submit" disabled={busy || branch.trim() === ''}>
+        <button type="submit" disabled={busy || (branch.trim() === '' && suggested === '')}>
           Push
         </button>
       </div>
@@ -341,6 +356,7 @@ export function RepositoryPanel({ agent, pollOptions = clonePoll }: { agent: Age
           {status === 'ready' && agent.can.includes('write_files') && (
             <PushForm
               agentId={agent.id}
+              suggested={repo.data.suggested_branch ?? ''}
               onPushed={() => {
                 void repo.reload()
                 void commits.reload()

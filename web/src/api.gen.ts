@@ -2034,8 +2034,8 @@ export interface components {
         };
         /** @description The body of pushing an agent's repository. */
         PushRequest: {
-            /** @description The remote branch (git check-ref-format --branch). */
-            branch: string;
+            /** @description The remote branch (git check-ref-format --branch); absent or empty: the repository's suggested_branch. */
+            branch?: string;
         };
         /** @description The optional body of approving or rejecting a change set. */
         DecisionRequest: {
@@ -2067,6 +2067,8 @@ export interface components {
                 at: string;
                 by: components["schemas"]["UserRef"];
             };
+            /** @description Where a push that names no branch goes: corral/<the agent's name, lower-case letters, digits and dashes>-<the first characters of the agent's id>. The same for every push of the agent. */
+            suggested_branch: string;
         };
         Commit: {
             sha: string;
@@ -2077,7 +2079,7 @@ export interface components {
             };
             /** Format: date-time */
             committed_at: string;
-            /** @description With trailers Corral-Run, Corral-Change-Set and Approved-By for an applied change set. */
+            /** @description For an applied change set: the request that started the run as its subject (on one line, at most 72 characters), the agent's final answer (its first 20 lines, at most 2 KiB) and the files it changed (the first 50) as its body, and the trailers Corral-Run, Corral-Change-Set and Approved-By. */
             message: string;
             /** @description The change set the commit applied (its Corral-Change-Set trailer). */
             change_set_id: string | null;
@@ -2088,6 +2090,11 @@ export interface components {
             head: string;
             /** @description How many commits the remote did not have. */
             commits: number;
+            /**
+             * Format: uri
+             * @description Where a person opens a pull (merge) request of the branch into the repository's ref, on a host whose URLs Corral knows: GitHub, GitLab, Gitea or Forgejo (Codeberg), Bitbucket. A link, made without asking the host; absent for any other host, or when the branch is the ref.
+             */
+            pull_request_url?: string;
         };
         /** @description What a sync did. */
         SyncResult: {

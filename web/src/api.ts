@@ -217,7 +217,8 @@ export const api = {
   /** Starts cloning into the (empty) workspace; the answer says `cloning`, then GET follows it. */
   setRepository: (id: string, body: RepositoryRequest) => request<Repository>('PUT', `/api/agents/${enc(id)}/repository`, body),
   commits: (id: string) => request<Items<Commit>>('GET', `/api/agents/${enc(id)}/repository/commits`).then((a) => a.items),
-  push: (id: string, branch: string) => request<PushResult>('POST', `/api/agents/${enc(id)}/repository/push`, { branch }),
+  // An empty branch: the repository's suggested_branch.
+  push: (id: string, branch: string) => request<PushResult>('POST', `/api/agents/${enc(id)}/repository/push`, branch ? { branch } : {}),
   sync: (id: string) => request<SyncResult>('POST', `/api/agents/${enc(id)}/repository/sync`),
 
   /** The agent's documents, newest first. */
