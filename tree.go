@@ -235,6 +235,11 @@ type SyncResult struct {
 	FastForward bool   // the workspace moved to Upstream (or already held it)
 	Rebased     int    // the workspace's own commits replayed onto Upstream
 	Status      string // up_to_date, fast_forward or rebased
+	// Pending are the agent's change sets that wait for review: staged
+	// against the workspace before the sync, each entry is checked against
+	// the new base when it is decided, and one whose file the sync changed
+	// is conflicted then, as for a lost update.
+	Pending []string
 }
 
 // GitCommit is one commit of a workspace's history.

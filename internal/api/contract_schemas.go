@@ -477,6 +477,9 @@ func components() []openapi.Component {
 				"fast_forward": {Description: "True when the workspace held no commit of its own: it moved to upstream, or already held it."},
 				"rebased":      {Minimum: openapi.Int(0), Description: "How many of the workspace's own commits were replayed onto upstream."},
 				"status":       {Enum: openapi.Enum("up_to_date", "fast_forward", "rebased")},
+				"pending": {Description: "The agent's change sets that wait for review. Each stays pending; its entries are checked " +
+					"against the new base when it is decided, and an entry whose file the sync changed becomes conflicted " +
+					"then (named, not applied), as for a lost update."},
 			},
 		},
 		{Name: "Source", Of: sourceView{}, Doc: "A document an answer drew on.",

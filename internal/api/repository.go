@@ -121,11 +121,12 @@ func (s *Server) pushRepository(w http.ResponseWriter, r *http.Request, actor co
 
 // syncView is what a sync did.
 type syncView struct {
-	Head        string `json:"head"`
-	Upstream    string `json:"upstream"`
-	FastForward bool   `json:"fast_forward"`
-	Rebased     int    `json:"rebased"`
-	Status      string `json:"status"`
+	Head        string   `json:"head"`
+	Upstream    string   `json:"upstream"`
+	FastForward bool     `json:"fast_forward"`
+	Rebased     int      `json:"rebased"`
+	Status      string   `json:"status"`
+	Pending     []string `json:"pending"`
 }
 
 func (s *Server) syncRepository(w http.ResponseWriter, r *http.Request, actor corral.User) error {
@@ -133,7 +134,8 @@ func (s *Server) syncRepository(w http.ResponseWriter, r *http.Request, actor co
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, syncView{Head: res.Head, Upstream: res.Upstream, FastForward: res.FastForward, Rebased: res.Rebased, Status: res.Status})
+	writeJSON(w, http.StatusOK, syncView{Head: res.Head, Upstream: res.Upstream, FastForward: res.FastForward, Rebased: res.Rebased, Status: res.Status,
+		Pending: nonNil(res.Pending)})
 	return nil
 }
 

@@ -13,8 +13,8 @@ import (
 )
 
 // TestRepositorySync: against a real git server, a workspace behind its
-// branch is fast-forwarded; a sync is refused while a run is active or a
-// change set waits; an approved change set's commit is rebased onto a
+// branch is fast-forwarded; a sync is refused while a run is active, and
+// names a change set that waits; an approved change set's commit is rebased onto a
 // commit that landed upstream meanwhile and then pushes as a
 // fast-forward; a commit that conflicts with upstream's is refused naming
 // its path, the workspace's head and files as they were; each is traced
@@ -90,12 +90,13 @@ func TestRepositorySync(t *testing.T) {
 	if done.Status != "completed" || done.ChangeSetID == nil {
 		t.Fatalf("run = %+v, want completed with a change set", done)
 	}
-	res = owner.do("POST", path, nil).want(http.StatusConflict)
-	if !strings.Contains(string(res.body), *done.ChangeSetID) {
-		t.Fatalf("sync with a pending change set = %s, want it to name %s", res.body, *done.ChangeSetID)
+	// A pending change set does not stop a sync: it is named, and stays
+	// pending (TestSyncRechecksPendingChangeSet decides one after).
+	if v := sync(); v.Status != "up_to_date" || !slices.Equal(v.Pending, []string{*done.ChangeSetID}) {
+		t.Fatalf("sync with a pending change set = %+v, want up to date naming %s as pending", v, *done.ChangeSetID)
 	}
 	if head() != up {
-		t.Fatal("a refused sync moved the workspace")
+		t.Fatal("an up-to-date sync moved the workspace")
 	}
 
 	// Rebase: the approved set's commit goes on top of upstream's.
@@ -145,9 +146,61 @@ func TestRepositorySync(t *testing.T) {
 	for _, ev := range agentTrace.Items {
 		types = append(types, ev.Type)
 	}
-	want := []string{"cloned", "synced", "synced", "sync_refused", "sync_refused", "synced", "pushed", "sync_refused"}
+	want := []string{"cloned", "synced", "synced", "sync_refused", "synced", "synced", "pushed", "sync_refused"}
 	if !slices.Equal(types, want) {
 		t.Fatalf("agent trace = %v, want %v", types, want)
 	}
 	e.noSecretInAnswers(t, gitSecret)
+}
+
+// TestSyncRechecksPendingChangeSet: a change set staged before a sync is
+// checked against the new base when it is decided: the file upstream
+// changed under it is conflicted, named, and not applied; the workspace
+// keeps upstream's version.
+func TestSyncRechecksPendingChangeSet(t *testing.T) {
+	needSandbox(t)
+	s := gittest.New(t, gittest.Options{User: gitUser, Password: gitSecret,
+		Files: map[string]string{"README.md": "hello\n", "notes.txt": "notes\n"}})
+	e := newEnv(t, envOptions{gitCA: s.CAFile})
+	owner := e.signup("owner@example.com", "Olive Owner")
+	cred := owner.addCredential(s, "git", gitSecret)
+	id := owner.createAgent("repo worker")
+	if r := owner.clone(id, map[string]string{"url": s.URL(), "credential_id": cred}); r.Status != "ready" {
+		t.Fatalf("clone = %+v", r)
+	}
+	e.answer(modeltest.Sequence(
+		modeltest.Reply{ToolCalls: []modeltest.ToolCall{
+			modeltest.WriteCall("c1", "README.md", "hello, mine\n"),
+			modeltest.WriteCall("c2", "notes.txt", "notes, mine\n"),
+		}},
+		modeltest.Text("done"),
+	))
+	done := owner.waitRun(owner.send(id, "change both").ID, "completed", "errored")
+	if done.ChangeSetID == nil {
+		t.Fatalf("run = %+v, want a change set", done)
+	}
+	up := s.Advance(t, "main", "README.md", "hello, theirs\n")
+	var v api.SyncView
+	owner.do("POST", "/api/agents/"+id+"/repository/sync", nil).want(http.StatusOK).decode(&v)
+	if v.Status != "fast_forward" || v.Head != up || !slices.Equal(v.Pending, []string{*done.ChangeSetID}) {
+		t.Fatalf("sync = %+v, want a fast-forward to %s naming the pending set", v, up)
+	}
+	res := owner.do("POST", "/api/changes/"+*done.ChangeSetID+"/approve", nil).want(http.StatusConflict)
+	if !strings.Contains(string(res.body), "README.md") {
+		t.Fatalf("approving the set after the sync = %s, want README.md named", res.body)
+	}
+	var cs api.ChangeSetView
+	owner.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK).decode(&cs)
+	states := map[string]string{}
+	for _, en := range cs.Entries {
+		states[en.Path] = en.State
+	}
+	if states["README.md"] != "conflicted" {
+		t.Errorf("entries after the approval = %v, want README.md conflicted", states)
+	}
+	var f api.FileView
+	owner.do("GET", "/api/agents/"+id+"/files?path=README.md", nil).want(http.StatusOK).decode(&f)
+	if f.Content == nil || *f.Content != "hello, theirs\n" {
+		t.Errorf("README.md after the refused apply = %v, want upstream's", f.Content)
+	}
 }

@@ -12,11 +12,12 @@ import (
 // fetched with the credential the repository was set with: a
 // fast-forward when the workspace holds no commit of its own, otherwise
 // a rebase of Corral's commits onto the remote's. Only while no run of
-// the agent is active and no change set of it waits for review (a
-// pending set was staged against the workspace as it is, so it is
-// decided first): ECONFLICT naming which. A rebase that does not apply
-// cleanly changes nothing: ECONFLICT, reason sync_conflict, naming the
-// paths in conflict.
+// the agent is active: ECONFLICT naming it. A change set that waits for
+// review stays pending (the answer names it): its entries are checked
+// against the new base when it is decided, as every apply checks them, and
+// an entry whose file the sync changed becomes conflicted, named, and is
+// not applied. A rebase that does not apply cleanly changes nothing:
+// ECONFLICT, reason sync_conflict, naming the paths in conflict.
 func (c *Repositories) Sync(ctx context.Context, actor corral.User, agentID string) (corral.SyncResult, error) {
 	a, err := loadAgent(ctx, c.store, actor, agentID, access.WriteFiles)
 	if err != nil {
@@ -74,9 +75,10 @@ func (c *Repositories) sync(ctx context.Context, agentID string, r corral.Reposi
 	if err != nil {
 		return corral.SyncResult{}, err
 	}
+	var pending []string
 	for _, cs := range sets {
 		if cs.Status == corral.ChangePending {
-			return corral.SyncResult{}, corral.Errorf(corral.ECONFLICT, "change set %s of the agent waits for review: approve or reject it before a sync", cs.ID)
+			pending = append(pending, cs.ID)
 		}
 	}
 	var res corral.SyncResult
@@ -85,5 +87,6 @@ func (c *Repositories) sync(ctx context.Context, agentID string, r corral.Reposi
 		res, err = c.trees.Sync(ctx, agentID, corral.CloneSpec{URL: r.URL, Ref: r.Ref, Auth: auth})
 		return err
 	})
+	res.Pending = pending
 	return res, err
 }

@@ -161,13 +161,27 @@ describe('RepositoryPanel', () => {
     const calls = serve((method, url) => {
       if (url === '/api/agents/agt_1/repository') return [200, ready]
       if (method === 'POST' && url === '/api/agents/agt_1/repository/sync')
-        return [200, { head: 'f00dfeedbeef0123', upstream: 'abcdef0123456789', fast_forward: false, rebased: 2, status: 'rebased' }]
+        return [200, { head: 'f00dfeedbeef0123', upstream: 'abcdef0123456789', fast_forward: false, rebased: 2, status: 'rebased', pending: [] }]
       return undefined
     })
     render(<RepositoryPanel agent={agentAt('editor')} pollOptions={fast} />)
     fireEvent.click(await screen.findByRole('button', { name: 'Sync with upstream' }))
     expect((await screen.findByText(/^Rebased/)).textContent).toBe("Rebased 2 commits onto upstream's abcdef012345; the head is now f00dfeedbeef.")
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.url)).toEqual(['/api/agents/agt_1/repository/sync'])
+  })
+
+  it('says a change set still waits after a sync, to be checked against the new base', async () => {
+    serve((method, url) => {
+      if (url === '/api/agents/agt_1/repository') return [200, ready]
+      if (method === 'POST' && url === '/api/agents/agt_1/repository/sync')
+        return [200, { head: 'abcdef0123456789', upstream: 'abcdef0123456789', fast_forward: true, rebased: 0, status: 'fast_forward', pending: ['chg_1'] }]
+      return undefined
+    })
+    render(<RepositoryPanel agent={agentAt('editor')} pollOptions={fast} />)
+    fireEvent.click(await screen.findByRole('button', { name: 'Sync with upstream' }))
+    expect((await screen.findByText(/^Fast-forwarded/)).textContent).toBe(
+      "Fast-forwarded to upstream's abcdef012345. A change set waits for review: a file the sync changed is conflicted when it is decided.",
+    )
   })
 
   it('shows a refused sync’s conflicting paths in the server’s words', async () => {

@@ -126,14 +126,20 @@ function CloneForm({ agentId, onStarted }: { agentId: string; onStarted: (r: Rep
 /** What a sync did, in words. */
 export function syncSummary(r: SyncResult): string {
   const head = r.head.slice(0, 12)
+  let done: string
   switch (r.status) {
     case 'up_to_date':
-      return `Already up to date: the workspace holds upstream's ${r.upstream.slice(0, 12)}.`
+      done = `Already up to date: the workspace holds upstream's ${r.upstream.slice(0, 12)}.`
+      break
     case 'fast_forward':
-      return `Fast-forwarded to upstream's ${head}.`
+      done = `Fast-forwarded to upstream's ${head}.`
+      break
     default:
-      return `Rebased ${r.rebased} ${r.rebased === 1 ? 'commit' : 'commits'} onto upstream's ${r.upstream.slice(0, 12)}; the head is now ${head}.`
+      done = `Rebased ${r.rebased} ${r.rebased === 1 ? 'commit' : 'commits'} onto upstream's ${r.upstream.slice(0, 12)}; the head is now ${head}.`
   }
+  const n = r.pending?.length ?? 0
+  if (n === 0) return done
+  return `${done} ${n === 1 ? 'A change set waits' : `${n} change sets wait`} for review: a file the sync changed is conflicted when it is decided.`
 }
 
 function SyncForm({ agentId, branch, onSynced }: { agentId: string; branch: string; onSynced: () => void }) {
@@ -157,8 +163,8 @@ function SyncForm({ agentId, branch, onSynced }: { agentId: string; branch: stri
     <div className="stack sync" role="group" aria-labelledby="sync-heading">
       <h3 id="sync-heading">Sync</h3>
       <p className="muted">
-        Brings the workspace to {branch} upstream: a fast-forward, or the workspace's own commits rebased onto it. Not while a run is active or a
-        change set waits for review; a conflict changes nothing.
+        Brings the workspace to {branch} upstream: a fast-forward, or the workspace's own commits rebased onto it. Not while a run is active;
+        a conflict changes nothing.
       </p>
       <ErrorText error={error} />
       {result && (

@@ -1044,7 +1044,7 @@ export interface paths {
         put?: never;
         /**
          * Bring the workspace to its remote branch
-         * @description editor+. Fetches the branch the repository tracks with the credential it was set with, then fast-forwards the workspace to it when the workspace holds no commit of its own, or rebases Corral's commits onto it (each keeps its author, message and trailers; Corral commits). Only while no run of the agent is active and no change set of it waits for review: 409 naming which (decide a pending change set first). 409 with reason sync_conflict, naming the paths in conflict, when the rebase does not apply cleanly: nothing changed. 409 with reason uncommitted when applied files wait for their commit; 409 when the repository is not ready.
+         * @description editor+. Fetches the branch the repository tracks with the credential it was set with, then fast-forwards the workspace to it when the workspace holds no commit of its own, or rebases Corral's commits onto it (each keeps its author, message and trailers; Corral commits). Only while no run of the agent is active: 409 naming it. A change set that waits for review stays pending and is named in `pending`: when decided, each entry whose file the sync changed is conflicted (named, not applied), as for a lost update. 409 with reason sync_conflict, naming the paths in conflict, when the rebase does not apply cleanly: nothing changed. 409 with reason uncommitted when applied files wait for their commit; 409 when the repository is not ready.
          */
         post: operations["syncRepository"];
         delete?: never;
@@ -2108,6 +2108,8 @@ export interface components {
             rebased: number;
             /** @enum {string} */
             status: "up_to_date" | "fast_forward" | "rebased";
+            /** @description The agent's change sets that wait for review. Each stays pending; its entries are checked against the new base when it is decided, and an entry whose file the sync changed becomes conflicted then (named, not applied), as for a lost update. */
+            pending: string[];
         };
         /** @description A document an answer drew on. */
         Source: {
