@@ -594,7 +594,8 @@ async function main() {
     await hasText(alice.locator('.page-head').getByTitle(/^Status: /), 'applied', 'the change set status')
 
     await alice.goto(`${repoAgentURL}?tab=repository`)
-    const commit = alice.getByRole('table', { name: 'Commits' }).getByRole('row').filter({ hasText: 'Apply change set' })
+    // The commit is titled with what Alice asked for.
+    const commit = alice.getByRole('table', { name: 'Commits' }).getByRole('row').filter({ hasText: 'please write hello.txt' })
     await visible(commit, 'the commit of the applied change set')
     await hasText(commit, 'alice@example.com', 'the commit’s author')
     const push = alice.getByRole('form', { name: 'Push' })
@@ -609,6 +610,8 @@ async function main() {
     if (git.status !== 0) fail(`git log on the server: ${git.stderr}`)
     const [who, ...body] = git.stdout.split('\n')
     if (who !== 'Alice <alice@example.com>|Corral') fail(`the pushed commit is by ${who}, not Alice committed by Corral`)
+    if (body[0] !== 'please write hello.txt') fail(`the pushed commit's subject is ${JSON.stringify(body[0])}, not Alice's request`)
+    if (!body.some((l) => l.startsWith('Files:'))) fail(`the pushed commit does not list its files: ${git.stdout}`)
     for (const trailer of ['Corral-Run: ', 'Corral-Change-Set: ', 'Approved-By: Alice <alice@example.com>']) {
       if (!body.some((l) => l.startsWith(trailer))) fail(`the pushed commit lacks the trailer ${trailer}: ${git.stdout}`)
     }
