@@ -25,6 +25,7 @@ type account struct {
 	bytes    int64
 	conns    int64
 	exceeded string // "", or what was crossed: "bytes" or "connections"
+	ended    bool   // End was called: nothing more is counted or told
 	clients  int    // client connections open
 	open     map[io.Closer]struct{}
 	hosts    map[string]*hostTally
@@ -64,6 +65,7 @@ func (l *ledger) end(run string) {
 		l.mu.Unlock()
 		return
 	}
+	a.ended = true
 	open := make([]io.Closer, 0, len(a.open))
 	for c := range a.open {
 		open = append(open, c)
@@ -96,7 +98,7 @@ func (l *ledger) exceeded(a *account) string {
 func (l *ledger) enter(a *account, c io.Closer) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if a.clients >= l.maxOpen {
+	if a.clients >= l.maxOpen || a.ended {
 		return false
 	}
 	a.clients++
@@ -119,7 +121,7 @@ func (l *ledger) leave(a *account, c io.Closer) {
 func (l *ledger) track(a *account, c io.Closer) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if a.exceeded != "" {
+	if a.exceeded != "" || a.ended {
 		return false
 	}
 	a.open[c] = struct{}{}
@@ -193,6 +195,9 @@ func (l *ledger) exceed(a *account, what string) {
 func (l *ledger) acquire(a *account, host string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if a.ended {
+		return // its summary was told at its end; its release finds nothing
+	}
 	h := a.hosts[host]
 	if h == nil {
 		h = &hostTally{t: Traffic{Host: host}}
