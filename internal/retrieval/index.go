@@ -37,10 +37,13 @@ type Index struct {
 	load sync.Mutex
 }
 
-// schemaVersion is the layout below, kept in PRAGMA user_version. The
-// layout is created whole by one statement list; a file of another version
-// is refused rather than guessed at.
-const schemaVersion = 1
+// schemaVersion is the layout below and the terms it holds, kept in
+// PRAGMA user_version. The layout is created whole by one statement list;
+// a file of version 1 (the same layout, its terms from before compounds
+// were joined) has its index terms made again from the chunks' stored
+// text (retermed); a file of another version is refused rather than
+// guessed at.
+const schemaVersion = 2
 
 var schema = []string{
 	`CREATE TABLE documents (
@@ -106,6 +109,10 @@ func (x *Index) init(ctx context.Context) error {
 	}
 	switch v {
 	case schemaVersion:
+	case 1:
+		if err := x.reterm(ctx); err != nil {
+			return fmt.Errorf("making the index's terms again: %w", err)
+		}
 	case 0:
 		tx, err := x.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -127,6 +134,62 @@ func (x *Index) init(ctx context.Context) error {
 		return fmt.Errorf("schema version %d, this build knows %d", v, schemaVersion)
 	}
 	return x.db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(terms), 0) FROM chunks WHERE owner = ?", x.owner).Scan(&x.chunks, &x.terms)
+}
+
+// reterm makes every chunk's index terms again from its stored text,
+// document name and heading, in one transaction with the version: a crash
+// leaves the file as it was, to be done at the next open.
+func (x *Index) reterm(ctx context.Context) error {
+	tx, err := x.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')`); err != nil {
+		return err
+	}
+	type row struct {
+		id                  int64
+		name, heading, text string
+	}
+	// A page of chunks at a time, so a large store is not held in memory.
+	for after := int64(0); ; {
+		rows, err := tx.QueryContext(ctx, `SELECT c.id, d.name, c.heading, c.text FROM chunks c JOIN documents d ON d.id = c.document_id
+			WHERE c.id > ? ORDER BY c.id LIMIT 256`, after)
+		if err != nil {
+			return err
+		}
+		var page []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.name, &r.heading, &r.text); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			heading, body := indexText(r.name)+" "+indexText(r.heading), indexText(r.text)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO chunks_fts (rowid, heading, body) VALUES (?, ?, ?)`, r.id, heading, body); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE chunks SET terms = ? WHERE id = ?`, countTerms(heading)+countTerms(body), r.id); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].id
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Close closes the store's file.

@@ -10,28 +10,44 @@ import (
 
 // terms splits text into the index's terms: words and numbers, lower-cased,
 // English stop words left out, each stemmed (Snowball English), so that
-// "deployments" finds "deploy". Text and queries go through the same
-// function, in Go, before FTS5 sees them: FTS5 then only splits on the
-// spaces between terms, and the terms it counts (its vocabulary, for the
-// confidence signal) are exactly the ones a query asks for.
+// "deployments" finds "deploy". A phrasal verb written apart or with a
+// hyphen is one term with its compound noun ("roll back", "rolled-back"
+// and "rollbacks" are all "rollback": compounds). Text and queries go
+// through the same function, in Go, before FTS5 sees them: FTS5 then only
+// splits on the spaces between terms, and the terms it counts (its
+// vocabulary, for the confidence signal) are exactly the ones a query
+// asks for.
 func terms(text string, each func(term string)) {
-	start := -1
-	flush := func(end int) {
-		if start < 0 {
-			return
+	var held, heldStem string // the last word's term, not yet given (it may join the next word), and its stem
+	joinable := false         // only spaces and hyphens lie between the last word and this one
+	give := func() {
+		if held != "" {
+			each(held)
 		}
-		w := strings.ToLower(text[start:end])
-		start = -1
-		if len(w) > maxTermBytes || english.IsStopWord(w) {
-			return
+		held, heldStem = "", ""
+	}
+	word := func(w string) {
+		w = strings.ToLower(w)
+		if joinable && heldStem != "" && seconds[w] {
+			if c, ok := compounds[heldStem+" "+w]; ok {
+				held, heldStem = "", ""
+				each(c)
+				return
+			}
 		}
-		if isASCIILetters(w) {
-			w = stem(w)
-		}
-		if w != "" {
-			each(w)
+		give()
+		switch {
+		case len(w) > maxTermBytes:
+		case english.IsStopWord(w):
+			heldStem = w // "on" of "on call"
+		case isASCIILetters(w):
+			held = stem(w)
+			heldStem = held
+		default:
+			held = w
 		}
 	}
+	start := -1
 	for i, r := range text {
 		if unicode.IsLetter(r) || unicode.IsNumber(r) {
 			if start < 0 {
@@ -39,10 +55,44 @@ func terms(text string, each func(term string)) {
 			}
 			continue
 		}
-		flush(i)
+		if start >= 0 {
+			word(text[start:i])
+			start = -1
+			joinable = true
+		}
+		if r != ' ' && r != '-' && r != '\t' {
+			joinable = false
+		}
 	}
-	flush(len(text))
+	if start >= 0 {
+		word(text[start:])
+	}
+	give()
 }
+
+// compounds are the phrasal verbs (and a few nouns) that a text writes
+// apart, hyphenated or as one word, keyed by the first word's stem and
+// the second word, to the one word's stem: "set up", "setting-up",
+// "set-up" and "setup" are one term. The list is closed: joining every
+// pair of words would double the index, and these are the ones
+// documentation about software and work writes both ways. seconds are
+// their second words, looked up before a pair is put together.
+var compounds, seconds = func() (map[string]string, map[string]bool) {
+	m, sec := map[string]string{}, map[string]bool{}
+	for _, pair := range []string{
+		"roll back", "roll out", "back up", "set up", "log in", "log out", "sign in", "sign up", "sign out",
+		"check in", "check out", "shut down", "start up", "clean up", "look up", "fail over", "fall back",
+		"hand off", "hand over", "take over", "tear down", "break down", "work around", "walk through",
+		"lock out", "time out", "opt in", "opt out", "on call", "e mail", "web site", "file name",
+		"user name", "host name", "time zone", "week end", "pay slip", "down time", "up time", "work flow",
+		"check list", "key pair", "pass phrase", "hot fix", "road map",
+	} {
+		first, second, _ := strings.Cut(pair, " ")
+		m[stem(first)+" "+second] = stem(first + second)
+		sec[second] = true
+	}
+	return m, sec
+}()
 
 // stems caches Snowball's stems: stemming is most of the cost of
 // indexing, and a language has far fewer words than a corpus has. The
