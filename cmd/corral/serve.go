@@ -48,7 +48,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.IntVar(&c.MaxConnsPerAddr, "max-conns-per-addr", netguard.DefaultMaxConnsPerAddr, "most connections open at once from one client address (IPv6: one /64); 0: no such cap")
 	proxies := &prefixList{}
 	fs.Var(proxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-For is believed (repeatable, or comma-separated)")
-	fs.Float64Var(&c.RetrievalThreshold, "retrieval-threshold", 0, "the confidence below which a document search tells an agent nothing relevant was found (0: the calibrated default, 0.5; 0.85 refuses nine in ten near misses)")
+	fs.Float64Var(&c.RetrievalThreshold, "retrieval-threshold", 0, "the confidence below which a document search tells an agent nothing relevant was found (0: the calibrated default, 0.5; 0.9 calls at most 5% of unanswerable questions answerable, and answers about 29% of the rest)")
 	fs.StringVar(&c.Control, "control", "", "role sandbox: control's URL, such as https://corral.example.org")
 	fs.StringVar(&c.Join, "join", "", "role sandbox: the one-time join token of the node's first start (from corral node token on control)")
 	fs.StringVar(&c.NodeName, "node-name", "", "role sandbox: the node's name as admins see it (default: the host name)")

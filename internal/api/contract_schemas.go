@@ -514,7 +514,7 @@ func components() []openapi.Component {
 				"items": {Description: "Best first. To a person, also when not answerable (to review); an agent is told only that " +
 					"nothing relevant was found."},
 				"confidence": {Description: "The best passage's score: the calibrated chance that the search found an answer."},
-				"answerable": {Description: "confidence is at least the server's threshold (--retrieval-threshold, 0.85 by default)."},
+				"answerable": {Description: "confidence is at least the server's threshold (--retrieval-threshold, 0.5 by default)."},
 				"ranker":     {Enum: openapi.Enum("bm25", "fused")},
 				"note":       {Description: "Why embeddings were configured but not used."},
 			},

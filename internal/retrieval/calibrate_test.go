@@ -27,6 +27,7 @@ type evalQuestion struct {
 	Answerable bool     `json:"answerable"`
 	Documents  []string `json:"documents"`
 	Answer     string   `json:"answer"`
+	OffTopic   bool     `json:"off_topic"` // unanswerable and plainly off the documents' topics
 }
 
 // evalIndex indexes the evaluation documents, one document each.
@@ -198,10 +199,10 @@ func evaluate(qs []labelled, m logistic, threshold float64) scores {
 	return s
 }
 
-// offTopic: the evaluation set's last 15 questions, q146 to q160, are
-// plainly off-topic; the other unanswerable ones are near misses, on the
-// documents' topics and in their words (see testdata/eval/README.md).
-func offTopic(q evalQuestion) bool { return !q.Answerable && q.ID >= "q146" }
+// offTopic: the set marks its plainly off-topic questions; the other
+// unanswerable ones are near misses, on the documents' topics and in
+// their words (see testdata/eval/README.md).
+func offTopic(q evalQuestion) bool { return !q.Answerable && q.OffTopic }
 
 // rescore scores passages by m and orders them as rank does.
 func rescore(found []scored, m logistic) []scored {
@@ -320,22 +321,11 @@ func solve[V ~[nFeatures + 1]float64, M ~[nFeatures + 1][nFeatures + 1]float64](
 	return s
 }
 
-// chooseThreshold is the lowest threshold, in steps of 0.05, at which at
-// least 90% of the unanswerable questions of qs are refused by m.
-func chooseThreshold(qs []labelled, m logistic) float64 {
-	for th := 0.5; th < 0.99; th += 0.05 {
-		if evaluate(qs, m, th).refused >= 0.9 {
-			return math.Round(th*100) / 100
-		}
-	}
-	return 0.99
-}
-
 // TestEvaluation measures retrieval on the evaluation set and holds it
 // to what docs/runs-and-agents.md claims (Documents and retrieval):
 //
 //   - held out: the model fitted, and a strict threshold (the lowest that
-//     refuses 90% of the unanswerable questions) chosen, on the questions
+//     calls at most 5% of the unanswerable questions answerable) chosen, on the questions
 //     of odd number, then both measured on those of even number, which
 //     neither saw; and the default threshold on those too;
 //   - shipped: the model of confidence.go (fitted on every question, so
@@ -355,7 +345,7 @@ func TestEvaluation(t *testing.T) {
 		}
 	}
 	m := fit(samples(odd))
-	th := chooseThreshold(odd, m)
+	th := strictThreshold(odd, m)
 	heldDefault, heldStrict := evaluate(even, m, Threshold), evaluate(even, m, th)
 	t.Logf("held out (fitted on %d odd questions, measured on %d even), threshold %.2f: %v", len(odd), len(even), Threshold, heldDefault)
 	t.Logf("held out, strict threshold %.2f chosen on the odd: %v", th, heldStrict)
@@ -365,8 +355,8 @@ func TestEvaluation(t *testing.T) {
 
 	if os.Getenv("CORRAL_CALIBRATE") != "" {
 		m := fit(samples(all))
-		t.Logf("fitted on all: logistic{bias: %.3f, w: [nFeatures]float64{%.3f, %.3f, %.3f, %.3f, %.3f, %.3f}}, strict threshold %.2f",
-			m.bias, m.w[0], m.w[1], m.w[2], m.w[3], m.w[4], m.w[5], chooseThreshold(all, m))
+		t.Logf("fitted on all: logistic{bias: %.3f, w: [nFeatures]float64{%s}}, strict threshold %.2f",
+			m.bias, strings.ReplaceAll(strings.Trim(fmt.Sprintf("%.3f", m.w), "[]"), " ", ", "), strictThreshold(all, m))
 	}
 	checks := []struct {
 		what      string
@@ -377,10 +367,10 @@ func TestEvaluation(t *testing.T) {
 		{"shipped answered at the default threshold", shipped.answered, 0.8},
 		{"shipped off-topic refused at the default threshold", shipped.refusedOff, 0.9},
 		{"held-out off-topic refused at the default threshold", heldDefault.refusedOff, 0.9},
-		{"shipped refused at the strict threshold", strict.refused, 0.9},
+		{"shipped refused at the strict threshold", strict.refused, 1 - maxFalseAnswerable},
 		// A threshold chosen on one half refuses a little less of the
 		// other: the floor is lower, and the note reports the figure.
-		{"held-out refused at the strict threshold", heldStrict.refused, 0.8},
+		{"held-out refused at the strict threshold", heldStrict.refused, 0.9},
 	}
 	for _, c := range checks {
 		if c.got < c.want {

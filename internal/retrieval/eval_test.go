@@ -146,37 +146,84 @@ func (r evalReport) log(logf func(string, ...any), ranker string) {
 
 // TestRetrievalFloor fails when the ranking or the confidence regresses
 // on the evaluation set: recall@5 at least 0.9, in sample and on each
-// held-out half; at the strict threshold at most 10% of the unanswerable
-// questions called answerable in sample, and at most 20% on each
-// held-out half with a threshold chosen on the other. Issue 29 asked
-// for at most 5%: the set's near misses (questions on the documents'
-// topics, in their words, that none answers; some hold every term of the
-// passage they find) keep that out of reach of term statistics at any
-// threshold that still answers a useful share, so the floor holds what
-// is reached and the figures are in docs/benchmarks.md.
+// held-out half; at most 5% of the unanswerable questions called
+// answerable at the strict threshold in sample, and at most 10% on each
+// held-out half with a threshold chosen on the other. Issue 29 asked for
+// at most 5% at a threshold that still answers; at StrictThreshold about
+// 29% of the answerable questions are answered: the set's near misses
+// (questions on the documents' topics, in their words, that none
+// answers; some hold every term of the passage they find) keep a better
+// trade out of reach of term statistics. The figures are in
+// docs/benchmarks.md.
 func TestRetrievalFloor(t *testing.T) {
 	x, qs := evalIndex(t, false)
 	r := evalRun(retrieveAll(t, x, qs, nil))
 	r.log(t.Logf, "bm25")
-	type floor struct {
-		what      string
-		got, want float64
-		atMost    bool
-	}
 	checks := []floor{
 		{"shipped recall@5", r.shipped.recall5, 0.9, false},
-		{"shipped false-answerable at the strict threshold", r.strict.falseAnswerable, 0.10, true},
+		{"shipped false-answerable at the strict threshold", r.strict.falseAnswerable, maxFalseAnswerable, true},
 	}
 	for _, h := range r.held {
 		checks = append(checks,
 			floor{"recall@5 on the " + h.on + " half", h.at.recall5, 0.9, false},
-			floor{"false-answerable on the " + h.on + " half at the threshold chosen on the " + h.fittedOn, h.at.falseAnswerable, 0.20, true})
+			floor{"false-answerable on the " + h.on + " half at the threshold chosen on the " + h.fittedOn, h.at.falseAnswerable, 0.10, true})
 	}
+	checkFloors(t, checks)
+}
+
+// floor is one figure's bound.
+type floor struct {
+	what      string
+	got, want float64
+	atMost    bool
+}
+
+func checkFloors(t *testing.T, checks []floor) {
+	t.Helper()
 	for _, c := range checks {
 		if (c.atMost && c.got > c.want) || (!c.atMost && c.got < c.want) {
 			t.Errorf("%s: %.3f, want %s %.2f", c.what, c.got, map[bool]string{true: "at most", false: "at least"}[c.atMost], c.want)
 		}
 	}
+}
+
+// TestRetrievalObviousQuestions is issue 29's complaint measured on the
+// set's second part (q161 on: five documents and 118 questions written
+// for it, without looking at the ranker, with plurals, compounds and
+// "how long / how many / when" questions): with the model fitted on the
+// first part only, so the second is held out whole, the default
+// threshold answers at least 90% of its answerable questions from the
+// right passage and refuses every off-topic one.
+func TestRetrievalObviousQuestions(t *testing.T) {
+	x, qs := evalIndex(t, false)
+	all := retrieveAll(t, x, qs, nil)
+	var first, second []labelled
+	for _, l := range all {
+		if l.q.ID <= "q160" {
+			first = append(first, l)
+		} else {
+			second = append(second, l)
+		}
+	}
+	m := fit(samples(first))
+	f := measure(second, m, Threshold)
+	var off []labelled
+	for _, l := range second {
+		if offTopic(l.q) {
+			off = append(off, l)
+		}
+	}
+	fo := measure(off, m, Threshold)
+	t.Logf("second part (%d questions), fitted on the first (%d), threshold %.2f: %v; off-topic called answerable %.3f",
+		len(second), len(first), Threshold, f, fo.falseAnswerable)
+	if len(second) < 50 || len(off) == 0 {
+		t.Fatalf("the second part has %d questions, %d off-topic", len(second), len(off))
+	}
+	checkFloors(t, []floor{
+		{"recall@5", f.recall5, 0.9, false},
+		{"answered", f.answered, 0.9, false},
+		{"off-topic called answerable", fo.falseAnswerable, 0, true},
+	})
 }
 
 // TestRetrievalHowLong is issue 29's example: "how long" asks for a

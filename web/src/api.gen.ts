@@ -2163,7 +2163,7 @@ export interface components {
             items: components["schemas"]["Passage"][];
             /** @description The best passage's score: the calibrated chance that the search found an answer. */
             confidence: number;
-            /** @description confidence is at least the server's threshold (--retrieval-threshold, 0.85 by default). */
+            /** @description confidence is at least the server's threshold (--retrieval-threshold, 0.5 by default). */
             answerable: boolean;
             /** @enum {string} */
             ranker: "bm25" | "fused";
