@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,18 +22,20 @@ var (
 // dayMillis numbers its UTC day.
 const dayMillis = 24 * 60 * 60 * 1000
 
-// usageKeys are the usage table's column for each group, and how its name
-// is found: the only text that goes into the queries, never the caller's.
-var usageKeys = map[corral.UsageGroup]struct{ column, name string }{
-	corral.UsageByAgent: {"agent_id", `(SELECT name FROM agents WHERE id = k)`},
-	corral.UsageByUser:  {"user_id", `(SELECT name FROM users WHERE id = k)`},
-	corral.UsageByModel: {"model", `''`},
+// usageKeys are the usage table's column for each group, and where its
+// name is found: the only text that goes into the queries, never the
+// caller's.
+var usageKeys = map[corral.UsageGroup]struct{ column, names string }{
+	corral.UsageByAgent: {"agent_id", "agents"},
+	corral.UsageByUser:  {"user_id", "users"},
+	corral.UsageByModel: {"model", ""},
 }
 
 // Usage sums the usage table per group over q's span, and per group and
-// UTC day. Both sums are read in one snapshot, so a group's total is
-// always the sum of its days (but for runs, which are counted once however
-// many days they span).
+// UTC day, from one pass over the calls in the span (grouped by group,
+// day and run, which is what counting distinct runs needs), in one
+// snapshot: a group's total is always the sum of its days, but for runs,
+// which are counted once however many days they span.
 func (db *DB) Usage(ctx context.Context, q corral.UsageQuery) ([]corral.UsageTotal, error) {
 	const op = "sqlite.Usage"
 	key, ok := usageKeys[q.GroupBy]
@@ -46,67 +50,77 @@ func (db *DB) Usage(ctx context.Context, q corral.UsageQuery) ([]corral.UsageTot
 		until = millis(q.Until)
 	}
 	// Everyone's, or (with the index on owner_id, at) one owner's.
-	where := ` FROM usage WHERE ?1 = '' AND at >= ?2 AND at < ?3 `
+	where := `?1 = ''`
 	if q.Owner != "" {
-		where = ` FROM usage WHERE owner_id = ?1 AND at >= ?2 AND at < ?3 `
+		where = `owner_id = ?1`
 	}
-	const sums = `SUM(input) AS i, SUM(output) AS o, COUNT(*) AS c, COUNT(DISTINCT NULLIF(run_id, '')) AS r`
 	tx, err := db.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
 	defer rollback(tx)
 	rows, err := tx.QueryContext(ctx, `
-		SELECT k, `+key.name+`, i, o, c, r
-		FROM (SELECT `+key.column+` AS k, `+sums+where+`GROUP BY k)
-		ORDER BY i + o DESC, k`, q.Owner, since, until)
+		SELECT `+key.column+` AS k, at / `+strconv.Itoa(dayMillis)+` AS day, run_id, SUM(input), SUM(output), COUNT(*)
+		FROM usage WHERE `+where+` AND at >= ?2 AND at < ?3
+		GROUP BY k, day, run_id ORDER BY k, day`, q.Owner, since, until)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
-	totals, err := collect(rows, func(s scanner) (corral.UsageTotal, error) {
-		var t corral.UsageTotal
-		var name sql.NullString
-		err := s.Scan(&t.Key, &name, &t.Tokens.Input, &t.Tokens.Output, &t.Calls, &t.Runs)
-		t.Name = name.String
-		return t, err
-	})
-	if err != nil {
-		return nil, corral.Internal(op, err)
-	}
-	index := make(map[string]int, len(totals))
-	for i, t := range totals {
-		index[t.Key] = i
-	}
-	rows, err = tx.QueryContext(ctx, `
-		SELECT `+key.column+` AS k, at / `+strconv.Itoa(dayMillis)+` AS day, `+sums+where+`
-		GROUP BY k, day ORDER BY k, day`, q.Owner, since, until)
-	if err != nil {
-		return nil, corral.Internal(op, err)
-	}
-	defer rows.Close()
+	var totals []corral.UsageTotal
+	var runs map[string]bool // the current group's
 	for rows.Next() {
-		var k string
+		var k, run string
 		var day int64
-		var d corral.UsageDay
-		if err := rows.Scan(&k, &day, &d.Tokens.Input, &d.Tokens.Output, &d.Calls, &d.Runs); err != nil {
+		var c corral.UsageCount
+		if err := rows.Scan(&k, &day, &run, &c.Tokens.Input, &c.Tokens.Output, &c.Calls); err != nil {
+			rows.Close()
 			return nil, corral.Internal(op, err)
 		}
-		d.Day = time.UnixMilli(day * dayMillis).UTC()
-		i, ok := index[k]
-		if !ok {
-			return nil, corral.Internal(op, errUsageSnapshot)
+		if run != "" {
+			c.Runs = 1
 		}
-		totals[i].Days = append(totals[i].Days, d)
+		if len(totals) == 0 || totals[len(totals)-1].Key != k {
+			totals = append(totals, corral.UsageTotal{Key: k})
+			runs = map[string]bool{}
+		}
+		t := &totals[len(totals)-1]
+		at := time.UnixMilli(day * dayMillis).UTC()
+		if n := len(t.Days); n == 0 || !t.Days[n-1].Day.Equal(at) {
+			t.Days = append(t.Days, corral.UsageDay{Day: at})
+		}
+		add(&t.Days[len(t.Days)-1].UsageCount, c)
+		c.Runs = 0
+		if run != "" && !runs[run] {
+			runs[run], c.Runs = true, 1
+		}
+		add(&t.UsageCount, c)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, corral.Internal(op, err)
 	}
+	if key.names != "" {
+		for i := range totals {
+			var name string
+			err := tx.QueryRowContext(ctx, `SELECT name FROM `+key.names+` WHERE id = ?`, totals[i].Key).Scan(&name)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, corral.Internal(op, err)
+			}
+			totals[i].Name = name // "" for one that is gone
+		}
+	}
+	slices.SortStableFunc(totals, func(a, b corral.UsageTotal) int {
+		return cmp.Or(cmp.Compare(b.Tokens.Input+b.Tokens.Output, a.Tokens.Input+a.Tokens.Output), cmp.Compare(a.Key, b.Key))
+	})
 	return totals, nil
 }
 
-// errUsageSnapshot is a day whose group has no total: the two sums did not
-// read the same rows, which one read transaction rules out.
-var errUsageSnapshot = errors.New("a day of usage has no total: the sums read different snapshots")
+func add(sum *corral.UsageCount, c corral.UsageCount) {
+	sum.Tokens.Input += c.Tokens.Input
+	sum.Tokens.Output += c.Tokens.Output
+	sum.Calls += c.Calls
+	sum.Runs += c.Runs
+}
 
 // AgentBudgets lists every agent's budget with its owner and how many of
 // its reservations are open, by agent name.
