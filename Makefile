@@ -243,6 +243,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench '^Benchmark(ListAgents|Clone|Import|StartTrue|ExecWarm|IdleSession)$$' -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
 	$(GO) test -run '^$$' -bench DelegationTree -benchtime 3x -count 3 ./internal/api/
 	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
+	$(GO) test -run '^$$' -bench AuditWrites -benchtime 1000x -count 3 ./internal/store/sqlite/
+	$(GO) test -run '^$$' -bench UsageQuery -benchtime 20x -count 3 ./internal/store/sqlite/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/

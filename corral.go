@@ -84,6 +84,9 @@ type NewUser struct {
 	PasswordHash string
 	// Admin forces the admin flag; the first account is admin regardless.
 	Admin bool
+	// Origin is how the account is made, for the audit log: "signup" (the
+	// default) or "cli". An invite's signup is "invite" whatever it says.
+	Origin string
 }
 
 // Session is a signed-in browser. The token itself is never stored: only

@@ -64,15 +64,16 @@ type SecretStore interface {
 	// CreateSecret stores s with its sealed value: ECONFLICT when the
 	// agent already has a secret of that name, ENOTFOUND when the agent
 	// does not exist.
-	CreateSecret(ctx context.Context, s Secret, sealed []byte) error
+	// by is the account that adds it.
+	CreateSecret(ctx context.Context, s Secret, sealed []byte, by string) error
 	// Secrets lists an agent's secrets, oldest first, without values.
 	Secrets(ctx context.Context, agentID string) ([]Secret, error)
 	// SealedSecrets lists an agent's secrets with their sealed values:
 	// for the egress proxy alone.
 	SealedSecrets(ctx context.Context, agentID string) ([]SealedSecret, error)
-	// DeleteSecret deletes a secret of the agent: ENOTFOUND when the agent
-	// has none with that id.
-	DeleteSecret(ctx context.Context, agentID, id string) error
+	// DeleteSecret deletes a secret of the agent, as by: ENOTFOUND when
+	// the agent has none with that id.
+	DeleteSecret(ctx context.Context, agentID, id, by string) error
 }
 
 // EgressGrant is what one run may reach at one moment: its agent's

@@ -82,11 +82,12 @@ type ModelResponse struct {
 
 // Meter is the budget side of model calls.
 type Meter interface {
-	// Reserve holds a call's ceiling (the most it can spend: see Ceiling)
+	// Reserve holds a call to model (the name the gateway sends it under)
+	// of at most ceiling tokens (the most it can spend: see Ceiling)
 	// against the budget before the call is sent, and returns what settles
 	// the call. Its error (EADMISSION when the budget cannot hold it)
 	// reaches the caller unchanged.
-	Reserve(ctx context.Context, ceiling int64) (Settle, error)
+	Reserve(ctx context.Context, model string, ceiling int64) (Settle, error)
 }
 
 // Settle ends a call's reservation, once, whatever way the call ended:

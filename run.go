@@ -99,6 +99,19 @@ type Tokens struct {
 	Output int64 // completion_tokens
 }
 
+// Hold is what a model call asks to reserve of its agent's budget (see
+// RunStore.Reserve), and what its usage is kept under once settled.
+type Hold struct {
+	AgentID string
+	RunID   string // "" for a call outside any run
+	// UserID is the person a call outside any run is made for (who
+	// uploaded a document, who searched); a run's calls are made for the
+	// person who triggered it, whatever UserID says.
+	UserID string
+	Model  string // the model the call is sent to, by the name the gateway sends
+	Tokens int64  // the call's ceiling
+}
+
 // Reservation is a model call's hold on its agent's budget (see
 // RunStore.Reserve).
 type Reservation struct {
@@ -213,18 +226,19 @@ type RunStore interface {
 	// RunByToken returns the running run whose token has hash; ENOTFOUND
 	// when none has (never was, or its run left running).
 	RunByToken(ctx context.Context, hash []byte) (Run, error)
-	// Reserve holds tokens of an agent's budget for one model call of a
-	// run (runID; "" for a call outside any run) before it is sent: in one
-	// statement, only when the budget is unlimited or what is left
-	// (Budget.Left) holds them. EADMISSION when it does not; ENOTFOUND for
-	// no agent.
-	Reserve(ctx context.Context, agentID, runID string, tokens int64) (Reservation, error)
-	// Settle ends a reservation: t (at most what was reserved, see
-	// Charge) is added to the run's tokens and the agent's budget.used and
-	// the reservation's tokens leave budget.reserved, in one transaction.
-	// A call that failed before its provider answered settles with no
-	// tokens. ENOTFOUND when it was settled before.
-	Settle(ctx context.Context, id string, t Tokens) (Budget, error)
+	// Reserve holds h.Tokens of h.AgentID's budget for one model call
+	// before it is sent: in one statement, only when the budget is
+	// unlimited or what is left (Budget.Left) holds them. EADMISSION when
+	// it does not; ENOTFOUND for no agent.
+	Reserve(ctx context.Context, h Hold) (Reservation, error)
+	// Settle ends a reservation at time at (zero: the store's clock): t
+	// (at most what was reserved, see Charge) is added to the run's tokens
+	// and the agent's budget.used, the reservation's tokens leave
+	// budget.reserved, and t is kept as the call's usage (UsageStore), in
+	// one transaction. A call that failed before its provider answered
+	// settles with no tokens, and leaves no usage. ENOTFOUND when it was
+	// settled before.
+	Settle(ctx context.Context, id string, t Tokens, at time.Time) (Budget, error)
 	// SettleLeftover settles, at their whole ceiling, the reservations a
 	// server that stopped left behind (their calls' usage never came), and
 	// returns how many.

@@ -9,7 +9,9 @@ import (
 // serves; internal/store/sqlite implements all of them, and a PostgreSQL
 // store will implement the same set. Unless a method says otherwise, a
 // missing row is reported as an *Error with code ENOTFOUND and a uniqueness
-// violation as ECONFLICT.
+// violation as ECONFLICT. A change to accounts or access is recorded as an
+// AccountEvent in the same transaction (see AuditStore): the methods that
+// cannot tell who made it from their other arguments take it as by.
 
 // UserStore keeps accounts.
 type UserStore interface {
@@ -22,9 +24,10 @@ type UserStore interface {
 	Users(ctx context.Context) ([]User, error)
 	// Credential returns what login needs for an email.
 	Credential(ctx context.Context, email string) (Credential, error)
-	// SetDisabled disables or enables an account. Disabling also deletes
-	// every session of the account in the same transaction.
-	SetDisabled(ctx context.Context, id string, disabled bool) error
+	// SetDisabled disables or enables an account, as by (an account's id;
+	// "" for the command line). Disabling also deletes every session of
+	// the account in the same transaction.
+	SetDisabled(ctx context.Context, id string, disabled bool, by string) error
 }
 
 // SessionStore keeps browser sessions by the hash of their token.
@@ -87,9 +90,10 @@ type AgentStore interface {
 
 // ShareStore keeps grants and share links.
 type ShareStore interface {
-	// PutGrant creates or changes userID's level on an agent.
-	PutGrant(ctx context.Context, agentID, userID string, level Level, now time.Time) error
-	DeleteGrant(ctx context.Context, agentID, userID string) error
+	// PutGrant creates or changes userID's level on an agent, as by.
+	PutGrant(ctx context.Context, agentID, userID string, level Level, now time.Time, by string) error
+	// DeleteGrant removes userID's grant on an agent, as by.
+	DeleteGrant(ctx context.Context, agentID, userID, by string) error
 	// AcceptGrant records that userID accepted their grant on the agent
 	// as a delegation target; accepting twice is fine. ENOTFOUND when
 	// userID has no grant on it.
@@ -97,9 +101,9 @@ type ShareStore interface {
 	Grants(ctx context.Context, agentID string) ([]Grant, error)
 
 	CreateLink(ctx context.Context, l Link, hash []byte) error
-	// DeleteLink deletes a link of the agent and, with it, the access of
-	// everyone who joined through it.
-	DeleteLink(ctx context.Context, agentID, linkID string) error
+	// DeleteLink deletes a link of the agent, as by, and, with it, the
+	// access of everyone who joined through it.
+	DeleteLink(ctx context.Context, agentID, linkID, by string) error
 	LinkByHash(ctx context.Context, hash []byte) (Link, error)
 	// Links lists an agent's share links, oldest first.
 	Links(ctx context.Context, agentID string) ([]Link, error)

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"corral/internal/kerneltest"
 	"corral/internal/modeltest"
@@ -17,7 +18,8 @@ import (
 )
 
 // TestAPIWalkthrough runs the curl walkthrough of docs/api.md, as written,
-// against the real binary, and checks each step's answer in order.
+// against the real binary, then, in the same shell, its usage and audit
+// block, and checks each step's answer in order.
 func TestAPIWalkthrough(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -32,7 +34,11 @@ func TestAPIWalkthrough(t *testing.T) {
 	if m == nil {
 		t.Fatal("docs/api.md has no walkthrough block")
 	}
-	script := string(m[1])
+	ops := regexp.MustCompile("(?s)## Usage, audit and what is in flight.*?```sh\n(.*?)```").FindSubmatch(page)
+	if ops == nil {
+		t.Fatal("docs/api.md has no usage and audit block")
+	}
+	script := string(m[1]) + "\n" + string(ops[1])
 	if !strings.Contains(script, "API=http://127.0.0.1:8080/api") {
 		t.Fatal("walkthrough no longer sets API: update this test")
 	}
@@ -76,6 +82,18 @@ func TestAPIWalkthrough(t *testing.T) {
 		`"reviewer"`,
 		"204",
 		`"code":"unauthenticated"`,
+		// Usage, audit and what is in flight: Bob's run on Alice's agent is
+		// Alice's to see, not Bob's.
+		`{"name":"reviewer","tokens":{"input":20,"output":10,"total":30},"calls":2,"runs":1}`,
+		`{"name":"Bob","days":[{"day":"` + time.Now().UTC().Format(time.DateOnly) + `","total":30}]}`,
+		`{"scope":"own","groups":[]}`,
+		`"code":"invalid_input","message":"group_by must be one of agent, user, model (got \"day\")"`,
+		`{"cursor":"1","kind":"account","type":"account_created"}`,
+		`{"cursor":"2","kind":"account","type":"login"}`,
+		`11 account`, `9 trace`,
+		`"code":"forbidden"`,
+		"0",
+		`{"agent_name":"reviewer","owner":"Alice","budget":{"tokens":0,"used":30,"reserved":0,"left":null},"open_reservations":0}`,
 	}
 	rest := string(out)
 	for _, w := range want {

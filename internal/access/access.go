@@ -187,3 +187,73 @@ func Library(signedIn, admin, author bool, action LibraryAction) Decision {
 	}
 	return Forbid
 }
+
+// ServerAction is something that reads across every agent and account,
+// for operating the server: decided by who the caller is, not by a level.
+type ServerAction int
+
+const (
+	ReadUsage   ServerAction = iota // tokens and runs summed per agent, person or model
+	ListRuns                        // the runs in flight
+	ReadAudit                       // every trace event and account event
+	ReadBudgets                     // every agent's budget and its open reservations
+
+	numServerActions
+)
+
+var serverActionNames = [numServerActions]string{"read_usage", "list_runs", "read_audit", "read_budgets"}
+
+func (a ServerAction) String() string {
+	if a < 0 || a >= numServerActions {
+		return "unknown"
+	}
+	return serverActionNames[a]
+}
+
+// Reach is how much of the server a ServerAction covers for a caller.
+type Reach int
+
+const (
+	// ReachNone: refused.
+	ReachNone Reach = iota
+	// ReachOwn: only what is the caller's own. Usage: the agents the
+	// caller owns (their owner's budget paid for it, whoever triggered
+	// the runs). Runs: the runs of agents whose runs the caller may view
+	// (ViewRuns, the same as each agent's own list).
+	ReachOwn
+	// ReachAll: everyone's.
+	ReachAll
+)
+
+func (r Reach) String() string {
+	switch r {
+	case ReachOwn:
+		return "own"
+	case ReachAll:
+		return "all"
+	default:
+		return "none"
+	}
+}
+
+// ownReach is what a signed-in caller who is not an admin may see of each
+// server action. One missing here is ReachNone: refused until someone
+// decides.
+var ownReach = [numServerActions]Reach{
+	ReadUsage: ReachOwn,
+	ListRuns:  ReachOwn,
+}
+
+// Oversee decides how far a server action reaches for a caller who is
+// signed in or not, and an admin or not: an admin's reaches everyone, a
+// signed-in caller's at most their own, an anonymous caller's nothing. It
+// is total and fails closed like Check.
+func Oversee(signedIn, admin bool, action ServerAction) Reach {
+	if !signedIn || action < 0 || action >= numServerActions {
+		return ReachNone
+	}
+	if admin {
+		return ReachAll
+	}
+	return ownReach[action]
+}

@@ -137,3 +137,39 @@ func TestDecisionErr(t *testing.T) {
 		t.Errorf("Hide.Err = %v, want the same error as a missing agent (%v)", hidden, missing)
 	}
 }
+
+func TestOverseeEveryActionAndCaller(t *testing.T) {
+	// Written out by hand, like want: anonymous, signed in, admin.
+	none, own, all := ReachNone, ReachOwn, ReachAll
+	wantReach := map[ServerAction][3]Reach{
+		ReadUsage:   {none, own, all},
+		ListRuns:    {none, own, all},
+		ReadAudit:   {none, none, all},
+		ReadBudgets: {none, none, all},
+	}
+	callers := []struct {
+		name            string
+		signedIn, admin bool
+	}{{"anonymous", false, false}, {"signed in", true, false}, {"admin", true, true}}
+	for a := ServerAction(0); a < numServerActions; a++ {
+		row, ok := wantReach[a]
+		if !ok {
+			t.Errorf("server action %v has no row in the expected table: decide who may do it", a)
+			continue
+		}
+		for i, c := range callers {
+			if got := Oversee(c.signedIn, c.admin, a); got != row[i] {
+				t.Errorf("Oversee(%s, %v) = %v, want %v", c.name, a, got, row[i])
+			}
+		}
+		// An admin flag without a sign-in is no one.
+		if got := Oversee(false, true, a); got != ReachNone {
+			t.Errorf("Oversee(not signed in, admin, %v) = %v, want none", a, got)
+		}
+	}
+	for _, a := range []ServerAction{-1, numServerActions} {
+		if got := Oversee(true, true, a); got != ReachNone {
+			t.Errorf("Oversee(admin, unknown action %d) = %v, want none", a, got)
+		}
+	}
+}

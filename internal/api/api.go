@@ -73,6 +73,7 @@ type Server struct {
 	egress      *service.Egress
 	nodes       *service.Nodes
 	models      *service.Models
+	ops         *service.Operations
 }
 
 // Services are the use cases the API serves. Accounts, Agents,
@@ -90,6 +91,7 @@ type Services struct {
 	Egress       *service.Egress
 	Models       *service.Models
 	Nodes        *service.Nodes
+	Operations   *service.Operations
 }
 
 // handlerFunc is an API handler: it writes its answer or returns an error
@@ -183,6 +185,10 @@ func (s *Server) routes() []route {
 		{"POST", "/api/nodes/{id}/drain", true, s.drainNode},
 		{"DELETE", "/api/nodes/{id}/drain", true, s.undrainNode},
 		{"POST", "/api/nodes/{id}/agents", true, s.moveAgent},
+		{"GET", "/api/usage", true, s.usage},
+		{"GET", "/api/audit", true, s.audit},
+		{"GET", "/api/runs", true, s.runsInFlight},
+		{"GET", "/api/admin/budgets", true, s.budgets},
 
 		{"GET", "/api/openapi.json", false, serveOpenAPI},
 	}
@@ -204,7 +210,7 @@ func New(cfg Config, svc Services) *Server {
 	}
 	s := &Server{accounts: svc.Accounts, agents: svc.Agents, decisions: svc.Decisions, files: svc.Files, repos: svc.Repositories, runs: svc.Runs,
 		credentials: svc.Credentials, documents: svc.Documents, egress: svc.Egress, nodes: svc.Nodes, models: svc.Models,
-		cfg: cfg, streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
+		ops: svc.Operations, cfg: cfg, streams: newStreamSlots(cfg.MaxStreams, cfg.MaxStreamsPerSession)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))

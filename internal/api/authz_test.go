@@ -324,6 +324,13 @@ var accountRoutes = []accountRoute{
 	{method: "POST", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
 	{method: "DELETE", path: "/api/nodes/{id}/drain", arg: "nod_doesnotexist", anon: 401, user: 403, admin: 503},
 	{method: "POST", path: "/api/nodes/{id}/agents", arg: "nod_doesnotexist", body: map[string]string{"agent_id": "agt_doesnotexist"}, anon: 401, user: 403, admin: 503},
+	// Operating the server: usage and the runs in flight are everyone's
+	// own (operations_test.go checks what each sees); the audit log and
+	// every agent's budget are the admins'.
+	{method: "GET", path: "/api/usage", query: "?group_by=user", anon: 401, user: 200, admin: 200},
+	{method: "GET", path: "/api/runs", query: "?status=active", anon: 401, user: 200, admin: 200},
+	{method: "GET", path: "/api/audit", query: "?limit=5", anon: 401, user: 403, admin: 200},
+	{method: "GET", path: "/api/admin/budgets", anon: 401, user: 403, admin: 200},
 	// Published by an account of its own: nobody else but an admin (the last cell) may delete it.
 	{method: "DELETE", path: "/api/library/documents/{doc_id}", arg: "{library_doc}", anon: 401, user: 403, admin: 204},
 }

@@ -54,7 +54,8 @@ type body struct {
 	doc     string
 }
 
-// reply is one answer: a JSON body of of's type (or schema), or media.
+// reply is one answer: a JSON body of of's type (or schema), or media;
+// both of and media: values of of's type in that media type (JSON lines).
 type reply struct {
 	status  int
 	of      any
@@ -126,6 +127,7 @@ var tags = []openapi.Tag{
 	{Name: "credentials", Description: "Code-host credentials (a token for a git host), kept encrypted at rest and never answered."},
 	{Name: "egress", Description: "What an agent's runs may reach on the network, and the secrets the egress proxy adds to their requests."},
 	{Name: "repositories", Description: "A git repository as the persistent workspace: clone, a commit per applied change set, push."},
+	{Name: "operations", Description: "Operating the server: token usage, the audit log, the runs in flight, every agent's budget."},
 }
 
 func info() openapi.Info {
@@ -277,6 +279,15 @@ func (op operation) build(rt route, schemas *openapi.Schemas, shared map[int]str
 		}
 		resp := &openapi.Response{Description: r.doc}
 		switch {
+		case r.of != nil && r.media != nil: // JSON values in another framing (JSON lines)
+			s, err := schemas.Body(r.of, false)
+			if err != nil {
+				return nil, err
+			}
+			resp.Content = &openapi.Map[*openapi.MediaType]{}
+			for _, t := range r.media {
+				resp.Content.Set(t, &openapi.MediaType{Schema: s})
+			}
 		case r.of != nil:
 			s, err := schemas.Body(r.of, false)
 			if err != nil {

@@ -469,6 +469,7 @@ func operations() map[string]operation {
 		},
 	}
 	maps.Copy(ops, workOperations())
+	maps.Copy(ops, opsOperations())
 	return ops
 }
 

@@ -15,7 +15,7 @@ import (
 func components() []openapi.Component {
 	// The most each limit may be set to, as the service enforces it.
 	most := (&service.Runs{}).Limits().Max
-	return []openapi.Component{
+	return append([]openapi.Component{
 		{Name: "User", Of: userView{}, Doc: "An account. Never carries a password hash or any other secret.",
 			Fields: map[string]openapi.Schema{
 				"id": {Description: "The account's id (opaque)."},
@@ -628,7 +628,7 @@ func components() []openapi.Component {
 					"nothing."},
 			},
 		},
-	}
+	}, opsComponents()...)
 }
 
 // errorCodes are the codes an error may carry: those statusOf maps, by

@@ -93,12 +93,12 @@ func TestDocumentIsolationProperty(t *testing.T) {
 			l := rng.IntN(len(levels))
 			var err error
 			if l == 0 {
-				err = e.db.DeleteGrant(ctx, agents[a], users[u].user.ID)
+				err = e.db.DeleteGrant(ctx, agents[a], users[u].user.ID, "")
 				if corral.ErrorCode(err) == corral.ENOTFOUND {
 					err = nil
 				}
 			} else {
-				err = e.db.PutGrant(ctx, agents[a], users[u].user.ID, levels[l], time.Now())
+				err = e.db.PutGrant(ctx, agents[a], users[u].user.ID, levels[l], time.Now(), "")
 			}
 			if err != nil {
 				t.Fatalf("case %d: grant: %v", i, err)
@@ -165,6 +165,6 @@ func TestDocumentIsolationProperty(t *testing.T) {
 // noMeter meters nothing: these searches make no model call.
 type noMeter struct{}
 
-func (noMeter) Reserve(context.Context, int64) (corral.Settle, error) {
+func (noMeter) Reserve(context.Context, string, int64) (corral.Settle, error) {
 	return func(context.Context, corral.Tokens, bool) error { return nil }, nil
 }

@@ -7,7 +7,9 @@ package api
 import "corral/internal/service"
 
 type (
+	AgentBudgetView = agentBudgetView
 	AgentView       = agentView
+	AuditLineView   = auditLineView
 	CanView         = canView
 	ChangeEntryView = changeEntryView
 	ChangeSetView   = changeSetView
@@ -34,11 +36,13 @@ type (
 	RepositoryView  = repositoryView
 	RetrievalView   = retrievalView
 	PresetView      = presetView
+	RunInFlightView = runInFlightView
 	RunView         = runView
 	SecretView      = secretView
 	TokenView       = tokenView
 	TokensView      = tokensView
 	TraceView       = traceView
+	UsageView       = usageView
 	UserAnswer      = userAnswer
 	UserView        = userView
 	WaitingView     = waitingView

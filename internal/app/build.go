@@ -219,7 +219,8 @@ func (a *App) buildServer(ctx context.Context) error {
 		apiCfg.MaxStreams = max(1, a.guard.MaxConns()/2)
 	}
 	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
-		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes})
+		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes,
+		Operations: service.NewOperations(db, cfg)})
 	mux.Handle("/api/", a.API)
 	mux.Handle("/v1/", api.NotFound())
 	mux.Handle("/", webui.Handler())

@@ -24,7 +24,7 @@ type memMeter struct {
 	checkErr error
 }
 
-func (m *memMeter) Reserve(context.Context, int64) (corral.Settle, error) {
+func (m *memMeter) Reserve(context.Context, string, int64) (corral.Settle, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.checkErr != nil {

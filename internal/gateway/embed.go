@@ -61,7 +61,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m cor
 	for _, t := range texts {
 		size += len(t) + 8 // and what separates it from the next
 	}
-	settle, err := m.Reserve(ctx, corral.Ceiling(size, 0))
+	settle, err := m.Reserve(ctx, model, corral.Ceiling(size, 0))
 	if err != nil {
 		return nil, corral.Tokens{}, err
 	}

@@ -103,8 +103,8 @@ func TestEmbed(t *testing.T) {
 	}
 	// modeltest counts a token per word.
 	want := corral.Tokens{Input: 6 + 4 + 1}
-	if u != want || !reflect.DeepEqual(m.recorded, []corral.Tokens{want}) || m.checks != 1 {
-		t.Errorf("usage %+v, recorded %v after %d checks; want %+v recorded once after one check", u, m.recorded, m.checks, want)
+	if u != want || !reflect.DeepEqual(m.recorded, []corral.Tokens{want}) || m.checks != 1 || !reflect.DeepEqual(m.models, []string{embedModel}) {
+		t.Errorf("usage %+v, recorded %v after %d checks for models %q; want %+v recorded once after one check for %q", u, m.recorded, m.checks, m.models, want, embedModel)
 	}
 	reqs := p.Requests()
 	if len(reqs) != 1 || !reflect.DeepEqual(reqs[0].Embeddings, texts) {

@@ -240,7 +240,7 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 	if err != nil {
 		return corral.ModelResponse{}, corral.Internal("gateway", err)
 	}
-	settle, err := m.Reserve(ctx, corral.Ceiling(len(body), g.maxOutput))
+	settle, err := m.Reserve(ctx, model, corral.Ceiling(len(body), g.maxOutput))
 	if err != nil {
 		return corral.ModelResponse{}, err
 	}

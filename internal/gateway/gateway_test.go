@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,17 +135,19 @@ type meter struct {
 	recordErr error
 	checks    int             // reservations asked for
 	ceilings  []int64         // what each asked for
+	models    []string        // the model each was for
 	recorded  []corral.Tokens // usage settled as the provider reported it (none: not listed)
 	unmetered int             // calls settled without usage: an answer came with none
 	settles   int             // settlements, of any kind
 }
 
-func (m *meter) Reserve(_ context.Context, ceiling int64) (corral.Settle, error) {
+func (m *meter) Reserve(_ context.Context, model string, ceiling int64) (corral.Settle, error) {
 	m.checks++
 	if m.checkErr != nil {
 		return nil, m.checkErr
 	}
 	m.ceilings = append(m.ceilings, ceiling)
+	m.models = append(m.models, model)
 	done := false
 	return func(_ context.Context, u corral.Tokens, reported bool) error {
 		if done {
@@ -770,12 +773,17 @@ func TestModelChoice(t *testing.T) {
 		for _, mode := range modes {
 			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
 				p, g := newProvider(t, modeltest.Sequence(modeltest.Text("ok")))
-				resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Model: tt.reqModel, Messages: hi}, &meter{}, mode.stream)
+				m := &meter{}
+				resp, _, err := complete(t, context.Background(), g, corral.ModelRequest{Model: tt.reqModel, Messages: hi}, m, mode.stream)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := p.Requests()[0].Model; got != tt.want {
 					t.Errorf("model sent = %q, want %q", got, tt.want)
+				}
+				// The reservation names the model sent, which usage is kept under.
+				if !slices.Equal(m.models, []string{tt.want}) {
+					t.Errorf("reserved for models %q, want [%q]", m.models, tt.want)
 				}
 				if resp.Model != tt.want {
 					t.Errorf("Response.Model = %q, want %q", resp.Model, tt.want)

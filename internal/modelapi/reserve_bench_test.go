@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"corral"
 	"corral/internal/gateway"
@@ -41,7 +42,7 @@ func (g *storeGrant) Reserve(ctx context.Context, ceiling int64) error {
 	if _, err := g.db.Agent(ctx, g.agentID, ""); err != nil {
 		return err
 	}
-	res, err := g.db.Reserve(ctx, g.agentID, "", ceiling)
+	res, err := g.db.Reserve(ctx, corral.Hold{AgentID: g.agentID, Tokens: ceiling})
 	if err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func (g *storeGrant) Reserve(ctx context.Context, ceiling int64) error {
 
 func (g *storeGrant) Record(ctx context.Context, u corral.Tokens, reported bool, _ corral.CLICall) error {
 	t, _ := corral.Charge(u, reported, g.ceiling)
-	_, err := g.db.Settle(ctx, g.resID, t)
+	_, err := g.db.Settle(ctx, g.resID, t, time.Time{})
 	return err
 }
 

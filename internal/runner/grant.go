@@ -93,7 +93,7 @@ func (r *Runner) Authorize(ctx context.Context, token string) (corral.CLIGrant, 
 // cap, and refuses it when the tree's tokens are spent: the run then ends
 // when its CLI has. Record settles both.
 func (g *Grant) Reserve(ctx context.Context, ceiling int64) error {
-	h, err := g.r.reserve(ctx, g.agentID, g.runID, ceiling)
+	h, err := g.r.reserve(ctx, g.agentID, g.runID, g.model, ceiling)
 	if refused := (budgetRefused{}); errors.As(err, &refused) {
 		g.a.mu.Lock()
 		g.a.budgetNeed = max(g.a.budgetNeed, refused.need)

@@ -27,8 +27,8 @@ type meter struct {
 	agentID string
 }
 
-func (m *meter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, error) {
-	h, err := m.r.reserve(ctx, m.agentID, m.runID, ceiling)
+func (m *meter) Reserve(ctx context.Context, model string, ceiling int64) (corral.Settle, error) {
+	h, err := m.r.reserve(ctx, m.agentID, m.runID, model, ceiling)
 	if err != nil {
 		return nil, err
 	}
@@ -47,9 +47,9 @@ type hold struct {
 }
 
 // reserve holds ceiling tokens of the agent's budget for one call of run
-// runID: a budgetRefused when the agent is paused or its budget cannot
-// hold it.
-func (r *Runner) reserve(ctx context.Context, agentID, runID string, ceiling int64) (*hold, error) {
+// runID to model: a budgetRefused when the agent is paused or its budget
+// cannot hold it.
+func (r *Runner) reserve(ctx context.Context, agentID, runID, model string, ceiling int64) (*hold, error) {
 	a, err := r.store.Agent(ctx, agentID, "")
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (r *Runner) reserve(ctx context.Context, agentID, runID string, ceiling int
 	if a.State == corral.StatePaused {
 		return nil, budgetRefused{need: 1}
 	}
-	res, err := r.store.Reserve(ctx, agentID, runID, ceiling)
+	res, err := r.store.Reserve(ctx, corral.Hold{AgentID: agentID, RunID: runID, Model: model, Tokens: ceiling})
 	if corral.ErrorCode(err) == corral.EADMISSION {
 		r.record(ctx, runID, trace.GatewayNote, map[string]any{
 			"budget_refused": ceiling, "budget_tokens": a.Budget.Tokens, "budget_used": a.Budget.Used,
@@ -77,7 +77,7 @@ func (r *Runner) reserve(ctx context.Context, agentID, runID string, ceiling int
 func (h *hold) settle(ctx context.Context, u corral.Tokens, reported bool, extra map[string]any) (corral.Budget, error) {
 	ctx = context.WithoutCancel(ctx)
 	t, asReported := corral.Charge(u, reported, h.ceiling)
-	b, err := h.r.store.Settle(ctx, h.id, t)
+	b, err := h.r.store.Settle(ctx, h.id, t, h.r.cfg.Now())
 	if t == (corral.Tokens{}) && extra == nil {
 		return b, err
 	}

@@ -524,7 +524,7 @@ func TestReconcileMetersCallsInFlight(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, modeltest.Sequence())
 	agent := h.agent(corral.Limits{})
-	if _, err := h.db.Reserve(ctx, agent.ID, "", 4321); err != nil {
+	if _, err := h.db.Reserve(ctx, corral.Hold{AgentID: agent.ID, Tokens: 4321}); err != nil {
 		t.Fatal(err)
 	}
 	r := h.newRunner(h.db, h.gateway, runner.Config{})

@@ -172,6 +172,7 @@ func (s *Accounts) CreateUser(ctx context.Context, email, name, password string,
 	if err != nil {
 		return corral.User{}, err
 	}
+	nu.Origin = "cli"
 	u, err := s.store.CreateUser(ctx, nu)
 	if err == nil {
 		s.cfg.Log.Info("account created", "user", u.ID, "admin", u.Admin, "via", "cli")
@@ -442,7 +443,7 @@ func (s *Accounts) SetDisabled(ctx context.Context, actor corral.User, id string
 	if disabled && id == actor.ID {
 		return corral.User{}, corral.Errorf(corral.ECONFLICT, "you cannot disable your own account")
 	}
-	if err := s.store.SetDisabled(ctx, id, disabled); err != nil {
+	if err := s.store.SetDisabled(ctx, id, disabled, actor.ID); err != nil {
 		return corral.User{}, err
 	}
 	s.cfg.Log.Info("account disabled changed", "user", id, "disabled", disabled, "by", actor.ID)
@@ -459,7 +460,7 @@ func (s *Accounts) SetDisabledByEmail(ctx context.Context, email string, disable
 	if err != nil {
 		return corral.User{}, err
 	}
-	if err := s.store.SetDisabled(ctx, u.ID, disabled); err != nil {
+	if err := s.store.SetDisabled(ctx, u.ID, disabled, ""); err != nil {
 		return corral.User{}, err
 	}
 	return s.store.UserByID(ctx, u.ID)

@@ -413,7 +413,7 @@ func (s *Agents) PutGrant(ctx context.Context, actor corral.User, id, userID, le
 		return corral.Grant{}, err
 	}
 	now := s.cfg.Now().UTC()
-	if err := s.store.PutGrant(ctx, id, userID, l, now); err != nil {
+	if err := s.store.PutGrant(ctx, id, userID, l, now, actor.ID); err != nil {
 		return corral.Grant{}, err
 	}
 	return corral.Grant{AgentID: id, User: corral.User{ID: u.ID, Email: u.Email, Name: u.Name}, Level: l, CreatedAt: now}, nil
@@ -443,7 +443,7 @@ func (s *Agents) DeleteGrant(ctx context.Context, actor corral.User, id, userID 
 	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
 		return err
 	}
-	return s.store.DeleteGrant(ctx, id, userID)
+	return s.store.DeleteGrant(ctx, id, userID, actor.ID)
 }
 
 // Links lists the agent's share links (never their tokens).
@@ -478,7 +478,7 @@ func (s *Agents) DeleteLink(ctx context.Context, actor corral.User, id, linkID s
 	if _, err := s.load(ctx, actor, id, access.Share); err != nil {
 		return err
 	}
-	return s.store.DeleteLink(ctx, id, linkID)
+	return s.store.DeleteLink(ctx, id, linkID, actor.ID)
 }
 
 // AcceptLink gives the actor the link's level for as long as the link

@@ -99,7 +99,7 @@ func newCredEnv(t *testing.T) *credEnv {
 	if e.agent, err = NewAgents(AgentsDeps{Store: db}, cfg).Create(ctx, e.owner, AgentInput{Name: &name}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PutGrant(ctx, e.agent.ID, e.editor.ID, corral.LevelEditor, time.Now()); err != nil {
+	if err := db.PutGrant(ctx, e.agent.ID, e.editor.ID, corral.LevelEditor, time.Now(), ""); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -20,8 +20,8 @@ type DocumentStore interface {
 	agentReader
 	// Reserve and Settle meter tokens spent for an agent outside any run
 	// (runID "") on its budget.
-	Reserve(ctx context.Context, agentID, runID string, tokens int64) (corral.Reservation, error)
-	Settle(ctx context.Context, id string, t corral.Tokens) (corral.Budget, error)
+	Reserve(ctx context.Context, h corral.Hold) (corral.Reservation, error)
+	Settle(ctx context.Context, id string, t corral.Tokens, at time.Time) (corral.Budget, error)
 }
 
 // Embeddings is the gateway's embeddings endpoint.
@@ -92,7 +92,7 @@ func (d *Documents) Upload(ctx context.Context, actor corral.User, agentID, name
 	}
 	// An editor may delete any of the agent's documents, so a new one
 	// replaces every older one of its name.
-	doc, err := d.index(ctx, x, actor, name, body, a.Policy.Secrets, d.agentMeter(a.ID),
+	doc, err := d.index(ctx, x, actor, name, body, a.Policy.Secrets, d.agentMeter(a.ID, actor),
 		func(corral.Document) bool { return true })
 	doc.Source, doc.AgentID = corral.SourcePrivate, a.ID
 	return doc, err
@@ -191,7 +191,7 @@ func (d *Documents) Search(ctx context.Context, actor corral.User, agentID, quer
 	if err != nil {
 		return corral.Retrieval{}, err
 	}
-	return d.search(ctx, a, query, k, d.agentMeter(a.ID), true)
+	return d.search(ctx, a, query, k, d.agentMeter(a.ID, actor), true)
 }
 
 // Retrieve is a run's search (the search_documents tool, and what is
@@ -336,20 +336,20 @@ func (d *Documents) embedder(m corral.Meter) retrieval.Embedder {
 	}
 }
 
-// agentMeter meters embeddings made for an agent outside a run on the
-// agent's budget: each reserves its ceiling first, refused when the
-// budget cannot hold it.
-func (d *Documents) agentMeter(agentID string) corral.Meter {
-	return agentMeter{store: d.store, agentID: agentID}
+// agentMeter meters embeddings made for an agent outside a run, for
+// actor, on the agent's budget: each reserves its ceiling first, refused
+// when the budget cannot hold it.
+func (d *Documents) agentMeter(agentID string, actor corral.User) corral.Meter {
+	return agentMeter{store: d.store, agentID: agentID, userID: actor.ID}
 }
 
 type agentMeter struct {
-	store   DocumentStore
-	agentID string
+	store           DocumentStore
+	agentID, userID string
 }
 
-func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, error) {
-	res, err := m.store.Reserve(ctx, m.agentID, "", ceiling)
+func (m agentMeter) Reserve(ctx context.Context, model string, ceiling int64) (corral.Settle, error) {
+	res, err := m.store.Reserve(ctx, corral.Hold{AgentID: m.agentID, UserID: m.userID, Model: model, Tokens: ceiling})
 	if corral.ErrorCode(err) == corral.EADMISSION {
 		return nil, corral.Errorf(corral.EADMISSION, "the agent's token budget cannot hold this: %s", corral.ErrorMessage(err))
 	}
@@ -358,7 +358,7 @@ func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, 
 	}
 	return func(ctx context.Context, u corral.Tokens, reported bool) error {
 		t, _ := corral.Charge(u, reported, ceiling)
-		_, err := m.store.Settle(context.WithoutCancel(ctx), res.ID, t)
+		_, err := m.store.Settle(context.WithoutCancel(ctx), res.ID, t, time.Time{})
 		return err
 	}, nil
 }
@@ -367,7 +367,7 @@ func (m agentMeter) Reserve(ctx context.Context, ceiling int64) (corral.Settle, 
 // belongs to no agent and so to no budget: the tokens are logged.
 type libraryMeter struct{ log *slog.Logger }
 
-func (m libraryMeter) Reserve(context.Context, int64) (corral.Settle, error) {
+func (m libraryMeter) Reserve(context.Context, string, int64) (corral.Settle, error) {
 	return func(_ context.Context, u corral.Tokens, _ bool) error {
 		m.log.Info("library document embedded", "tokens", u.Input+u.Output)
 		return nil

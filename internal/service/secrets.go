@@ -73,7 +73,7 @@ func (e *Egress) CreateSecret(ctx context.Context, actor corral.User, agentID, n
 	plain := []byte(value)
 	sealed := e.key.Seal(plain, secretAD(s))
 	clear(plain)
-	if err := e.store.CreateSecret(ctx, s, sealed); err != nil {
+	if err := e.store.CreateSecret(ctx, s, sealed, actor.ID); err != nil {
 		return corral.Secret{}, err
 	}
 	return s, nil
@@ -94,7 +94,7 @@ func (e *Egress) DeleteSecret(ctx context.Context, actor corral.User, agentID, i
 	if _, err := loadAgent(ctx, e.store, actor, agentID, access.EditAgent); err != nil {
 		return err
 	}
-	return e.store.DeleteSecret(ctx, agentID, id)
+	return e.store.DeleteSecret(ctx, agentID, id, actor.ID)
 }
 
 // Grant is what a run reaches now, for the egress proxy, which asks on

@@ -1366,6 +1366,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Tokens and runs per agent, person or model, and per day
+         * @description What model calls spent, summed per group over the span and per group and UTC day, from the usage each call's settlement recorded: the provider's own figures, or the call's ceiling when its answer came without usage (as the budget counts it). Embeddings of an agent's documents count as the agent's; those of the shared library belong to no agent and are not counted. An admin sees every agent's usage (`scope: all`); anyone else the usage of the agents they own, whoever triggered the runs (`scope: own`): the owner's budget paid for it. A person who runs someone else's shared agent sees their runs' tokens on each run (GET /api/runs/{id}), not here. 400 for a `group_by`, `since` or `until` it cannot read, `since` not before `until`, or a parameter it does not take.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Page through every trace event and account event
+         * @description Admin only (403 otherwise). Every trace event (each run's chain and each agent's own) and every account event (signup, login, logout, disable and enable, invites, API tokens, grants, links, credentials, agent secrets), in one order, as JSON lines (`application/x-ndjson`), oldest first. Each line carries its own `cursor`; the `Corral-Next-Cursor` header is the cursor of the page's last line (the one asked with when the page is empty). Ask again with `after` set to it: every event comes exactly once across pages, even while events are being written; an empty page means there is nothing newer yet. No line holds a token, a password hash or a secret's value: account events name ids and levels only.
+         */
+        get: operations["getAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The runs in flight
+         * @description The runs admitted, running or paused, oldest first, with their agent's name and owner, who triggered them and the tokens they have used so far. An admin sees every one; anyone else the runs of the agents whose runs they may view (as on each agent's own list). A run leaves the list when it ends.
+         */
+        get: operations["listRunsInFlight"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/budgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every agent's budget and its open reservations
+         * @description Admin only (403 otherwise). Each agent's budget (`tokens`, `used`, `reserved`, `left`) with its owner and how many reservations are open: model calls in flight, or calls a stopped server left behind, which the next start settles at their ceiling. By agent name.
+         */
+        get: operations["listBudgets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/openapi.json": {
         parameters: {
             query?: never;
@@ -2337,6 +2417,119 @@ export interface components {
         CredentialPatch: {
             /** @description The repositories it may be used for, as patterns host/path in which * stands for any part of one segment (`github.com/acme/app`, `github.com/acme/*`; a leading https:// and a trailing .git are dropped); on the credential's host. It is used for no other repository, by anyone: a clone or push naming it for another answers 403. Empty: it is used for nothing. */
             repositories: string[];
+        };
+        /** @description What some model calls spent. */
+        UsageCount: {
+            /** @description `input` (prompt), `output` (completion) and `total` tokens, as the settlements metered them. */
+            tokens: {
+                /** Format: int64 */
+                input: number;
+                /** Format: int64 */
+                output: number;
+                /** Format: int64 */
+                total: number;
+            };
+            /**
+             * Format: int64
+             * @description The model calls that spent tokens.
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description The distinct runs those calls belong to; calls outside any run (document embeddings) count none.
+             */
+            runs: number;
+        };
+        /** @description A group's usage on one UTC day. */
+        UsageDay: components["schemas"]["UsageCount"] & {
+            /**
+             * Format: date
+             * @description The UTC day, `YYYY-MM-DD`.
+             */
+            day: string;
+        };
+        /** @description One group's usage over the span (runs counted once however many days they span), and day by day. */
+        UsageGroup: components["schemas"]["UsageCount"] & {
+            /** @description The agent's or the person's id, or the model's name. An empty `key` under `user` is the calls of runs whose account is gone. */
+            key: string;
+            /** @description The agent's name or the person's display name as they are now; empty for a model and for an agent or account that no longer exists (its usage stays). */
+            name: string;
+            /** @description The days with usage, oldest first. */
+            days: components["schemas"]["UsageDay"][];
+        };
+        /** @description Usage summed per group, most tokens first. */
+        Usage: {
+            /** @enum {string} */
+            group_by: "agent" | "user" | "model";
+            /**
+             * @description `all`: every agent's (an admin); `own`: the agents the caller owns.
+             * @enum {string}
+             */
+            scope: "all" | "own";
+            /**
+             * Format: date-time
+             * @description The span's start as understood; null when unbounded.
+             */
+            since: string | null;
+            /**
+             * Format: date-time
+             * @description The span's end (excluded); null when unbounded.
+             */
+            until: string | null;
+            groups: components["schemas"]["UsageGroup"][];
+        };
+        /** @description A trace event in the audit log. */
+        AuditTraceEvent: components["schemas"]["TraceEvent"] & {
+            /** @description The chain it belongs to: a run's id, or an agent's id for the agent's own chain (its repository's events). */
+            chain: string;
+        };
+        /** @description Something that happened to accounts or access, recorded in the same transaction as the change. Ids and levels only. */
+        AccountEvent: {
+            /** Format: date-time */
+            at: string;
+            /** @enum {string} */
+            type: "account_created" | "login" | "logout" | "account_disabled" | "account_enabled" | "invite_created" | "token_created" | "token_deleted" | "grant_put" | "grant_deleted" | "grant_accepted" | "link_created" | "link_deleted" | "link_joined" | "credential_created" | "credential_deleted" | "credential_repositories" | "secret_created" | "secret_deleted";
+            /** @description The account that did it; null for the command line (`corral user`). */
+            actor_id: string | null;
+            /** @description The account it was done to or for: the new, disabled or enabled account, the grantee. */
+            user_id: string | null;
+            /** @description The agent concerned: grants, links, agent secrets. */
+            agent_id: string | null;
+            /** @description The id of what was made or removed: a session's (login, logout), an API token's, an invite's (also on an invite's signup), a link's, a credential's or an agent secret's. */
+            object: string | null;
+            /** @description The level of a grant or link; how an account was made (`signup`, `invite`, `cli`). */
+            detail: string | null;
+        };
+        /** @description One line of the audit log: exactly one of `trace` and `account`, as `kind` says. */
+        AuditLine: {
+            /** @description This line's cursor: `after` set to it starts the next page after this line. */
+            cursor: string;
+            /** @enum {string} */
+            kind: "trace" | "account";
+            trace?: components["schemas"]["AuditTraceEvent"];
+            account?: components["schemas"]["AccountEvent"];
+        };
+        /** @description A run in flight with its agent's name and owner. */
+        RunInFlight: components["schemas"]["Run"] & {
+            /** @description The agent's name. */
+            agent_name: string;
+            /** @description The agent's owner. */
+            owner: components["schemas"]["UserRef"];
+        };
+        /** @description An agent's budget as the administrators' overview shows it. */
+        AgentBudget: {
+            /** @description The agent's id. */
+            agent_id: string;
+            /** @description The agent's name. */
+            agent_name: string;
+            /** @description The agent's owner. */
+            owner: components["schemas"]["UserRef"];
+            budget: components["schemas"]["Budget"];
+            /**
+             * Format: int64
+             * @description Reservations not yet settled: calls in flight, or left by a stopped server until the next start settles them.
+             */
+            open_reservations: number;
         };
     };
     responses: {
@@ -4596,6 +4789,116 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description What to sum by: `agent` (the agent whose budget paid), `user` (the person the call was made for: whoever triggered the run, or who uploaded or searched an agent's documents) or `model` (the model the call was sent to). */
+                group_by?: "agent" | "user" | "model";
+                /** @description Only calls settled at or after this time: an RFC 3339 time (`2026-11-29T12:00:00Z`) or a date (`2026-11-29`, its midnight UTC). Absent: unbounded. */
+                since?: string;
+                /** @description Only calls settled before this time: an RFC 3339 time (`2026-11-29T12:00:00Z`) or a date (`2026-11-29`, its midnight UTC). Absent: unbounded. */
+                until?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sums. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+        };
+    };
+    getAudit: {
+        parameters: {
+            query?: {
+                /** @description A cursor from a line or the `Corral-Next-Cursor` header: the page starts after it. Absent: from the first event. */
+                after?: string;
+                /** @description The most lines in the page, 1 to 1000 (default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One AuditLine per line. */
+            200: {
+                headers: {
+                    /** @description The cursor the next page starts after. */
+                    "Corral-Next-Cursor"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["AuditLine"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    listRunsInFlight: {
+        parameters: {
+            query: {
+                status: "active";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The runs in flight. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["RunInFlight"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+        };
+    };
+    listBudgets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every agent's budget. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["AgentBudget"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
         };
     };
     getOpenAPI: {

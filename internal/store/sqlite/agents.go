@@ -309,18 +309,25 @@ func (db *DB) DeleteAgent(ctx context.Context, id string) error {
 	return rowsAffected(op, "agent", res)
 }
 
-// PutGrant creates or changes userID's level on an agent. Only the levels
-// a grant can hold are accepted: viewer, runner, editor. A new grant is
-// not accepted as a delegation target; a changed one keeps its answer.
-func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral.Level, now time.Time) error {
+// PutGrant creates or changes userID's level on an agent, as by. Only the
+// levels a grant can hold are accepted: viewer, runner, editor. A new
+// grant is not accepted as a delegation target; a changed one keeps its
+// answer.
+func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral.Level, now time.Time, by string) error {
 	const op = "sqlite.PutGrant"
 	if level < corral.LevelViewer || level > corral.LevelEditor {
 		return corral.Errorf(corral.EINVALID, "a grant's level must be viewer, runner or editor")
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO grants (agent_id, user_id, level, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (agent_id, user_id) DO UPDATE SET level = excluded.level`,
-		agentID, userID, level.String(), millis(now))
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO grants (agent_id, user_id, level, created_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (agent_id, user_id) DO UPDATE SET level = excluded.level`,
+			agentID, userID, level.String(), millis(now)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, now, corral.AccountEvent{Type: corral.GrantPut, Actor: by, User: userID,
+			Agent: agentID, Detail: level.String()})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -347,27 +354,56 @@ func (db *DB) missing(ctx context.Context, op, table, kind, id, other string) er
 	}
 }
 
-// DeleteGrant removes userID's grant on an agent.
-func (db *DB) DeleteGrant(ctx context.Context, agentID, userID string) error {
+// DeleteGrant removes userID's grant on an agent, as by.
+func (db *DB) DeleteGrant(ctx context.Context, agentID, userID, by string) error {
 	const op = "sqlite.DeleteGrant"
-	res, err := db.exec(ctx,
-		`DELETE FROM grants WHERE agent_id = ? AND user_id = ?`, agentID, userID)
-	if err != nil {
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`DELETE FROM grants WHERE agent_id = ? AND user_id = ?`, agentID, userID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if err := rowsAffected(op, "grant", res); err != nil {
+			return err
+		}
+		return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.GrantDeleted, Actor: by, User: userID, Agent: agentID})
+	})
+}
+
+// recorded records ev, now, in tx.
+func (db *DB) recorded(ctx context.Context, tx *sql.Tx, op string, ev corral.AccountEvent) error {
+	if err := recordAccount(ctx, tx, db.now(), ev); err != nil {
 		return corral.Internal(op, err)
 	}
-	return rowsAffected(op, "grant", res)
+	return nil
 }
 
 // AcceptGrant records that userID accepted their grant on an agent as a
 // delegation target. Accepting again changes nothing.
 func (db *DB) AcceptGrant(ctx context.Context, agentID, userID string) error {
 	const op = "sqlite.AcceptGrant"
-	res, err := db.exec(ctx,
-		`UPDATE grants SET accepted = 1 WHERE agent_id = ? AND user_id = ?`, agentID, userID)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "grant", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		// Only a change is an event: accepting again is not.
+		res, err := tx.ExecContext(ctx,
+			`UPDATE grants SET accepted = 1 WHERE agent_id = ? AND user_id = ? AND accepted = 0`, agentID, userID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return corral.Internal(op, err)
+		} else if n == 1 {
+			return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.GrantAccepted, Actor: userID, Agent: agentID})
+		}
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM grants WHERE agent_id = ? AND user_id = ?)`,
+			agentID, userID).Scan(&exists); err != nil {
+			return corral.Internal(op, err)
+		}
+		if !exists {
+			return corral.NotFound("grant")
+		}
+		return nil
+	})
 }
 
 // Grants lists an agent's grants, oldest first. Each User has ID, Email and
@@ -417,10 +453,17 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 	if l.Level != corral.LevelViewer && l.Level != corral.LevelRunner {
 		return corral.Errorf(corral.EINVALID, "a link's level must be viewer or runner")
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO links (id, agent_id, level, token_hash, created_by, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		l.ID, l.AgentID, l.Level.String(), hash, l.CreatedBy, millis(db.orNow(l.CreatedAt)))
+	at := db.orNow(l.CreatedAt)
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO links (id, agent_id, level, token_hash, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+			l.ID, l.AgentID, l.Level.String(), hash, l.CreatedBy, millis(at)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.LinkCreated, Actor: l.CreatedBy, Agent: l.AgentID,
+			Object: l.ID, Detail: l.Level.String()})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -433,16 +476,21 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 	}
 }
 
-// DeleteLink deletes a link of the agent; the cascade to link_members
-// takes the access of everyone who joined through it.
-func (db *DB) DeleteLink(ctx context.Context, agentID, linkID string) error {
+// DeleteLink deletes a link of the agent, as by; the cascade to
+// link_members takes the access of everyone who joined through it.
+func (db *DB) DeleteLink(ctx context.Context, agentID, linkID, by string) error {
 	const op = "sqlite.DeleteLink"
-	res, err := db.exec(ctx,
-		`DELETE FROM links WHERE id = ? AND agent_id = ?`, linkID, agentID)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "link", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`DELETE FROM links WHERE id = ? AND agent_id = ?`, linkID, agentID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if err := rowsAffected(op, "link", res); err != nil {
+			return err
+		}
+		return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.LinkDeleted, Actor: by, Agent: agentID, Object: linkID})
+	})
 }
 
 // linkColumns selects a link, never its token hash; scanLink reads them.
@@ -498,12 +546,26 @@ func (db *DB) Links(ctx context.Context, agentID string) ([]corral.Link, error) 
 // nothing, not even the time of joining.
 func (db *DB) JoinLink(ctx context.Context, linkID, userID string, now time.Time) error {
 	const op = "sqlite.JoinLink"
-	// ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: it ignores only
-	// the second join, not a NOT NULL or CHECK failure.
-	_, err := db.exec(ctx, `
-		INSERT INTO link_members (link_id, user_id, joined_at) VALUES (?, ?, ?)
-		ON CONFLICT (link_id, user_id) DO NOTHING`,
-		linkID, userID, millis(now))
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		// ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: it ignores
+		// only the second join, not a NOT NULL or CHECK failure. Only the
+		// first join is an event.
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO link_members (link_id, user_id, joined_at) VALUES (?, ?, ?)
+			ON CONFLICT (link_id, user_id) DO NOTHING`,
+			linkID, userID, millis(now))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		var agentID string
+		if err := tx.QueryRowContext(ctx, `SELECT agent_id FROM links WHERE id = ?`, linkID).Scan(&agentID); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, now, corral.AccountEvent{Type: corral.LinkJoined, Actor: userID, Agent: agentID, Object: linkID})
+	})
 	switch {
 	case err == nil:
 		return nil

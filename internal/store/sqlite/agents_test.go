@@ -55,7 +55,7 @@ func mustLink(t *testing.T, db *DB, agent corral.Agent, level corral.Level, memb
 
 func mustGrant(t *testing.T, db *DB, agent corral.Agent, user corral.User, level corral.Level) {
 	t.Helper()
-	if err := db.PutGrant(context.Background(), agent.ID, user.ID, level, t0); err != nil {
+	if err := db.PutGrant(context.Background(), agent.ID, user.ID, level, t0, ""); err != nil {
 		t.Fatalf("PutGrant(%v): %v", level, err)
 	}
 }
@@ -227,7 +227,7 @@ func TestAccess(t *testing.T) {
 func grant(db *DB, level corral.Level) func(*testing.T, corral.Agent, corral.User) func() error {
 	return func(t *testing.T, a corral.Agent, u corral.User) func() error {
 		mustGrant(t, db, a, u, level)
-		return func() error { return db.DeleteGrant(context.Background(), a.ID, u.ID) }
+		return func() error { return db.DeleteGrant(context.Background(), a.ID, u.ID, "") }
 	}
 }
 
@@ -236,7 +236,7 @@ func grant(db *DB, level corral.Level) func(*testing.T, corral.Agent, corral.Use
 func link(db *DB, level corral.Level) func(*testing.T, corral.Agent, corral.User) func() error {
 	return func(t *testing.T, a corral.Agent, u corral.User) func() error {
 		l := mustLink(t, db, a, level, u)
-		return func() error { return db.DeleteLink(context.Background(), a.ID, l.ID) }
+		return func() error { return db.DeleteLink(context.Background(), a.ID, l.ID, "") }
 	}
 }
 
@@ -338,20 +338,20 @@ func TestGrants(t *testing.T) {
 
 	for _, l := range []corral.Level{corral.LevelNone, corral.LevelOwner, corral.Level(9), corral.Level(-1)} {
 		t.Run(fmt.Sprintf("level %v", l), func(t *testing.T) {
-			wantCode(t, db.PutGrant(ctx, a.ID, u1.ID, l, t0), corral.EINVALID)
+			wantCode(t, db.PutGrant(ctx, a.ID, u1.ID, l, t0, ""), corral.EINVALID)
 		})
 	}
-	wantNotFound(t, db.PutGrant(ctx, a.ID, "usr_nope", corral.LevelViewer, t0), "user")
-	wantNotFound(t, db.PutGrant(ctx, "agt_nope", u1.ID, corral.LevelViewer, t0), "agent")
+	wantNotFound(t, db.PutGrant(ctx, a.ID, "usr_nope", corral.LevelViewer, t0, ""), "user")
+	wantNotFound(t, db.PutGrant(ctx, "agt_nope", u1.ID, corral.LevelViewer, t0, ""), "agent")
 
-	if err := db.PutGrant(ctx, a.ID, u2.ID, corral.LevelRunner, t0.Add(time.Second)); err != nil {
+	if err := db.PutGrant(ctx, a.ID, u2.ID, corral.LevelRunner, t0.Add(time.Second), ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PutGrant(ctx, a.ID, u1.ID, corral.LevelViewer, t0.Add(2*time.Second)); err != nil {
+	if err := db.PutGrant(ctx, a.ID, u1.ID, corral.LevelViewer, t0.Add(2*time.Second), ""); err != nil {
 		t.Fatal(err)
 	}
 	// Changing the level keeps the grant's creation time.
-	if err := db.PutGrant(ctx, a.ID, u2.ID, corral.LevelEditor, t0.Add(3*time.Second)); err != nil {
+	if err := db.PutGrant(ctx, a.ID, u2.ID, corral.LevelEditor, t0.Add(3*time.Second), ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := db.Grants(ctx, a.ID)
@@ -371,10 +371,10 @@ func TestGrants(t *testing.T) {
 		}
 	}
 
-	if err := db.DeleteGrant(ctx, a.ID, u1.ID); err != nil {
+	if err := db.DeleteGrant(ctx, a.ID, u1.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound(t, db.DeleteGrant(ctx, a.ID, u1.ID), "grant")
+	wantNotFound(t, db.DeleteGrant(ctx, a.ID, u1.ID, ""), "grant")
 	if got, _ := db.Grants(ctx, a.ID); len(got) != 1 {
 		t.Errorf("Grants after delete = %+v, want one", got)
 	}
@@ -440,13 +440,13 @@ func TestLinks(t *testing.T) {
 	wantNotFound(t, db.JoinLink(ctx, l2.ID, "usr_nope", t0), "user")
 
 	// A link is deleted only through its own agent.
-	wantNotFound(t, db.DeleteLink(ctx, b.ID, l2.ID), "link")
+	wantNotFound(t, db.DeleteLink(ctx, b.ID, l2.ID, ""), "link")
 	checkAccess(t, db, a, member, corral.LevelRunner)
-	if err := db.DeleteLink(ctx, a.ID, l2.ID); err != nil {
+	if err := db.DeleteLink(ctx, a.ID, l2.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	checkAccess(t, db, a, member, corral.LevelNone)
-	wantNotFound(t, db.DeleteLink(ctx, a.ID, l2.ID), "link")
+	wantNotFound(t, db.DeleteLink(ctx, a.ID, l2.ID, ""), "link")
 	_, err = db.LinkByHash(ctx, []byte("hash-2"))
 	wantNotFound(t, err, "link")
 }

@@ -11,11 +11,12 @@ import (
 	"corral"
 )
 
-// Reserve holds tokens of an agent's budget for one model call. The check
-// and the hold are one UPDATE, so any number of calls at once, from any
-// number of runs or connections, never hold more than is left.
-func (db *DB) Reserve(ctx context.Context, agentID, runID string, tokens int64) (corral.Reservation, error) {
+// Reserve holds h.Tokens of an agent's budget for one model call. The
+// check and the hold are one UPDATE, so any number of calls at once, from
+// any number of runs or connections, never hold more than is left.
+func (db *DB) Reserve(ctx context.Context, h corral.Hold) (corral.Reservation, error) {
 	const op = "sqlite.Reserve"
+	agentID, runID, tokens := h.AgentID, h.RunID, h.Tokens
 	if tokens <= 0 {
 		return corral.Reservation{}, corral.Errorf(corral.EINVALID, "a reservation holds at least one token")
 	}
@@ -72,8 +73,8 @@ func (db *DB) Reserve(ctx context.Context, agentID, runID string, tokens int64) 
 	if runID != "" {
 		run = sql.NullString{String: runID, Valid: true}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO reservations (id, agent_id, run_id, tokens, created_at) VALUES (?, ?, ?, ?, ?)`,
-		res.ID, agentID, run, tokens, millis(db.orNow(time.Time{}))); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO reservations (id, agent_id, run_id, tokens, created_at, model, user_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		res.ID, agentID, run, tokens, millis(db.orNow(time.Time{})), h.Model, h.UserID); err != nil {
 		if isForeignKey(err) {
 			return corral.Reservation{}, corral.NotFound("run")
 		}
@@ -85,10 +86,10 @@ func (db *DB) Reserve(ctx context.Context, agentID, runID string, tokens int64) 
 	return res, nil
 }
 
-// Settle ends a reservation with what its call spent. Usage counts
-// whatever the run's status: tokens a provider billed after a cancel were
-// still spent.
-func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens) (corral.Budget, error) {
+// Settle ends a reservation with what its call spent, at time at (zero:
+// the store's clock). Usage counts whatever the run's status: tokens a
+// provider billed after a cancel were still spent.
+func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens, at time.Time) (corral.Budget, error) {
 	const op = "sqlite.Settle"
 	if t.Input < 0 || t.Output < 0 {
 		return corral.Budget{}, corral.Errorf(corral.EINVALID, "token counts cannot be negative")
@@ -98,7 +99,7 @@ func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens) (corral.Bu
 		return corral.Budget{}, corral.Internal(op, err)
 	}
 	defer rollback(tx)
-	b, err := settle(ctx, tx, id, func(held int64) (corral.Tokens, error) {
+	b, err := settle(ctx, tx, id, db.orNow(at), func(held int64) (corral.Tokens, error) {
 		if t.Input > held || t.Output > held-t.Input {
 			return corral.Tokens{}, corral.Errorf(corral.EINVALID, "a call cannot spend more than it reserved (%d tokens)", held)
 		}
@@ -114,14 +115,14 @@ func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens) (corral.Bu
 }
 
 // settle deletes reservation id and moves what spent says of its tokens
-// into the run's and the agent's usage.
-func settle(ctx context.Context, tx *sql.Tx, id string, spent func(held int64) (corral.Tokens, error)) (corral.Budget, error) {
+// into the run's and the agent's usage, and keeps them as the call's, at.
+func settle(ctx context.Context, tx *sql.Tx, id string, at time.Time, spent func(held int64) (corral.Tokens, error)) (corral.Budget, error) {
 	const op = "sqlite.Settle"
-	var agentID string
+	var agentID, model, userID string
 	var runID sql.NullString
 	var held int64
-	err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING agent_id, run_id, tokens`, id).
-		Scan(&agentID, &runID, &held)
+	err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING agent_id, run_id, tokens, model, user_id`, id).
+		Scan(&agentID, &runID, &held, &model, &userID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return corral.Budget{}, corral.NotFound("reservation")
@@ -133,19 +134,31 @@ func settle(ctx context.Context, tx *sql.Tx, id string, spent func(held int64) (
 		return corral.Budget{}, err
 	}
 	if runID.Valid {
-		if _, err := tx.ExecContext(ctx, `
+		// A run's calls are its trigger's, whatever the hold said.
+		var by sql.NullString
+		if err := tx.QueryRowContext(ctx, `
 			UPDATE runs SET tokens_input = tokens_input + ?, tokens_output = tokens_output + ?
-			WHERE id = ?`, t.Input, t.Output, runID.String); err != nil {
-			return corral.Budget{}, corral.Internal(op, err)
+			WHERE id = ? RETURNING triggered_by`, t.Input, t.Output, runID.String).Scan(&by); err != nil {
+			return corral.Budget{}, corral.Internal(op, err) // reservations cascade with their run
 		}
+		userID = by.String
 	}
 	// updated_at stays: metering is not an edit of the agent's settings.
 	var b corral.Budget
+	var owner string
 	if err := tx.QueryRowContext(ctx, `
 		UPDATE agents SET budget_used = budget_used + ?, budget_reserved = budget_reserved - ?
-		WHERE id = ? RETURNING budget_tokens, budget_used, budget_reserved`, t.Input+t.Output, held, agentID,
-	).Scan(&b.Tokens, &b.Used, &b.Reserved); err != nil {
+		WHERE id = ? RETURNING budget_tokens, budget_used, budget_reserved, owner_id`, t.Input+t.Output, held, agentID,
+	).Scan(&b.Tokens, &b.Used, &b.Reserved, &owner); err != nil {
 		return corral.Budget{}, corral.Internal(op, err) // reservations cascade with their agent
+	}
+	if t.Input+t.Output > 0 {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO usage (at, agent_id, owner_id, user_id, run_id, model, input, output)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			millis(at), agentID, owner, userID, runID.String, model, t.Input, t.Output); err != nil {
+			return corral.Budget{}, corral.Internal(op, err)
+		}
 	}
 	return b, nil
 }
@@ -176,8 +189,9 @@ func (db *DB) SettleLeftover(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, corral.Internal(op, err)
 	}
+	now := db.now()
 	for _, id := range ids {
-		if _, err := settle(ctx, tx, id, func(held int64) (corral.Tokens, error) {
+		if _, err := settle(ctx, tx, id, now, func(held int64) (corral.Tokens, error) {
 			return corral.Tokens{Input: held}, nil
 		}); err != nil {
 			return 0, err

@@ -19,11 +19,11 @@ func addUsage(t *testing.T, db *DB, runID string, tk corral.Tokens) corral.Budge
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := db.Reserve(ctx, run.AgentID, runID, max(1, tk.Input+tk.Output))
+	res, err := db.Reserve(ctx, corral.Hold{AgentID: run.AgentID, RunID: runID, Tokens: max(1, tk.Input+tk.Output)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := db.Settle(ctx, res.ID, tk)
+	b, err := db.Settle(ctx, res.ID, tk, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +71,10 @@ func TestReserveAndSettle(t *testing.T) {
 		var got corral.Budget
 		var err error
 		if s.settle != "" {
-			got, err = db.Settle(ctx, held[s.settle], s.tokens)
+			got, err = db.Settle(ctx, held[s.settle], s.tokens, time.Time{})
 		} else {
 			var res corral.Reservation
-			res, err = db.Reserve(ctx, a.ID, s.run, s.reserve)
+			res, err = db.Reserve(ctx, corral.Hold{AgentID: a.ID, RunID: s.run, Tokens: s.reserve})
 			held[s.name], got = res.ID, res.Budget
 		}
 		if s.code != "" {
@@ -101,10 +101,10 @@ func TestReserveAndSettle(t *testing.T) {
 	}
 
 	// An unlimited budget holds anything; a missing agent is not found.
-	if res, err := db.Reserve(ctx, b.ID, "", 1<<40); err != nil || res.Budget.Reserved != 1<<40 {
+	if res, err := db.Reserve(ctx, corral.Hold{AgentID: b.ID, Tokens: 1 << 40}); err != nil || res.Budget.Reserved != 1<<40 {
 		t.Errorf("unlimited: %+v, %v", res, err)
 	}
-	if _, err := db.Reserve(ctx, "agt_nope", "", 1); corral.ErrorCode(err) != corral.ENOTFOUND {
+	if _, err := db.Reserve(ctx, corral.Hold{AgentID: "agt_nope", Tokens: 1}); corral.ErrorCode(err) != corral.ENOTFOUND {
 		t.Errorf("a missing agent: %v", err)
 	}
 
@@ -142,7 +142,7 @@ func TestReserveConcurrently(t *testing.T) {
 		wg.Go(func() {
 			db := dbs[i%2]
 			<-start
-			res, err := db.Reserve(ctx, a.ID, run.ID, 100)
+			res, err := db.Reserve(ctx, corral.Hold{AgentID: a.ID, RunID: run.ID, Tokens: 100})
 			if corral.ErrorCode(err) == corral.EADMISSION {
 				refused.Add(1)
 				return
@@ -152,7 +152,7 @@ func TestReserveConcurrently(t *testing.T) {
 				return
 			}
 			went.Add(1)
-			if _, err := db.Settle(ctx, res.ID, corral.Tokens{Input: 60, Output: 40}); err != nil {
+			if _, err := db.Settle(ctx, res.ID, corral.Tokens{Input: 60, Output: 40}, time.Time{}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -184,7 +184,7 @@ func TestCreateAgentFrom(t *testing.T) {
 	}
 	run := mustAdmit(t, db, parent, owner, 0)
 	addUsage(t, db, run.ID, corral.Tokens{Input: 40})
-	if _, err := db.Reserve(ctx, parent.ID, run.ID, 60); err != nil {
+	if _, err := db.Reserve(ctx, corral.Hold{AgentID: parent.ID, RunID: run.ID, Tokens: 60}); err != nil {
 		t.Fatal(err)
 	}
 	child := func(name string, tokens int64) corral.Agent {
@@ -232,7 +232,7 @@ func TestReserveLeavesTheWriterFull(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	for range 3 {
-		if _, err := db.Reserve(ctx, a.ID, "", 10); err != nil {
+		if _, err := db.Reserve(ctx, corral.Hold{AgentID: a.ID, Tokens: 10}); err != nil {
 			t.Fatal(err)
 		}
 		var mode int

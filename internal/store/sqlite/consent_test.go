@@ -2,12 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"corral"
 )
@@ -53,7 +50,7 @@ func TestAccepted(t *testing.T) {
 		{"grant accepted, revoked, granted again", func(t *testing.T, a corral.Agent, u corral.User) {
 			mustGrant(t, db, a, u, corral.LevelRunner)
 			accept(t, a, u)
-			if err := db.DeleteGrant(ctx, a.ID, u.ID); err != nil {
+			if err := db.DeleteGrant(ctx, a.ID, u.ID, ""); err != nil {
 				t.Fatal(err)
 			}
 			mustGrant(t, db, a, u, corral.LevelRunner)
@@ -145,17 +142,7 @@ func TestMigrationConsent(t *testing.T) {
 
 	// Back to before migration 20, as goose goes down, and open again,
 	// which runs it on these rows.
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.w, fsys, goose.WithGoMigrations(goMigrations...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, 19); err != nil {
-		t.Fatal(err)
-	}
+	downTo(t, db, 19)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,16 @@ func (db *DB) CreateCodeCredential(ctx context.Context, c corral.CodeCredential,
 	if err != nil {
 		return corral.Internal(op, err)
 	}
-	_, err = db.exec(ctx, `
-		INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at, repositories)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.UserID, c.Name, c.Host, c.Username, sealed, millis(db.orNow(c.CreatedAt)), repos)
+	at := db.orNow(c.CreatedAt)
+	err = db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at, repositories)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.UserID, c.Name, c.Host, c.Username, sealed, millis(at), repos); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.CredentialCreated, Actor: c.UserID, Object: c.ID})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -70,11 +76,16 @@ func (db *DB) CodeCredentials(ctx context.Context, userID string) ([]corral.Code
 // DeleteCodeCredential deletes a credential of userID.
 func (db *DB) DeleteCodeCredential(ctx context.Context, userID, id string) error {
 	const op = "sqlite.DeleteCodeCredential"
-	res, err := db.exec(ctx, `DELETE FROM credentials WHERE id = ? AND user_id = ?`, id, userID)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "credential", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM credentials WHERE id = ? AND user_id = ?`, id, userID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if err := rowsAffected(op, "credential", res); err != nil {
+			return err
+		}
+		return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.CredentialDeleted, Actor: userID, Object: id})
+	})
 }
 
 // CredentialForAgent finds the credential of the agent's owner for host.
@@ -115,15 +126,21 @@ func (db *DB) SetCredentialRepositories(ctx context.Context, userID, id string, 
 	}
 	var c corral.CodeCredential
 	var created int64
-	err = db.w.QueryRowContext(ctx, `
-		UPDATE credentials SET repositories = ? WHERE id = ? AND user_id = ?
-		RETURNING id, user_id, name, host, username, created_at, repositories`, repos, id, userID).
-		Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created, &repos)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return corral.CodeCredential{}, corral.NotFound("credential")
-	case err != nil:
-		return corral.CodeCredential{}, corral.Internal(op, err)
+	err = db.write(ctx, op, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `
+			UPDATE credentials SET repositories = ? WHERE id = ? AND user_id = ?
+			RETURNING id, user_id, name, host, username, created_at, repositories`, repos, id, userID).
+			Scan(&c.ID, &c.UserID, &c.Name, &c.Host, &c.Username, &created, &repos)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return corral.NotFound("credential")
+		case err != nil:
+			return corral.Internal(op, err)
+		}
+		return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.CredentialRepositories, Actor: userID, Object: id})
+	})
+	if err != nil {
+		return corral.CodeCredential{}, err
 	}
 	c.CreatedAt = fromMillis(created)
 	return c, decodeRepositories(repos, &c)

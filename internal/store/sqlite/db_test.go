@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"corral"
 
+	"github.com/pressly/goose/v3"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -109,6 +111,24 @@ func TestOpenTwice(t *testing.T) {
 		if want := len(mustMigrations(t)) + len(goMigrations); applied != want {
 			t.Errorf("handle %d: %d migrations recorded, want %d", i, applied, want)
 		}
+	}
+}
+
+// downTo takes db's schema back to version the way goose goes down, so
+// that the next Open runs the migrations after it again, on the rows the
+// test left.
+func downTo(t *testing.T, db *DB, version int64) {
+	t.Helper()
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.w, fsys, goose.WithGoMigrations(goMigrations...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(context.Background(), version); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -4,13 +4,10 @@ import (
 	"context"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/pressly/goose/v3"
 
 	"corral"
 )
@@ -44,17 +41,7 @@ func reopenBefore(t *testing.T, v int64, emails ...string) (*DB, []string, error
 	// Back to version 7 the way goose goes down, so the migrations after 8
 	// are undone too and run again after it (goose refuses to apply a
 	// missing version below the current one).
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.w, fsys, goose.WithGoMigrations(goMigrations...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, v-1); err != nil {
-		t.Fatal(err)
-	}
+	downTo(t, db, v-1)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 
 	"corral"
@@ -9,8 +10,8 @@ import (
 
 var _ corral.SecretStore = (*DB)(nil)
 
-// CreateSecret stores an agent's secret with its sealed value.
-func (db *DB) CreateSecret(ctx context.Context, s corral.Secret, sealed []byte) error {
+// CreateSecret stores an agent's secret with its sealed value, as by.
+func (db *DB) CreateSecret(ctx context.Context, s corral.Secret, sealed []byte, by string) error {
 	const op = "sqlite.CreateSecret"
 	if err := needID(op, s.ID); err != nil {
 		return err
@@ -18,10 +19,16 @@ func (db *DB) CreateSecret(ctx context.Context, s corral.Secret, sealed []byte) 
 	if len(sealed) == 0 {
 		return corral.Internal(op, errors.New("empty sealed value"))
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO agent_secrets (id, agent_id, name, host, header, sealed, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.AgentID, s.Name, s.Host, s.Header, sealed, millis(db.orNow(s.CreatedAt)))
+	at := db.orNow(s.CreatedAt)
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO agent_secrets (id, agent_id, name, host, header, sealed, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, s.AgentID, s.Name, s.Host, s.Header, sealed, millis(at)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.SecretCreated, Actor: by, Agent: s.AgentID, Object: s.ID})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -79,12 +86,17 @@ func (db *DB) SealedSecrets(ctx context.Context, agentID string) ([]corral.Seale
 	return out, nil
 }
 
-// DeleteSecret deletes a secret of the agent.
-func (db *DB) DeleteSecret(ctx context.Context, agentID, id string) error {
+// DeleteSecret deletes a secret of the agent, as by.
+func (db *DB) DeleteSecret(ctx context.Context, agentID, id, by string) error {
 	const op = "sqlite.DeleteSecret"
-	res, err := db.exec(ctx, `DELETE FROM agent_secrets WHERE id = ? AND agent_id = ?`, id, agentID)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "secret", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM agent_secrets WHERE id = ? AND agent_id = ?`, id, agentID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if err := rowsAffected(op, "secret", res); err != nil {
+			return err
+		}
+		return db.recorded(ctx, tx, op, corral.AccountEvent{Type: corral.SecretDeleted, Actor: by, Agent: agentID, Object: id})
+	})
 }

@@ -20,13 +20,13 @@ func TestSecretCRUD(t *testing.T) {
 	second := corral.Secret{ID: corral.NewID("sec"), AgentID: a.ID, Name: "api", Host: "api.example.com",
 		Header: "X-Api-Key", CreatedAt: t0.Add(time.Minute)}
 	for _, s := range []corral.Secret{first, second} {
-		if err := db.CreateSecret(ctx, s, []byte("sealed-"+s.Name)); err != nil {
+		if err := db.CreateSecret(ctx, s, []byte("sealed-"+s.Name), ""); err != nil {
 			t.Fatalf("CreateSecret(%s): %v", s.Name, err)
 		}
 	}
-	wantCode(t, db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: a.ID, Name: "npm", Host: "x.org", Header: "H"}, []byte("s")), corral.ECONFLICT)
-	wantNotFound(t, db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: "agt_nobody", Name: "n", Host: "x.org", Header: "H"}, []byte("s")), "agent")
-	if err := db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: b.ID, Name: "npm", Host: "x.org", Header: "H"}, []byte("s")); err != nil {
+	wantCode(t, db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: a.ID, Name: "npm", Host: "x.org", Header: "H"}, []byte("s"), ""), corral.ECONFLICT)
+	wantNotFound(t, db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: "agt_nobody", Name: "n", Host: "x.org", Header: "H"}, []byte("s"), ""), "agent")
+	if err := db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: b.ID, Name: "npm", Host: "x.org", Header: "H"}, []byte("s"), ""); err != nil {
 		t.Fatalf("names are per agent: %v", err)
 	}
 
@@ -39,8 +39,8 @@ func TestSecretCRUD(t *testing.T) {
 		t.Fatalf("SealedSecrets(a) = %+v, %v", sealed, err)
 	}
 
-	wantNotFound(t, db.DeleteSecret(ctx, b.ID, first.ID), "secret") // another agent's
-	if err := db.DeleteSecret(ctx, a.ID, first.ID); err != nil {
+	wantNotFound(t, db.DeleteSecret(ctx, b.ID, first.ID, ""), "secret") // another agent's
+	if err := db.DeleteSecret(ctx, a.ID, first.ID, ""); err != nil {
 		t.Fatalf("DeleteSecret: %v", err)
 	}
 	if got, _ := db.Secrets(ctx, a.ID); len(got) != 1 || got[0] != second {

@@ -54,7 +54,37 @@ func insertUser(ctx context.Context, q querier, op string, u corral.NewUser, now
 
 // CreateUser stores a new account; the first one is an admin.
 func (db *DB) CreateUser(ctx context.Context, u corral.NewUser) (corral.User, error) {
-	return insertUser(ctx, db.w, "sqlite.CreateUser", u, db.now())
+	const op = "sqlite.CreateUser"
+	var user corral.User
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		now := db.now()
+		var err error
+		if user, err = insertUser(ctx, tx, op, u, now); err != nil {
+			return err
+		}
+		origin := u.Origin
+		if origin == "" {
+			origin = "signup"
+		}
+		return recordCreated(ctx, tx, op, now, user.ID, origin)
+	})
+	if err != nil {
+		return corral.User{}, err
+	}
+	return user, nil
+}
+
+// recordCreated records that account id was made: by itself at signup, or on
+// the command line.
+func recordCreated(ctx context.Context, tx *sql.Tx, op string, now time.Time, id, origin string) error {
+	actor := id
+	if origin == "cli" {
+		actor = ""
+	}
+	if err := recordAccount(ctx, tx, now, corral.AccountEvent{Type: corral.AccountCreated, Actor: actor, User: id, Detail: origin}); err != nil {
+		return corral.Internal(op, err)
+	}
+	return nil
 }
 
 // HasUsers reports whether any account exists: until one does, the next
@@ -120,32 +150,31 @@ func (db *DB) Credential(ctx context.Context, email string) (corral.Credential, 
 	return c, nil
 }
 
-// SetDisabled disables or enables an account; disabling also signs it out
-// everywhere, in the same transaction.
-func (db *DB) SetDisabled(ctx context.Context, id string, disabled bool) error {
+// SetDisabled disables or enables an account, as by; disabling also signs
+// it out everywhere, in the same transaction.
+func (db *DB) SetDisabled(ctx context.Context, id string, disabled bool, by string) error {
 	const op = "sqlite.SetDisabled"
-	tx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	defer rollback(tx)
-	res, err := tx.ExecContext(ctx,
-		`UPDATE users SET disabled = ? WHERE id = ?`, boolInt(disabled), id)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	if err := rowsAffected(op, "user", res); err != nil {
-		return err
-	}
-	if disabled {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE users SET disabled = ? WHERE id = ?`, boolInt(disabled), id)
+		if err != nil {
 			return corral.Internal(op, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return corral.Internal(op, err)
-	}
-	return nil
+		if err := rowsAffected(op, "user", res); err != nil {
+			return err
+		}
+		ev := corral.AccountEvent{Type: corral.AccountEnabled, Actor: by, User: id}
+		if disabled {
+			ev.Type = corral.AccountDisabled
+			if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
+				return corral.Internal(op, err)
+			}
+		}
+		if err := recordAccount(ctx, tx, db.now(), ev); err != nil {
+			return corral.Internal(op, err)
+		}
+		return nil
+	})
 }
 
 // CreateSession stores a session by the hash of its token.
@@ -154,10 +183,16 @@ func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 	if err := needID(op, s.ID); err != nil {
 		return err
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO sessions (id, user_id, token_hash, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?)`,
-		s.ID, s.UserID, s.TokenHash, millis(db.orNow(s.CreatedAt)), millis(s.ExpiresAt))
+	at := db.orNow(s.CreatedAt)
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO sessions (id, user_id, token_hash, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?)`,
+			s.ID, s.UserID, s.TokenHash, millis(at), millis(s.ExpiresAt)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.AccountLogin, Actor: s.UserID, Object: s.ID})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -193,11 +228,20 @@ func (db *DB) SessionUser(ctx context.Context, tokenHash []byte, now time.Time) 
 // DeleteSession deletes a session by the hash of its token.
 func (db *DB) DeleteSession(ctx context.Context, tokenHash []byte) error {
 	const op = "sqlite.DeleteSession"
-	res, err := db.exec(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "session", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		var id, userID string
+		err := tx.QueryRowContext(ctx, `DELETE FROM sessions WHERE token_hash = ? RETURNING id, user_id`, tokenHash).Scan(&id, &userID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return corral.NotFound("session")
+		case err != nil:
+			return corral.Internal(op, err)
+		}
+		if err := recordAccount(ctx, tx, db.now(), corral.AccountEvent{Type: corral.AccountLogout, Actor: userID, Object: id}); err != nil {
+			return corral.Internal(op, err)
+		}
+		return nil
+	})
 }
 
 // DeleteExpiredSessions removes the sessions SessionUser would refuse at
@@ -221,10 +265,16 @@ func (db *DB) CreateToken(ctx context.Context, t corral.APIToken, hash []byte) e
 	if err := needID(op, t.ID); err != nil {
 		return err
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, last_used_at)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		t.ID, t.UserID, t.Name, hash, millis(db.orNow(t.CreatedAt)), nullMillis(t.LastUsed))
+	at := db.orNow(t.CreatedAt)
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, last_used_at)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+			t.ID, t.UserID, t.Name, hash, millis(at), nullMillis(t.LastUsed)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.TokenCreated, Actor: t.UserID, Object: t.ID})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -309,12 +359,20 @@ func (db *DB) Tokens(ctx context.Context, userID string) ([]corral.APIToken, err
 // exactly like a missing one.
 func (db *DB) DeleteToken(ctx context.Context, userID, id string) error {
 	const op = "sqlite.DeleteToken"
-	res, err := db.exec(ctx,
-		`DELETE FROM api_tokens WHERE id = ? AND user_id = ?`, id, userID)
-	if err != nil {
-		return corral.Internal(op, err)
-	}
-	return rowsAffected(op, "token", res)
+	return db.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`DELETE FROM api_tokens WHERE id = ? AND user_id = ?`, id, userID)
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		if err := rowsAffected(op, "token", res); err != nil {
+			return err
+		}
+		if err := recordAccount(ctx, tx, db.now(), corral.AccountEvent{Type: corral.TokenDeleted, Actor: userID, Object: id}); err != nil {
+			return corral.Internal(op, err)
+		}
+		return nil
+	})
 }
 
 // CreateInvite stores an invite by the hash of its token.
@@ -323,10 +381,16 @@ func (db *DB) CreateInvite(ctx context.Context, inv corral.Invite, hash []byte) 
 	if err := needID(op, inv.ID); err != nil {
 		return err
 	}
-	_, err := db.exec(ctx, `
-		INSERT INTO invites (id, created_by, token_hash, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?)`,
-		inv.ID, inv.CreatedBy, hash, millis(db.orNow(inv.CreatedAt)), millis(inv.ExpiresAt))
+	at := db.orNow(inv.CreatedAt)
+	err := db.write(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO invites (id, created_by, token_hash, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?)`,
+			inv.ID, inv.CreatedBy, hash, millis(at), millis(inv.ExpiresAt)); err != nil {
+			return err
+		}
+		return recordAccount(ctx, tx, at, corral.AccountEvent{Type: corral.InviteCreated, Actor: inv.CreatedBy, Object: inv.ID})
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -369,6 +433,10 @@ func (db *DB) CreateUserWithInvite(ctx context.Context, hash []byte, now time.Ti
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE invites SET used_by = ?, used_at = ? WHERE id = ?`,
 		user.ID, millis(now), inviteID); err != nil {
+		return corral.User{}, corral.Internal(op, err)
+	}
+	if err := recordAccount(ctx, tx, now, corral.AccountEvent{Type: corral.AccountCreated, Actor: user.ID, User: user.ID,
+		Object: inviteID, Detail: "invite"}); err != nil {
 		return corral.User{}, corral.Internal(op, err)
 	}
 	if err := tx.Commit(); err != nil {

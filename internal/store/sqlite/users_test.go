@@ -142,7 +142,7 @@ func TestUserReads(t *testing.T) {
 		{"UserByID", func() error { _, err := db.UserByID(ctx, "usr_nope"); return err }},
 		{"UserByEmail", func() error { _, err := db.UserByEmail(ctx, "nope@example.com"); return err }},
 		{"Credential", func() error { _, err := db.Credential(ctx, "nope@example.com"); return err }},
-		{"SetDisabled", func() error { return db.SetDisabled(ctx, "usr_nope", true) }},
+		{"SetDisabled", func() error { return db.SetDisabled(ctx, "usr_nope", true, "") }},
 	}
 	for _, m := range missing {
 		t.Run(m.name, func(t *testing.T) { wantNotFound(t, m.call(), "user") })
@@ -235,7 +235,7 @@ func TestSetDisabled(t *testing.T) {
 		}
 	}
 
-	if err := db.SetDisabled(ctx, u.ID, true); err != nil {
+	if err := db.SetDisabled(ctx, u.ID, true, ""); err != nil {
 		t.Fatal(err)
 	}
 	var left int
@@ -263,7 +263,7 @@ func TestSetDisabled(t *testing.T) {
 	_, err := db.SessionUser(ctx, []byte("late"), t0)
 	wantNotFound(t, err, "session")
 
-	if err := db.SetDisabled(ctx, u.ID, false); err != nil {
+	if err := db.SetDisabled(ctx, u.ID, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.SessionUser(ctx, []byte("late"), t0); err != nil {
@@ -330,12 +330,12 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("token stopped working after another user's delete: %v", err)
 	}
 
-	if err := db.SetDisabled(ctx, owner.ID, true); err != nil {
+	if err := db.SetDisabled(ctx, owner.ID, true, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, err = db.TokenUser(ctx, hash, t0)
 	wantNotFound(t, err, "token")
-	if err := db.SetDisabled(ctx, owner.ID, false); err != nil {
+	if err := db.SetDisabled(ctx, owner.ID, false, ""); err != nil {
 		t.Fatal(err)
 	}
 
