@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"corral"
 	"corral/internal/api"
 	"corral/internal/modeltest"
 )
@@ -193,5 +194,31 @@ func TestMetricsAfterARun(t *testing.T) {
 		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), c.want) {
 			t.Errorf("GET %s on the metrics address = %d %.300s, want 200 with %s", c.path, res.StatusCode, body, c.want)
 		}
+	}
+}
+
+// TestMetricsOfAnAgentCLI: an agent CLI's calls to the gateway from its
+// sandbox count under the gateway's route pattern, and their tokens as
+// the provider reported them, under the configured model.
+func TestMetricsOfAnAgentCLI(t *testing.T) {
+	needTools(t, corral.DriverCodex)
+	e := newEnv(t, envOptions{})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("cli")
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"driver": corral.DriverCodex}).want(http.StatusOK)
+	e.answer(func(modeltest.Request) modeltest.Reply { return modeltest.Text("done") })
+	done := owner.waitRun(owner.send(id, "say done").ID, "completed", "errored", "killed", "cancelled", "paused")
+	if done.Status != "completed" {
+		t.Fatalf("run = %+v", done)
+	}
+	calls := len(e.model.Requests())
+	got := owner.scrape(t)
+	if m := sample(got["corral_http_requests_total"], map[string]string{"route": "POST /v1/responses", "code": "200"}); m.GetCounter().GetValue() != float64(calls) {
+		t.Errorf("POST /v1/responses 200 counted %v times for %d provider calls; routes %q", m.GetCounter().GetValue(), calls,
+			labelValues(got["corral_http_requests_total"], "route"))
+	}
+	input := sample(got["gen_ai_client_token_usage"], map[string]string{"gen_ai_request_model": "test-model", "gen_ai_token_type": "input"})
+	if h := input.GetHistogram(); h.GetSampleCount() != uint64(calls) || h.GetSampleSum() != float64(calls*modeltest.DefaultInputTokens) {
+		t.Errorf("input tokens = %d calls, %v tokens; want the provider's figures of %d calls", h.GetSampleCount(), h.GetSampleSum(), calls)
 	}
 }
