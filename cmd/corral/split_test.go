@@ -45,8 +45,8 @@ func startNode(t *testing.T, data, control, token string, env ...string) *server
 // relay; a run of an agent is placed on the node and completes there, its
 // tool call in the node's sandbox and its change set back on control; the
 // node holds the workspace and control none; an admin sees the node. Both
-// answer /healthz and /readyz on their metrics addresses: the node is not
-// ready while control is away, control is ready once its node is.
+// answer /healthz and /readyz on their metrics addresses: control is ready
+// once its node is, the node is not while control is away.
 func TestSplitRoles(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
@@ -74,6 +74,7 @@ func TestSplitRoles(t *testing.T) {
 	ctlMetrics, nodeMetrics := freeAddr(t), freeAddr(t)
 	ctlEnv := []string{"CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_METRICS_ADDR=" + ctlMetrics}
 	ctl := startServerAt(t, addr, controlData, ctlEnv...)
+	ready(t, "control without a node", ctlMetrics, http.StatusServiceUnavailable, `"sandbox":"no sandbox node is connected and ready`)
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("node token: %d %s", code, errOut.String())
