@@ -87,6 +87,13 @@ func TestSplitRoles(t *testing.T) {
 	c.nodesReady(1)
 	ready(t, "the node", nodeMetrics, http.StatusOK, `"relay":"ok"`)
 	ready(t, "control", ctlMetrics, http.StatusOK, `"sandbox":"ok"`)
+	// A draining node is no node to run on.
+	var nodeList struct{ Items []struct{ ID string } }
+	c.do("GET", "/nodes", nil, http.StatusOK, &nodeList)
+	c.do("POST", "/nodes/"+nodeList.Items[0].ID+"/drain", nil, http.StatusNoContent, nil)
+	ready(t, "control with its node draining", ctlMetrics, http.StatusServiceUnavailable, `"sandbox":"no sandbox node is connected and ready`)
+	c.do("DELETE", "/nodes/"+nodeList.Items[0].ID+"/drain", nil, http.StatusNoContent, nil)
+	ready(t, "control with its node back", ctlMetrics, http.StatusOK, `"sandbox":"ok"`)
 	for _, m := range []struct{ addr, want string }{
 		{nodeMetrics + "/healthz", `{"status":"ok"}`},
 		{nodeMetrics + "/metrics", "corral_sandbox_sessions 0"},
