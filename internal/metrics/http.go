@@ -22,8 +22,9 @@ func (m *Metrics) HTTP(next http.Handler) http.Handler {
 		if route == "" || route == outer {
 			route = Other
 		}
-		m.requests.WithLabelValues(route, codeText(sw.status)).Inc()
-		m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		count, seconds := m.requestSeries(route, sw.status)
+		count.Inc()
+		seconds.Observe(time.Since(start).Seconds())
 	})
 }
 

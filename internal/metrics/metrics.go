@@ -84,6 +84,8 @@ type Metrics struct {
 	tokens         *prometheus.HistogramVec
 	modelSeconds   *prometheus.HistogramVec
 	budgetRefusals prometheus.Counter
+
+	series *series // the hot paths' series, found once
 }
 
 // OpenTelemetry's advised buckets for gen_ai.client.token.usage and
@@ -96,7 +98,7 @@ var (
 // New makes the families and registers them, with the Go runtime's and
 // the process's.
 func New(c Config) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, provider: c.Provider}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, provider: c.Provider, series: newSeries()}
 	for _, name := range c.Models {
 		if name != "" {
 			m.models[name] = true
@@ -161,13 +163,13 @@ func (m *Metrics) ModelCall(c corral.ModelCallStats) {
 		op = Other
 	}
 	model := m.model(c.Model)
-	m.modelSeconds.WithLabelValues(op, m.provider, model, failure(c.Failure)).Observe(c.Took.Seconds())
+	m.callSeries(callKey{op, model, failure(c.Failure)}).Observe(c.Took.Seconds())
 	if !c.Reported {
 		return
 	}
-	m.tokens.WithLabelValues(op, m.provider, model, "input").Observe(float64(c.Usage.Input))
+	m.tokenSeries(tokenKey{op, model, "input"}).Observe(float64(c.Usage.Input))
 	if op == corral.ModelChat { // an embedding has no output
-		m.tokens.WithLabelValues(op, m.provider, model, "output").Observe(float64(c.Usage.Output))
+		m.tokenSeries(tokenKey{op, model, "output"}).Observe(float64(c.Usage.Output))
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -184,5 +186,30 @@ func TestCodeText(t *testing.T) {
 		if got := codeText(c.status); got != c.want {
 			t.Errorf("codeText(%d) = %q, want %q", c.status, got, c.want)
 		}
+	}
+}
+
+// TestConcurrentRequests: requests and calls counted from many goroutines
+// at once are all counted (run under -race).
+func TestConcurrentRequests(t *testing.T) {
+	m := New(Config{Models: []string{"m"}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /a/{id}", func(w http.ResponseWriter, r *http.Request) {})
+	h := m.HTTP(mux)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/a/"+strconv.Itoa(i), nil))
+				m.ModelCall(corral.ModelCallStats{Operation: corral.ModelChat, Model: "m", Reported: true})
+			}
+		})
+	}
+	wg.Wait()
+	if n := testutil.ToFloat64(m.requests.WithLabelValues("GET /a/{id}", "200")); n != 800 {
+		t.Errorf("counted %v requests, want 800", n)
+	}
+	if n := testutil.CollectAndCount(m.requests); n != 1 {
+		t.Errorf("%d request series, want 1", n)
 	}
 }
