@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -23,7 +22,8 @@ const DefaultProbeTTL = 10 * time.Second
 const checkTimeout = 3 * time.Second
 
 // errStarting is the server's check while it starts: it answers nothing
-// but the nodes' relay until it has reconciled what the last process left.
+// but the nodes' relay (and its health) until it has reconciled what the
+// last process left.
 var errStarting = corral.Errorf(corral.EUNAVAIL, "the server is starting")
 
 // check is one named readiness check.
@@ -33,8 +33,9 @@ type check struct {
 }
 
 // readyChecks are the role's checks, in the order /readyz answers them.
-// The first, in roles all and control, is the server's own: while it
-// fails, the others are not asked (their parts may not be built yet).
+// In roles all and control they are asked only once the server is open:
+// before, their parts may not be built yet (control serves its nodes'
+// relays, and /readyz, while it builds them).
 func (a *App) readyChecks() []check {
 	if a.agent != nil { // role sandbox
 		return []check{
@@ -52,12 +53,7 @@ func (a *App) readyChecks() []check {
 		sandboxCheck = a.readyNode
 	}
 	return []check{
-		{"server", func(context.Context) error {
-			if !a.opened.Load() {
-				return errStarting
-			}
-			return nil
-		}},
+		{"server", func(context.Context) error { return nil }}, // open: see readyState
 		{"store", func(ctx context.Context) error { return a.Store.Ping(ctx) }},
 		{"sandbox", sandboxCheck},
 		{"provider", a.providerProbe.run},
@@ -74,8 +70,11 @@ type readiness struct {
 // operator can act on (a corral.Error's message: never an address or a
 // key), and whether all passed.
 func (a *App) readyState(ctx context.Context) (readiness, bool) {
+	if a.agent == nil && !a.opened.Load() {
+		return readiness{Status: "unavailable", Checks: map[string]string{"server": corral.ErrorMessage(errStarting)}}, false
+	}
 	out := readiness{Status: "ok", Checks: map[string]string{}}
-	for i, c := range a.readyChecks() {
+	for _, c := range a.readyChecks() {
 		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		err := c.run(cctx)
 		cancel()
@@ -85,9 +84,6 @@ func (a *App) readyState(ctx context.Context) (readiness, bool) {
 		}
 		out.Status = "unavailable"
 		out.Checks[c.name] = corral.ErrorMessage(err)
-		if i == 0 && errors.Is(err, errStarting) {
-			break
-		}
 	}
 	return out, out.Status == "ok"
 }
