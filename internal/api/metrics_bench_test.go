@@ -3,10 +3,10 @@ package api_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
+	"corral/internal/abtest"
 	"corral/internal/api"
 )
 
@@ -16,7 +16,7 @@ import (
 // middleware around it) and by the bare API, in process so that nothing
 // but the handlers is timed. Each iteration makes one request of each,
 // in alternating order, so machine noise falls on both alike; the medians
-// are compared:
+// are compared (abtest.Compare):
 //
 //	go test -run '^$' -bench MetricsAPI -benchtime 20000x -count 3 ./internal/api/
 //
@@ -42,30 +42,5 @@ func BenchmarkMetricsAPI(b *testing.B) {
 		serve(on)
 		serve(off)
 	}
-	onTimes, offTimes := make([]time.Duration, b.N), make([]time.Duration, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			onTimes[i], offTimes[i] = serve(on), serve(off)
-		} else {
-			offTimes[i], onTimes[i] = serve(off), serve(on)
-		}
-	}
-	reportOnOff(b, onTimes, offTimes)
-}
-
-// reportOnOff reports the median request with the metrics on and off, and
-// their ratio: medians, because on a shared machine a few requests wait
-// for the scheduler or the collector, and a sum is theirs.
-func reportOnOff(b *testing.B, on, off []time.Duration) {
-	onMed, offMed := median(on), median(off)
-	b.ReportMetric(float64(onMed)/float64(offMed), "on/off")
-	b.ReportMetric(float64(onMed)/1e3, "on-µs")
-	b.ReportMetric(float64(offMed)/1e3, "off-µs")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
+	abtest.Compare(b, "on", func() time.Duration { return serve(on) }, "off", func() time.Duration { return serve(off) })
 }

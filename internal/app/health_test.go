@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -105,5 +106,23 @@ func TestProbeIsCached(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("100 checks within the TTL probed %d times, want 1", n)
+	}
+}
+
+// TestMetricsAddrTaken: a metrics address another process holds stops
+// the start, saying which flag, as a taken --addr does.
+func TestMetricsAddrTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := New(context.Background(), Config{Role: "all", Data: t.TempDir(), MetricsAddr: ln.Addr().String()})
+	if err == nil {
+		a.Close()
+		t.Fatal("New on a taken metrics address succeeded")
+	}
+	if !strings.Contains(err.Error(), "--metrics-addr") {
+		t.Fatalf("New on a taken metrics address: %v, want it to name --metrics-addr", err)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"corral/internal/abtest"
 	"corral/internal/gateway"
 	"corral/internal/metrics"
 )
@@ -21,7 +21,7 @@ import (
 // once, relayed, metered) served by the model API as the server mounts it
 // (the metrics middleware around it, the metrics told of the call) and
 // without metrics, in process. Each iteration makes one call of each, in
-// alternating order; the medians are compared:
+// alternating order; the medians are compared (abtest.Compare):
 //
 //	go test -run '^$' -bench MetricsGateway -benchtime 5000x -count 3 ./internal/modelapi/
 //
@@ -68,25 +68,5 @@ func BenchmarkMetricsGateway(b *testing.B) {
 		serve(on)
 		serve(off)
 	}
-	onTimes, offTimes := make([]time.Duration, b.N), make([]time.Duration, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			onTimes[i], offTimes[i] = serve(on), serve(off)
-		} else {
-			offTimes[i], onTimes[i] = serve(off), serve(on)
-		}
-	}
-	onMed, offMed := median(onTimes), median(offTimes)
-	b.ReportMetric(float64(onMed)/float64(offMed), "on/off")
-	b.ReportMetric(float64(onMed)/1e3, "on-µs")
-	b.ReportMetric(float64(offMed)/1e3, "off-µs")
-}
-
-// median is the middle of d (a few calls wait for the scheduler or the
-// collector on a shared machine, and a sum would be theirs).
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
+	abtest.Compare(b, "on", func() time.Duration { return serve(on) }, "off", func() time.Duration { return serve(off) })
 }
