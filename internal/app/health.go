@@ -74,6 +74,9 @@ func (a *App) readyState(ctx context.Context) (readiness, bool) {
 		return readiness{Status: "unavailable", Checks: map[string]string{"server": corral.ErrorMessage(errStarting)}}, false
 	}
 	out := readiness{Status: "ok", Checks: map[string]string{}}
+	// Not the caller's context: a load balancer that gives up on a slow
+	// probe must not have its giving up kept as the provider's answer.
+	ctx = context.WithoutCancel(ctx)
 	for _, c := range a.readyChecks() {
 		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		err := c.run(cctx)
