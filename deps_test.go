@@ -86,7 +86,7 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/cmd/corral"},
-		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest"},
 		why:  "the server never carries the tests' fakes and servers",
 	},
 	{
@@ -98,6 +98,11 @@ var forbidden = []struct {
 		from: []string{"corral/internal/openapi"},
 		to:   []string{"corral/..."},
 		why:  "the OpenAPI writer is a library for internal/api: it knows nothing of the project",
+	},
+	{
+		from: []string{"corral/internal/metrics"},
+		to:   []string{"corral/internal/..."},
+		why:  "the metrics are definitions: what they count and read is handed to them by the composition root, so no part's data can become a label by an import",
 	},
 }
 
@@ -190,6 +195,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/egress/egress.go":         "package egress\n",
 		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
+		"internal/metrics/metrics.go":       "package metrics\n\nimport _ \"corral/internal/store/sqlite\"\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
@@ -230,6 +236,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral imports corral/internal/trace (corral.go)",
 		"corral/internal/openapi must not import corral/internal/trace (the OpenAPI writer is a library for internal/api: it knows nothing of the project):\n" +
 			"\tcorral/internal/openapi imports corral/internal/trace (internal/openapi/openapi.go)",
+		"corral/internal/metrics must not import corral/internal/store/sqlite (the metrics are definitions: what they count and read is handed to them by the composition root, so no part's data can become a label by an import):\n" +
+			"\tcorral/internal/metrics imports corral/internal/store/sqlite (internal/metrics/metrics.go)",
 		"only cmd/corral may import internal/app, the composition root:\n" +
 			"\tcorral/internal/fleet imports corral/internal/app (internal/fleet/fleet.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +

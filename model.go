@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -136,4 +137,49 @@ type CLICall struct {
 	Aborted   bool     // the CLI went away before the answer ended
 	Dropped   []string // what of the CLI's request could not be sent upstream
 	Error     string   // what went wrong, for the trace (never a secret)
+}
+
+// ModelObserver is told what the gateway's model calls were, for the
+// server's metrics: what kind of call, with which model, how long it took
+// and what the provider reported it used; never who made it, for which
+// run, or what it said. It must be cheap and safe for concurrent use.
+type ModelObserver interface {
+	// ModelCall is told of each call once it has ended, whatever way.
+	ModelCall(ModelCallStats)
+	// BudgetRefused is told of each call the budget refused before it was
+	// sent (its reservation's EADMISSION).
+	BudgetRefused()
+}
+
+// ModelCallStats is what a ModelObserver learns of one model call.
+type ModelCallStats struct {
+	Operation string // ModelChat or ModelEmbeddings: OpenTelemetry's gen_ai.operation.name
+	Model     string // the model the call was made with
+	// Usage is the provider's own figures, when Reported; a call it
+	// reported none for (or whose tokens were estimated) tells none.
+	Usage    Tokens
+	Reported bool
+	Took     time.Duration // from the call's first try to its end
+	// Failure is how the call failed, as OpenTelemetry's error.type: the
+	// provider's HTTP status ("429", "503") when it answered one, else
+	// "_OTHER"; "" for a call that was answered.
+	Failure string
+}
+
+// The operations a ModelCallStats names.
+const (
+	ModelChat       = "chat"
+	ModelEmbeddings = "embeddings"
+)
+
+// ModelFailure is ModelCallStats.Failure for a call that got the HTTP
+// status status (0: no answer) and ended with err.
+func ModelFailure(status int, err error) string {
+	switch {
+	case status >= 400 && status <= 599:
+		return strconv.Itoa(status)
+	case err != nil || status != 0 && status/100 != 2:
+		return "_OTHER"
+	}
+	return ""
 }

@@ -35,6 +35,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&c.Data, "data", "./data", "data directory")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz here without credentials, such as 127.0.0.1:9090 (every role; off: /metrics on the main address for an admin)")
 	fs.StringVar(&c.Role, "role", string(role.All), "all, control or sandbox")
 	fs.StringVar(&c.Signup, "signup", service.SignupOpen, "open, invite or closed")
 	fs.BoolVar(&c.SecureCookies, "secure-cookies", false, "mark cookies Secure (behind a TLS proxy)")

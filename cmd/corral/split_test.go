@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,11 +40,13 @@ func startNode(t *testing.T, data, control, token string, env ...string) *server
 }
 
 // TestSplitRoles: a control (database, keys, gateway, no sandbox) and a
-// sandbox node (no database, no keys, no port) as two processes; the node
-// joins with a one-time token and dials control's relay; a run of an
-// agent is placed on the node and completes there, its tool call in the
-// node's sandbox and its change set back on control; the node holds the
-// workspace and control none; an admin sees the node.
+// sandbox node (no database, no keys, no port but its metrics address) as
+// two processes; the node joins with a one-time token and dials control's
+// relay; a run of an agent is placed on the node and completes there, its
+// tool call in the node's sandbox and its change set back on control; the
+// node holds the workspace and control none; an admin sees the node. Both
+// answer /healthz and /readyz on their metrics addresses: control is ready
+// once its node is, the node is not while control is away.
 func TestSplitRoles(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
@@ -68,18 +71,38 @@ func TestSplitRoles(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	ctlEnv := []string{"CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	ctlMetrics, nodeMetrics := freeAddr(t), freeAddr(t)
+	ctlEnv := []string{"CORRAL_ROLE=control", "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_METRICS_ADDR=" + ctlMetrics}
 	ctl := startServerAt(t, addr, controlData, ctlEnv...)
+	ready(t, "control without a node", ctlMetrics, http.StatusServiceUnavailable, `"sandbox":"no sandbox node is connected and ready`)
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"node", "token", "--data", controlData}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("node token: %d %s", code, errOut.String())
 	}
 	// One session at a time on the node: the runs here take turns, and
 	// the subtest on room sees it full.
-	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()), "CORRAL_MAX_SESSIONS=1")
+	node := startNode(t, nodeData, ctl.base, strings.TrimSpace(out.String()), "CORRAL_MAX_SESSIONS=1", "CORRAL_METRICS_ADDR="+nodeMetrics)
 
 	c, agentID := signedIn(t, ctl) // the first account: an admin
 	c.nodesReady(1)
+	ready(t, "the node", nodeMetrics, http.StatusOK, `"relay":"ok"`)
+	ready(t, "control", ctlMetrics, http.StatusOK, `"sandbox":"ok"`)
+	// A draining node is no node to run on.
+	var nodeList struct{ Items []struct{ ID string } }
+	c.do("GET", "/nodes", nil, http.StatusOK, &nodeList)
+	c.do("POST", "/nodes/"+nodeList.Items[0].ID+"/drain", nil, http.StatusNoContent, nil)
+	ready(t, "control with its node draining", ctlMetrics, http.StatusServiceUnavailable, `"sandbox":"no sandbox node is connected and ready`)
+	c.do("DELETE", "/nodes/"+nodeList.Items[0].ID+"/drain", nil, http.StatusNoContent, nil)
+	ready(t, "control with its node back", ctlMetrics, http.StatusOK, `"sandbox":"ok"`)
+	for _, m := range []struct{ addr, want string }{
+		{nodeMetrics + "/healthz", `{"status":"ok"}`},
+		{nodeMetrics + "/metrics", "corral_sandbox_sessions 0"},
+		{ctlMetrics + "/metrics", `corral_nodes{status="ready"} 1`},
+	} {
+		if code, body := get(t, m.addr); code != http.StatusOK || !strings.Contains(body, m.want) {
+			t.Fatalf("GET %s = %d, want 200 with %s:\n%.2000s", m.addr, code, m.want, body)
+		}
+	}
 	r := c.send(agentID, "make a file")
 	if r.Status != "completed" || r.ChangeSetID == nil {
 		t.Fatalf("run = %+v\ncontrol:\n%s\nnode:\n%s", r, ctl.Log(), node.Log())
@@ -168,9 +191,11 @@ func TestSplitRoles(t *testing.T) {
 	// Control goes away and comes back: the node dials again, with the
 	// credential it keeps, and the agent's next run goes to it.
 	crash(ctl)
+	ready(t, "the node without control", nodeMetrics, http.StatusServiceUnavailable, `"relay":"not connected to control"`)
 	ctl = startServerAt(t, addr, controlData, ctlEnv...)
 	poll.Until(t, "the node to connect again", func() bool { return strings.Count(node.Log(), "connected to control") >= 2 })
 	c.nodesReady(1)
+	ready(t, "the node with control back", nodeMetrics, http.StatusOK, `"relay":"ok"`)
 	r = c.send(agentID, "make it again")
 	if r.Status != "completed" {
 		t.Fatalf("after control's restart the run = %+v\nnode:\n%s", r, node.Log())
@@ -216,6 +241,43 @@ func TestSplitRoles(t *testing.T) {
 		if _, err := os.Stat(st); !os.IsNotExist(err) {
 			t.Errorf("after the agent's deletion the node still holds %s (%v)", st, err)
 		}
+	}
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// get answers GET http://addrPath with its status and body.
+func get(t *testing.T, addrPath string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + addrPath)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// ready waits until what's /readyz on addr answers status with want in
+// its checks.
+func ready(t *testing.T, what, addr string, status int, want string) {
+	t.Helper()
+	var code int
+	var body string
+	if !poll.Eventually(time.Minute, func() bool {
+		code, body = get(t, addr+"/readyz")
+		return code == status && strings.Contains(body, want)
+	}) {
+		t.Fatalf("%s: /readyz = %d %s, want %d with %s", what, code, body, status, want)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"corral/internal/auth"
 	"corral/internal/fleet"
 	"corral/internal/gateway"
+	"corral/internal/metrics"
 	"corral/internal/netguard"
 	"corral/internal/node"
 	"corral/internal/nodeagent"
@@ -65,6 +66,11 @@ type App struct {
 	ready   func() error
 
 	agent *nodeagent.Agent // role sandbox
+
+	// The metrics address's listener (nil without one), and the
+	// readiness checks whose answers are kept a while.
+	metricsLn                   net.Listener
+	sandboxProbe, providerProbe *cachedCheck
 
 	// Reconciled and Reattached count what the start-up did with the runs
 	// the last process left: ended as interrupted, or taken up again in
@@ -106,6 +112,8 @@ type Parts struct {
 	// Stores are the agents' document stores.
 	Stores *retrieval.Stores
 	API    *api.Server
+	// Metrics are the server's Prometheus families (every role).
+	Metrics *metrics.Metrics
 }
 
 // Option changes how New builds, for tests: what a production server
@@ -123,6 +131,9 @@ type options struct {
 	api api.Config
 	// resolver resolves names for the egress proxy (nil: the system's).
 	resolver *net.Resolver
+	// probeTTL is how long a costly readiness check's answer is kept (0:
+	// DefaultProbeTTL).
+	probeTTL time.Duration
 }
 
 // WithLog logs to l (default: nowhere).
@@ -142,6 +153,10 @@ func WithTerminals(wrap func(corral.Sessions) service.Terminals) Option {
 // WithEgressResolver makes the egress proxy resolve names with r (tests
 // name their upstreams on loopback).
 func WithEgressResolver(r *net.Resolver) Option { return func(o *options) { o.resolver = r } }
+
+// WithProbeTTL keeps the answers of the provider's and the sandbox's
+// readiness checks for d (tests: short, to see them change).
+func WithProbeTTL(d time.Duration) Option { return func(o *options) { o.probeTTL = d } }
 
 // WithAPI sets the API's stream caps and write timeout (Config sets the
 // rest).
@@ -178,15 +193,20 @@ func New(ctx context.Context, c Config, opts ...Option) (*App, error) {
 		return nil, err
 	}
 	a.defer_(lock.release)
+	if err := a.listenMetrics(); err != nil {
+		return nil, err
+	}
 	build := a.buildServer
 	if role.DialsControl(r) {
 		build = a.buildNode
 	} else if err := a.listen(); err != nil {
 		return nil, err
 	}
+	a.sandboxProbe = newCachedCheck(sandboxReady, o.probeTTL)
 	if err := build(ctx); err != nil {
 		return nil, err
 	}
+	a.serveMetrics()
 	built = true
 	return a, nil
 }
@@ -205,7 +225,8 @@ func (a *App) Close() {
 
 // Handler is the server's HTTP handler: the API, the web app and, in role
 // control, the nodes' relay. Until Run opens it, it answers 503 to all
-// but the relay. Nil in role sandbox, which serves nothing.
+// but the relay and /healthz and /readyz. Nil in role sandbox, which
+// serves nothing (but its metrics address).
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Open lets the handler answer everything: Run does it once the server

@@ -54,6 +54,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 	a.Store = db
 	a.defer_(func() { db.Close() })
+	a.Metrics = a.newMetrics()
 	if role.HoldsWorktree(r) {
 		// Runs arrive with the runs capability; say now whether they could.
 		if err := sandbox.Available(); err != nil {
@@ -64,6 +65,8 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
 	a.handler = gated(mux, &a.opened)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
@@ -129,9 +132,12 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Stages = service.NewStages(db, trees, a.Decisions, c.ChangeTTL, cfg)
 	a.Files = service.NewFiles(db, trees, a.Repositories)
 
-	if a.Model, err = gateway.New(c.Model); err != nil {
+	gwCfg := c.Model
+	gwCfg.Observer = a.Metrics
+	if a.Model, err = gateway.New(gwCfg); err != nil {
 		return err
 	}
+	a.providerProbe = newCachedCheck(a.Model.Probe, a.opt.probeTTL)
 	if err := a.Model.Configured(); err != nil {
 		log.Warn("messages will be refused until a model provider is configured: " + describe(err))
 	} else {
@@ -160,7 +166,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
 		Delegator: a.Delegation, Retriever: a.Documents},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log,
-			EgressCA: ca.CertPEM(), Ended: a.egressEnded})
+			EgressCA: ca.CertPEM(), Ended: a.egressEnded, Finished: a.Metrics.RunEnded})
 	a.defer_(a.Runner.Close)
 	if err := a.serveEgress(ca, log); err != nil {
 		return err
@@ -174,7 +180,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	} else if gwLn, err = modelapi.Listen(filepath.Join(c.Data, gatewaySocket)); err != nil {
 		return err
 	}
-	gw := modelapi.Serve(gwLn, modelapi.Handler(a.Runner, a.Model, log))
+	gw := modelapi.Serve(gwLn, a.Metrics.HTTP(modelapi.Handler(a.Runner, a.Model, a.Metrics, log)))
 	a.defer_(func() { gw.Close() })
 	if role.HoldsWorktree(r) {
 		for _, d := range corral.AgentDrivers[1:] {
@@ -221,7 +227,8 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
 		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes,
 		Operations: service.NewOperations(db, cfg)})
-	mux.Handle("/api/", a.API)
+	mux.Handle("/api/", a.Metrics.HTTP(a.API))
+	mux.Handle("GET /metrics", a.API.AdminOnly(a.Metrics.Handler()))
 	mux.Handle("/v1/", api.NotFound())
 	mux.Handle("/", webui.Handler())
 	if !webui.Built() {

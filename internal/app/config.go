@@ -21,8 +21,12 @@ import (
 // whether it holds together.
 type Config struct {
 	Addr, Data, Role, Signup string
-	SecureCookies            bool
-	ChangeTTL                time.Duration
+	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there
+	// without credentials (every role; a sandbox node listens on nothing
+	// else).
+	MetricsAddr   string
+	SecureCookies bool
+	ChangeTTL     time.Duration
 	// The model provider: CORRAL_MODEL_BASE_URL, CORRAL_MODEL_API_KEY and
 	// CORRAL_MODEL, from the environment only, so the key never shows in
 	// a process listing.

@@ -9,6 +9,7 @@ import (
 	"corral/internal/driver"
 	"corral/internal/egress"
 	"corral/internal/gitrepo"
+	"corral/internal/metrics"
 	"corral/internal/node"
 	"corral/internal/nodeagent"
 	"corral/internal/role"
@@ -29,7 +30,8 @@ func newLocalNode(c Config, log *slog.Logger) (*node.Local, error) {
 
 // buildNode builds role sandbox: the workspaces and sessions of this
 // machine, reached by control over the relay this node dials. It opens no
-// database, reads no key and listens on no port.
+// database, reads no key and listens on no port but the metrics address,
+// when it is given one.
 func (a *App) buildNode(ctx context.Context) error {
 	c, log := a.cfg, a.opt.log
 	if err := prepareDataDir(c.Data, log); err != nil {
@@ -44,6 +46,9 @@ func (a *App) buildNode(ctx context.Context) error {
 	}
 	a.Node = local
 	a.defer_(local.Close) // the sessions go on, for the node's next start
+	// No store, no gateway, no API: the node's metrics are its sessions
+	// (and the process's).
+	a.Metrics = metrics.New(metrics.Config{Gauges: metrics.Gauges{Sessions: a.sessionCount}})
 	// Before control can touch a workspace: finish or roll back every
 	// write a crash interrupted.
 	if err := local.Recover(ctx); err != nil {

@@ -257,11 +257,13 @@ func sandboxUser() int {
 	return 0
 }
 
-// gated answers 503 to everything but the nodes' relay until open: what a
-// starting control serves.
+// gated answers 503 to everything but the nodes' relay and the health
+// checks until open: what a starting control serves. /healthz says the
+// process serves; /readyz says it is starting.
 func gated(h http.Handler, open *atomic.Bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !open.Load() && !strings.HasPrefix(r.URL.Path, fleet.RelayPath) {
+		p := r.URL.Path
+		if !open.Load() && !strings.HasPrefix(p, fleet.RelayPath) && p != "/healthz" && p != "/readyz" {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)

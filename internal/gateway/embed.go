@@ -61,10 +61,11 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m cor
 	for _, t := range texts {
 		size += len(t) + 8 // and what separates it from the next
 	}
-	settle, err := m.Reserve(ctx, model, corral.Ceiling(size, 0))
+	settle, err := g.reserve(ctx, m, model, corral.Ceiling(size, 0))
 	if err != nil {
 		return nil, corral.Tokens{}, err
 	}
+	start := time.Now()
 	// Complete's loop without its callbacks: an embedding call has no
 	// OnRetry to tell and no Interrupt, and never streams.
 	var waited time.Duration
@@ -72,6 +73,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m cor
 		r, res := g.embedOnce(ctx, params)
 		r.tries = try
 		if _, ok := g.transient(ctx, r); !ok || try == maxTries {
+			g.observe(corral.ModelEmbeddings, model, r, start)
 			return g.settleEmbed(ctx, r, res, len(texts), settle)
 		}
 		wait := backoff[try-1]
@@ -80,9 +82,11 @@ func (g *Gateway) Embed(ctx context.Context, model string, texts []string, m cor
 		}
 		if waited+wait > maxWaiting {
 			r.refused = wait
+			g.observe(corral.ModelEmbeddings, model, r, start)
 			return g.settleEmbed(ctx, r, res, len(texts), settle)
 		}
 		if err := g.wait(ctx, nil, wait); err != nil {
+			g.observe(corral.ModelEmbeddings, model, r, start)
 			settle(context.WithoutCancel(ctx), corral.Tokens{}, true)
 			return nil, corral.Tokens{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the embedding call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}

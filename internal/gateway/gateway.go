@@ -64,6 +64,10 @@ type Config struct {
 	// Sleep waits between tries; it must return ctx's error as soon as ctx
 	// ends. nil is a real timer. Tests set one that does not wait.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Observer, when set, is told of every call Complete and Embed make,
+	// and of each the budget refused (the server's metrics).
+	Observer corral.ModelObserver
 }
 
 // DefaultMaxOutput is the output cap a call is sent with when its request
@@ -89,6 +93,7 @@ type Gateway struct {
 	native             map[string]bool
 	maxOutput          int64
 	outputField        string
+	observer           corral.ModelObserver
 }
 
 // MaxOutput is the output cap calls are sent with, and the Chat
@@ -111,6 +116,10 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.sleep == nil {
 		g.sleep = sleep
+	}
+	g.observer = cfg.Observer
+	if g.observer == nil {
+		g.observer = unobserved{}
 	}
 	g.maxOutput, g.outputField = cfg.MaxOutput, cfg.OutputField
 	if g.maxOutput == 0 {
@@ -240,10 +249,11 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 	if err != nil {
 		return corral.ModelResponse{}, corral.Internal("gateway", err)
 	}
-	settle, err := m.Reserve(ctx, model, corral.Ceiling(len(body), g.maxOutput))
+	settle, err := g.reserve(ctx, m, model, corral.Ceiling(len(body), g.maxOutput))
 	if err != nil {
 		return corral.ModelResponse{}, err
 	}
+	start := time.Now()
 	var waited time.Duration
 	for try := 1; ; try++ {
 		var r result
@@ -255,6 +265,7 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 		r.tries = try
 		retry, ok := g.transient(ctx, r)
 		if !ok || try == maxTries {
+			g.observe(corral.ModelChat, model, r, start)
 			return g.settle(ctx, model, r, settle)
 		}
 		retry.Attempt = try + 1
@@ -264,12 +275,14 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 		}
 		if waited+retry.Wait > maxWaiting {
 			r.refused = retry.Wait
+			g.observe(corral.ModelChat, model, r, start)
 			return g.settle(ctx, model, r, settle)
 		}
 		if req.OnRetry != nil {
 			req.OnRetry(retry)
 		}
 		if err := g.wait(ctx, req.Interrupt, retry.Wait); err != nil {
+			g.observe(corral.ModelChat, model, r, start)
 			settle(context.WithoutCancel(ctx), corral.Tokens{}, true)
 			return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}

@@ -86,3 +86,33 @@ func modelName(s string) bool {
 	}
 	return true
 }
+
+// Probe asks whether the provider answers, for the server's readiness:
+// GET {base}/models with the key. Any answer but a server error or a
+// refusal of the key will do (a provider that lists no models still
+// takes calls). Its error says what was wrong in words for an operator,
+// never the provider's address or its key.
+func (g *Gateway) Probe(ctx context.Context) error {
+	if err := g.Configured(); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.baseURL+"/models", nil)
+	if err != nil {
+		return corral.Internal("gateway", err)
+	}
+	g.authorize(req)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return &corral.Error{Code: corral.EUNAVAIL, Op: "gateway", Message: "the model provider could not be reached",
+			Err: fmt.Errorf("probe: %s", g.redact(err.Error()))}
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxModelsBody))
+	resp.Body.Close()
+	switch s := resp.StatusCode; {
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return corral.Errorf(corral.EUNAVAIL, "the model provider refused the credentials (%d): check CORRAL_MODEL_API_KEY", s)
+	case s >= 500:
+		return corral.Errorf(corral.EUNAVAIL, "the model provider answered %s", statusLine(s))
+	}
+	return nil
+}

@@ -81,7 +81,7 @@ func BenchmarkGateway(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := Serve(ln, Handler(runs{}, gw, slog.New(slog.DiscardHandler)))
+	srv := Serve(ln, Handler(runs{}, gw, nil, slog.New(slog.DiscardHandler)))
 	b.Cleanup(func() { srv.Close() })
 	// What a CLI's connection is once a supervisor has joined it.
 	through := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

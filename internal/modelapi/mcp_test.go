@@ -64,7 +64,7 @@ func mcpServe(t *testing.T, g *toolGrant) func(session, token string) *http.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := Serve(ln, Handler(toolRuns{g}, upstream{}, slog.New(slog.DiscardHandler)))
+	srv := Serve(ln, Handler(toolRuns{g}, upstream{}, nil, slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { srv.Close() })
 	return func(session, token string) *http.Client {
 		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -48,9 +48,14 @@ type Upstream interface {
 	ForwardNative(ctx context.Context, protocol, model string, header http.Header, body []byte) (*http.Response, error)
 }
 
-// Handler serves the model API.
-func Handler(runs Runs, up Upstream, log *slog.Logger) http.Handler {
-	s := &server{runs: runs, up: up, log: log}
+// Handler serves the model API. obs, when not nil, is told of each call
+// (its model, duration and the provider's usage) and of each the budget
+// refused: the server's metrics.
+func Handler(runs Runs, up Upstream, obs corral.ModelObserver, log *slog.Logger) http.Handler {
+	if obs == nil {
+		obs = unobserved{}
+	}
+	s := &server{runs: runs, up: up, obs: obs, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.call(protocol.Chat, protocol.ParseChat))
 	mux.HandleFunc("POST /v1/responses", s.call(protocol.Responses, protocol.ParseResponses))
@@ -74,8 +79,15 @@ var nativeOutputField = map[protocol.Protocol]string{
 type server struct {
 	runs Runs
 	up   Upstream
+	obs  corral.ModelObserver
 	log  *slog.Logger
 }
+
+// unobserved is the observer of a Handler given none.
+type unobserved struct{}
+
+func (unobserved) ModelCall(corral.ModelCallStats) {}
+func (unobserved) BudgetRefused()                  {}
 
 // token is the run's token as a CLI sends it: a bearer token (OpenAI) or
 // x-api-key (Anthropic).
@@ -153,6 +165,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		rec := corral.CLICall{Protocol: p.String(), Dropped: call.Dropped}
 		if err := g.Reserve(r.Context(), corral.Ceiling(len(*sent), limit)); err != nil {
 			if corral.ErrorCode(err) == corral.EADMISSION {
+				s.obs.BudgetRefused()
 				protocol.WriteBudget(w, p, corral.ErrorMessage(err))
 				return
 			}
@@ -164,6 +177,8 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		// cut the provider off before its usage comes (Relay drains it,
 		// bounded).
 		upCtx := context.WithoutCancel(r.Context())
+		stats := corral.ModelCallStats{Operation: corral.ModelChat, Model: s.up.ModelName(g.Model())}
+		start := time.Now()
 		var resp *http.Response
 		if native {
 			resp, err = s.up.ForwardNative(upCtx, p.String(), g.Model(), r.Header, body)
@@ -171,6 +186,8 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			resp, err = s.up.Forward(upCtx, g.Model(), call.Chat)
 		}
 		if err != nil {
+			stats.Took, stats.Failure = time.Since(start), corral.ModelFailure(0, err)
+			s.obs.ModelCall(stats)
 			rec.Error = corral.ErrorMessage(err)
 			g.Record(r.Context(), corral.Tokens{}, true, rec)
 			protocol.WriteError(w, p, http.StatusBadGateway, corral.ErrorMessage(err))
@@ -187,6 +204,12 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		if res.Err != nil {
 			rec.Error = res.Err.Error()
 		}
+		// The provider's own figures only: an estimate is not its usage.
+		stats.Took, stats.Failure = time.Since(start), corral.ModelFailure(res.Status, res.Err)
+		if stats.Reported = res.Status/100 == 2 && !res.Usage.Estimated; stats.Reported {
+			stats.Usage = corral.Tokens{Input: res.Usage.Input, Output: res.Usage.Output}
+		}
+		s.obs.ModelCall(stats)
 		if err := g.Record(r.Context(), corral.Tokens{Input: res.Usage.Input, Output: res.Usage.Output}, true, rec); err != nil {
 			s.log.Error("metering a model call", "run", g.Run(), "err", err)
 		}

@@ -58,12 +58,18 @@ func (upstream) ForwardNative(context.Context, string, string, http.Header, []by
 // writes preamble first (as a supervisor does), unless it is "".
 func serve(t *testing.T) func(preamble string) net.Conn {
 	t.Helper()
+	return serveHandler(t, Handler(runs{}, upstream{}, nil, slog.New(slog.DiscardHandler)))
+}
+
+// serveHandler is serve with the handler h.
+func serveHandler(t *testing.T, h http.Handler) func(preamble string) net.Conn {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "gw.sock")
 	ln, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := Serve(ln, Handler(runs{}, upstream{}, slog.New(slog.DiscardHandler)))
+	srv := Serve(ln, h)
 	t.Cleanup(func() { srv.Close() })
 	return func(preamble string) net.Conn {
 		c, err := net.Dial("unix", path)
@@ -79,7 +85,13 @@ func serve(t *testing.T) func(preamble string) net.Conn {
 // do sends one request on c and returns the status and body.
 func do(t *testing.T, c net.Conn, method, path string, header map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://gateway"+path, strings.NewReader(`{"model":"m","messages":[]}`))
+	return doBody(t, c, method, path, `{"model":"m","messages":[]}`, header)
+}
+
+// doBody is do with the request's body.
+func doBody(t *testing.T, c net.Conn, method, path, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://gateway"+path, strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -209,7 +221,7 @@ func TestNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := Serve(ln, Handler(recordedRuns{g}, gw, slog.New(slog.DiscardHandler)))
+			srv := Serve(ln, Handler(recordedRuns{g}, gw, nil, slog.New(slog.DiscardHandler)))
 			defer srv.Close()
 			c, err := net.Dial("unix", path)
 			if err != nil {

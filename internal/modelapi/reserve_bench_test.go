@@ -88,7 +88,7 @@ func BenchmarkReservation(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := Serve(ln, Handler(grantRuns{g}, gw, slog.New(slog.DiscardHandler)))
+		srv := Serve(ln, Handler(grantRuns{g}, gw, nil, slog.New(slog.DiscardHandler)))
 		b.Cleanup(func() { srv.Close() })
 		return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := net.Dial("unix", sock)

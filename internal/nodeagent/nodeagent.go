@@ -128,6 +128,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// Connected says whether the relay to control is up now (a node's
+// readiness).
+func (a *Agent) Connected() bool {
+	a.mu.Lock()
+	s := a.session
+	a.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	select {
+	case <-s.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // connect holds one relay connection until it ends; up says it was up.
 func (a *Agent) connect(ctx context.Context) (bool, error) {
 	a.mu.Lock()

@@ -89,8 +89,11 @@ type Config struct {
 	// trace event is written (the egress proxy closes the run's
 	// connections and records what they moved). It may be told twice.
 	Ended func(runID string)
-	Now   func() time.Time
-	Log   *slog.Logger
+	// Finished, when set, is told each run's final status once, as its
+	// end is recorded (the server's metrics count them).
+	Finished func(corral.RunStatus)
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -707,6 +710,9 @@ func (r *Runner) ended(ctx context.Context, run corral.Run, settle func()) {
 	}
 	r.rec.Forget(run.ID)
 	r.hub.end(run.ID)
+	if r.cfg.Finished != nil {
+		r.cfg.Finished(run.Status)
+	}
 	r.afterEnd(ctx, run)
 }
 

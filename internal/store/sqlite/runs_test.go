@@ -432,7 +432,6 @@ func TestRunsCascade(t *testing.T) {
 // TestRunQueriesUseIndexes checks that the queries that grow with an
 // agent's history read an index, not the whole table.
 func TestRunQueriesUseIndexes(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	cases := []struct {
 		name  string
@@ -451,19 +450,7 @@ func TestRunQueriesUseIndexes(t *testing.T) {
 		{"owner's largest pending", largestPendingQuery, []any{"usr", 5}, "agents_owner_id"},
 	}
 	for _, c := range cases {
-		rows, err := db.r.QueryContext(ctx, `EXPLAIN QUERY PLAN `+c.query, c.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		details, err := collect(rows, func(s scanner) (string, error) {
-			var id, parent, notused int
-			var detail string
-			return detail, s.Scan(&id, &parent, &notused, &detail)
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		plan := strings.Join(details, "; ")
+		plan := queryPlan(t, db, c.query, c.args...)
 		if !strings.Contains(plan, "INDEX "+c.index) {
 			t.Errorf("%s: plan %q does not use %s", c.name, plan, c.index)
 		}
@@ -472,6 +459,24 @@ func TestRunQueriesUseIndexes(t *testing.T) {
 			t.Errorf("%s: plan %q reads every pending change set", c.name, plan)
 		}
 	}
+}
+
+// queryPlan is SQLite's plan of query, its steps joined by "; ".
+func queryPlan(t *testing.T, db *DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.r.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatalf("plan of %s: %v", query, err)
+	}
+	details, err := collect(rows, func(s scanner) (string, error) {
+		var id, parent, notused int
+		var detail string
+		return detail, s.Scan(&id, &parent, &notused, &detail)
+	})
+	if err != nil {
+		t.Fatalf("plan of %s: %v", query, err)
+	}
+	return strings.Join(details, "; ")
 }
 
 func TestPageSize(t *testing.T) {
