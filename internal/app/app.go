@@ -40,6 +40,7 @@ import (
 	"corral/internal/runner"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
+	"corral/internal/telemetry"
 )
 
 // App is a built server.
@@ -84,6 +85,9 @@ type Parts struct {
 	Router *fleet.Router
 	Model  *gateway.Gateway
 	Runner *runner.Runner
+	// Tracer makes the runs' spans (see --otlp-endpoint): off without an
+	// endpoint, and in role sandbox, which sends none.
+	Tracer *telemetry.Tracer
 	// The use cases.
 	Accounts   *service.Accounts
 	Agents     *service.Agents
