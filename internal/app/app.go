@@ -9,7 +9,7 @@
 // The order is the dependency graph's:
 //
 //	store → node (or fleet and router) → repositories → decisions →
-//	stages, files → gateway → admission →
+//	stages, files → tracer → gateway → admission →
 //	delegation, documents → runner → agents, runs → API
 //
 // Admission only admits; the runner starts what it admitted for a

@@ -10,6 +10,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,7 +74,13 @@ func (r *Runner) toolStarted(a *active, key string, call corral.ToolCall) {
 	if id == key {
 		id = ""
 	}
-	t := r.tracer.StartTool(a.ctx, call.Name, id)
+	// The model may name a tool it was not offered: whatever it wrote
+	// there stays out of the span.
+	name := call.Name
+	if !slices.ContainsFunc(r.offered(), func(t corral.ModelTool) bool { return t.Name == name }) {
+		name = telemetry.Other
+	}
+	t := r.tracer.StartTool(a.ctx, name, id)
 	a.mu.Lock()
 	if a.tools == nil {
 		a.tools = map[string]*telemetry.Tool{}

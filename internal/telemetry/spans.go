@@ -5,6 +5,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -230,13 +231,19 @@ func (c *Chat) End(e ChatEnd) {
 type Tool struct{ span trace.Span }
 
 // StartTool starts the span of a tool call under ctx's span (a run's).
-// callID is the model's id of the call, "" when unknown.
+// callID is the model's id of the call, "" when unknown. Both come from a
+// model, which may write anything there: a name that does not look like a
+// tool's is recorded as Other, an id that does not look like an id not at
+// all.
 func (t *Tracer) StartTool(ctx context.Context, name, callID string) *Tool {
 	if !t.On() {
 		return nil
 	}
+	if !looksLikeName(name) {
+		name = Other
+	}
 	attrs := []attribute.KeyValue{attrOperation.String("execute_tool"), attrToolName.String(name), attrToolType.String("function")}
-	if callID != "" {
+	if callID != "" && looksLikeName(callID) {
 		attrs = append(attrs, attrToolCallID.String(callID))
 	}
 	_, span := t.tracer.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
@@ -260,6 +267,24 @@ func (tl *Tool) End(errorType string) {
 	}
 	fail(tl.span, errorType)
 	tl.span.End()
+}
+
+// Other is what the conventions record for a value outside those known.
+const Other = "_OTHER"
+
+// looksLikeName reports whether s is a plausible tool name or call id: at
+// most 64 letters, digits and _ . : / -, which no sentence fits.
+func looksLikeName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.:/-", c)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // fail marks a span as failed with error.type, when errorType is set. The

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -61,6 +62,7 @@ func sdkGoroutines() int {
 // nothing is started, no span is made, and a run's context carries no
 // trace context.
 func TestOffMakesNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
 	off, err := telemetry.New(context.Background(), telemetry.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +94,8 @@ func TestOffMakesNothing(t *testing.T) {
 			}
 		})
 	}
-	if n := sdkGoroutines(); n != 0 {
-		t.Errorf("%d goroutines run the SDK's code with tracing off", n)
+	if n := sdkGoroutines(); n != 0 || runtime.NumGoroutine() != before {
+		t.Errorf("with tracing off, %d goroutines run the SDK's code, and %d goroutines run where %d did before", n, runtime.NumGoroutine(), before)
 	}
 	on, err := telemetry.New(context.Background(), telemetry.Config{Endpoint: "http://127.0.0.1:1"})
 	if err != nil {
@@ -215,4 +217,40 @@ func equal(a, b any) bool {
 		return true
 	}
 	return a == b
+}
+
+// TestToolNamesAreNotContent: a tool's name and call id come from a model,
+// which may write a sentence there; such a name is recorded as _OTHER and
+// such an id not at all.
+func TestToolNamesAreNotContent(t *testing.T) {
+	rcv := otlptest.New()
+	defer rcv.Close()
+	tr, err := telemetry.New(context.Background(), telemetry.Config{Endpoint: rcv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, id string }{
+		{"shell", "call_1"},
+		{"the deploy key is hunter2", "call 2 says hunter2"},
+		{strings.Repeat("x", 65), strings.Repeat("y", 65)},
+		{"mcp__corral__delegate", "toolu_01ABC-def.9:x/y"},
+	} {
+		tr.StartTool(context.Background(), tt.name, tt.id).End("")
+	}
+	if err := tr.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range rcv.Spans() {
+		got = append(got, fmt.Sprintf("%s %v %v", s.Name, s.Attrs["gen_ai.tool.name"], s.Attrs["gen_ai.tool.call.id"]))
+	}
+	want := []string{
+		"execute_tool shell shell call_1",
+		"execute_tool _OTHER _OTHER <nil>",
+		"execute_tool _OTHER _OTHER <nil>",
+		"execute_tool mcp__corral__delegate mcp__corral__delegate toolu_01ABC-def.9:x/y",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tool spans:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
