@@ -300,3 +300,52 @@ func TestTracingCLI(t *testing.T) {
 	}
 	noContent(t, got.all, tracedPrompt, tracedAnswer, tok, testModelKey, "TRACEPARENT")
 }
+
+// TestTracingDelegation: a run that delegates is one trace with its
+// child: the child's invoke_agent span is a child of its parent's
+// execute_tool delegate span, and carries its own run's id.
+func TestTracingDelegation(t *testing.T) {
+	rcv := otlptest.New()
+	defer rcv.Close()
+	e := newEnv(t, envOptions{otlp: rcv.URL()})
+	owner := e.signup("owner@example.com", "Owner")
+	boss := owner.roleAgent("boss", "boss")
+	worker := owner.roleAgent("worker", "worker")
+	e.answer(roles(map[string]modeltest.Script{
+		"boss":   delegator,
+		"worker": func(modeltest.Request) modeltest.Reply { return modeltest.Text("the worker's answer") },
+	}))
+	run := owner.send(boss, "delegate to "+worker)
+	owner.waitRun(run.ID, "completed")
+	tree := owner.tree(run.ID)
+	if len(tree) != 2 {
+		t.Fatalf("the tree has %d runs, want 2", len(tree))
+	}
+	child := tree[1].ID
+	if child == run.ID {
+		child = tree[0].ID
+	}
+	e.app.Close()
+
+	got := sortSpans(rcv.Spans())
+	runs := map[string]otlptest.Span{}
+	for _, s := range got.runs {
+		runs[fmt.Sprint(s.Attrs["corral.run.id"])] = s
+	}
+	parent, ok1 := runs[run.ID]
+	kid, ok2 := runs[child]
+	if len(got.runs) != 2 || !ok1 || !ok2 || len(got.tools) != 1 {
+		t.Fatalf("spans: %d invoke_agent (%v), %d execute_tool; want the two runs' and one delegate", len(got.runs), runs, len(got.tools))
+	}
+	delegate := got.tools[0]
+	if delegate.Attrs["gen_ai.tool.name"] != "delegate" || delegate.ParentSpanID != parent.SpanID {
+		t.Errorf("the tool span %s (parent %s) is not the boss's delegate call (%s)", delegate.Name, delegate.ParentSpanID, parent.SpanID)
+	}
+	if kid.ParentSpanID != delegate.SpanID || kid.TraceID != parent.TraceID || parent.TraceID != telemetry.TraceID(run.ID) {
+		t.Errorf("the worker's run: trace %s, parent %s; want the boss's trace %s (its root's), under the delegate call %s",
+			kid.TraceID, kid.ParentSpanID, parent.TraceID, delegate.SpanID)
+	}
+	if kid.Name != "invoke_agent worker" || parent.Name != "invoke_agent boss" {
+		t.Errorf("the runs' spans are %q and %q", parent.Name, kid.Name)
+	}
+}

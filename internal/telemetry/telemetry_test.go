@@ -254,3 +254,29 @@ func TestToolNamesAreNotContent(t *testing.T) {
 		t.Errorf("tool spans:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// BenchmarkChatSpan is what tracing adds to one model call, alone: its
+// chat span started and ended under a run's span, through the batch span
+// processor, exported to a receiver on loopback (the export's cost shared
+// out over the spans of each batch). Compare ns/op with the call itself
+// (BenchmarkGatewayOverhead's gateway-ns/call).
+func BenchmarkChatSpan(b *testing.B) {
+	rcv := otlptest.New()
+	defer rcv.Close()
+	tr, err := telemetry.New(context.Background(), telemetry.Config{Endpoint: rcv.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, run := tr.StartRun(context.Background(), telemetry.RunStart{RunID: "run_bench", AgentID: "agt_bench", Tree: "run_bench"})
+	start := telemetry.ChatStart{Provider: telemetry.ProviderOpenAI, Model: "m", ServerAddress: "127.0.0.1", ServerPort: 8080}
+	end := telemetry.ChatEnd{ResponseModel: "m", Usage: corral.Tokens{Input: 40, Output: 12}, Reported: true, FinishReasons: []string{"tool_calls"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.StartChat(ctx, start).End(end)
+	}
+	b.StopTimer()
+	run.End(telemetry.RunEnd{Status: corral.RunCompleted})
+	if err := tr.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
