@@ -159,8 +159,8 @@ func (t *Tracer) StartChat(ctx context.Context, s ChatStart) *Chat {
 	if !t.On() {
 		return nil
 	}
-	attrs := []attribute.KeyValue{attrOperation.String("chat"),
-		attrProvider.String(s.Provider), attrRequestModel.String(s.Model)}
+	attrs := make([]attribute.KeyValue, 3, 5)
+	attrs[0], attrs[1], attrs[2] = attrOperation.String("chat"), attrProvider.String(s.Provider), attrRequestModel.String(s.Model)
 	if s.ServerAddress != "" {
 		attrs = append(attrs, attrServerAddress.String(s.ServerAddress))
 		if s.ServerPort > 0 {
@@ -207,7 +207,7 @@ func (c *Chat) End(e ChatEnd) {
 	if c == nil {
 		return
 	}
-	var attrs []attribute.KeyValue
+	attrs := make([]attribute.KeyValue, 0, 6)
 	if e.Provider != "" {
 		c.provider = e.Provider
 		attrs = append(attrs, attrProvider.String(e.Provider))
