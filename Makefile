@@ -245,6 +245,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench GatewayTracing -benchtime 4000x -count 3 ./internal/gateway/
+	$(GO) test -run '^$$' -bench ChatSpan -benchtime 50000x -count 3 ./internal/telemetry/
 	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench RunRelayed -benchtime 5x -count 3 ./internal/runner/
