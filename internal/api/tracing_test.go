@@ -349,3 +349,52 @@ func TestTracingDelegation(t *testing.T) {
 		t.Errorf("the runs' spans are %q and %q", parent.Name, kid.Name)
 	}
 }
+
+// TestTracingPauseResume: a run that pauses on its budget and resumes is
+// one trace of two invoke_agent spans, the first ending paused with the
+// usage spent before, the call its budget refused a failed chat span.
+func TestTracingPauseResume(t *testing.T) {
+	rcv := otlptest.New()
+	defer rcv.Close()
+	e := newEnv(t, envOptions{otlp: rcv.URL()})
+	owner := e.signup("owner@example.com", "Owner")
+	id := owner.createAgent("paused")
+	// The first call fits the budget and spends 30,010; the next one's
+	// ceiling does not fit what is left.
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int64{"tokens": 50_000}}).want(http.StatusOK)
+	e.answer(modeltest.Sequence(costly(modeltest.Calls(modeltest.ShellCall("s", "true"))), modeltest.Text(tracedAnswer)))
+	run := owner.send(id, tracedPrompt)
+	if r := owner.waitRun(run.ID, "paused", "completed", "errored"); r.Status != "paused" {
+		t.Fatalf("run = %s (%s), want paused on its budget", r.Status, r.Reason)
+	}
+	owner.do("PATCH", "/api/agents/"+id, map[string]any{"budget": map[string]int64{"tokens": 1_000_000}}).want(http.StatusOK)
+	owner.waitRun(run.ID, "completed")
+	e.app.Close()
+
+	got := sortSpans(rcv.Spans())
+	if len(got.runs) != 2 {
+		t.Fatalf("%d invoke_agent spans, want 2 (before the pause, after it): %+v", len(got.runs), got.all)
+	}
+	first, second := got.runs[0], got.runs[1] // the one that paused, the one that completed
+	if first.Attrs["corral.run.status"] == "completed" {
+		first, second = second, first
+	}
+	wantAttrs(t, "before the pause", first, map[string]any{"corral.run.id": run.ID, "corral.run.status": "paused",
+		"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 30_000})
+	wantAttrs(t, "after it", second, map[string]any{"corral.run.id": run.ID, "corral.run.status": "completed"})
+	if first.Error || second.Error || first.TraceID != second.TraceID || first.TraceID != telemetry.TraceID(run.ID) {
+		t.Errorf("the two spans: errors %v, %v; traces %s, %s; want no error, both in %s", first.Error, second.Error, first.TraceID, second.TraceID, telemetry.TraceID(run.ID))
+	}
+	refused := 0
+	for _, c := range got.chats {
+		if c.Attrs["error.type"] == "admission_denied" {
+			refused++
+			if c.ParentSpanID != first.SpanID || !c.Error {
+				t.Errorf("the refused call's span: parent %s, error %v; want under the paused span %s, failed", c.ParentSpanID, c.Error, first.SpanID)
+			}
+		}
+	}
+	if len(got.chats) != 3 || refused != 1 {
+		t.Errorf("%d chat spans, %d refused by the budget; want 3, 1", len(got.chats), refused)
+	}
+}
