@@ -150,7 +150,7 @@ type Runner struct {
 // active is a run whose loop is going.
 type active struct {
 	run    corral.Run
-	ctx    context.Context // carries span
+	ctx    context.Context // carries span, when there is one
 	cancel context.CancelFunc
 	span   *telemetry.Run // nil: tracing is off
 
