@@ -248,6 +248,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench MetricsAPI -benchtime 20000x -count 3 ./internal/api/
 	$(GO) test -run '^$$' -bench MetricsGateway -benchtime 5000x -count 3 ./internal/modelapi/
+	$(GO) test -run '^$$' -bench GatewayTracing -benchtime 4000x -count 3 ./internal/gateway/
+	$(GO) test -run '^$$' -bench ChatSpan -benchtime 50000x -count 3 ./internal/telemetry/
 	$(GO) test -run '^$$' -bench LoopGatewayOverhead -benchtime 20x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench RunShellCalls -benchtime 5x -count 3 ./internal/runner/
 	$(GO) test -run '^$$' -bench RunRelayed -benchtime 5x -count 3 ./internal/runner/

@@ -85,8 +85,18 @@ var forbidden = []struct {
 		why:  "a sandbox node holds no database, no keys and no accounts: it is handed what each call needs",
 	},
 	{
+		from: []string{"corral/internal/nodeagent", "corral/internal/relay", "corral/internal/relay/noderpc", "corral/internal/node", "corral/internal/supervisor", "corral/internal/sandbox"},
+		to:   []string{"corral/internal/telemetry"},
+		why:  "the runs' spans leave control only: a sandbox node sends none itself",
+	},
+	{
+		from: []string{"corral/internal/access", "corral/internal/sanitize", "corral/internal/glob", "corral/internal/trace"},
+		to:   []string{"corral/internal/telemetry"},
+		why:  "OpenTelemetry stays out of the pure packages",
+	},
+	{
 		from: []string{"corral/cmd/corral"},
-		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest", "corral/internal/otlptest"},
 		why:  "the server never carries the tests' fakes and servers",
 	},
 	{
@@ -105,6 +115,15 @@ var forbidden = []struct {
 		why:  "the metrics are definitions: what they count and read is handed to them by the composition root, so no part's data can become a label by an import",
 	},
 }
+
+// otelMayImport are the only packages that import OpenTelemetry
+// (go.opentelemetry.io/...) directly: internal/telemetry, the server's one
+// way to it, and internal/otlptest, the tests' collector. Every other part
+// makes spans through internal/telemetry's own words.
+var otelMayImport = []string{"corral/internal/telemetry", "corral/internal/otlptest"}
+
+// otel is the import path prefix of OpenTelemetry's modules.
+const otel = "go.opentelemetry.io/"
 
 // apiMayImport is all of the project internal/api may import directly: the
 // domain and the service layer, nothing below it; and internal/openapi,
@@ -145,6 +164,17 @@ func (g *graph) violations() []string {
 	for _, pkg := range g.packages() {
 		if _, ok := g.imports[pkg][root]; ok && pkg != "corral/cmd/corral" {
 			out = append(out, "only cmd/corral may import internal/app, the composition root:\n"+g.describe(chain{pkg, root}))
+		}
+	}
+
+	for _, pkg := range g.packages() {
+		if matchAny(pkg, otelMayImport) {
+			continue
+		}
+		for _, imp := range g.sortedImports(pkg) {
+			if strings.HasPrefix(imp, otel) {
+				out = append(out, "only internal/telemetry (and internal/otlptest, the tests' collector) may import OpenTelemetry:\n"+g.describe(chain{pkg, imp}))
+			}
 		}
 	}
 
@@ -196,6 +226,12 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
 		"internal/metrics/metrics.go":       "package metrics\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/telemetry/telemetry.go":   "package telemetry\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
+		"internal/access/access.go":         "package access\n",
+		"internal/sanitize/sanitize.go":     "package sanitize\n",
+		"internal/glob/glob.go":             "package glob\n",
+		"internal/gateway/span.go":          "package gateway\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
+		"internal/relay/span.go":            "package relay\n\nimport _ \"corral/internal/telemetry\"\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
 	}
@@ -229,6 +265,11 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/proxy imports corral/internal/secrets (internal/proxy/proxy.go)",
 		"corral/internal/nodeagent must not import corral/internal/secrets (a sandbox node holds no database, no keys and no accounts: it is handed what each call needs):\n" +
 			"\tcorral/internal/nodeagent imports corral/internal/secrets (internal/nodeagent/nodeagent.go)",
+		"corral/internal/nodeagent must not import corral/internal/telemetry (the runs' spans leave control only: a sandbox node sends none itself):\n" +
+			"\tcorral/internal/nodeagent imports corral/internal/relay (internal/nodeagent/nodeagent.go)\n" +
+			"\tcorral/internal/relay imports corral/internal/telemetry (internal/relay/span.go)",
+		"corral/internal/relay must not import corral/internal/telemetry (the runs' spans leave control only: a sandbox node sends none itself):\n" +
+			"\tcorral/internal/relay imports corral/internal/telemetry (internal/relay/span.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",
@@ -240,6 +281,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/metrics imports corral/internal/store/sqlite (internal/metrics/metrics.go)",
 		"only cmd/corral may import internal/app, the composition root:\n" +
 			"\tcorral/internal/fleet imports corral/internal/app (internal/fleet/fleet.go)",
+		"only internal/telemetry (and internal/otlptest, the tests' collector) may import OpenTelemetry:\n" +
+			"\tcorral/internal/gateway imports go.opentelemetry.io/otel/trace (internal/gateway/span.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +
 			"\tcorral/internal/api imports corral/internal/auth (internal/api/api.go)",
 		"internal/api must import nothing of the project but the root package and internal/service:\n" +
@@ -266,7 +309,8 @@ func matchAny(pkg string, patterns []string) bool {
 }
 
 // graph holds, for each package of the project, the project packages its
-// non-test files import, and one file that makes each import.
+// non-test files import (and OpenTelemetry's, for their own rule), and one
+// file that makes each import.
 type graph struct {
 	imports map[string]map[string]string // package → import → file
 }
@@ -316,7 +360,7 @@ func loadImports(t *testing.T, root string) *graph {
 			if err != nil {
 				return err
 			}
-			if imp != module && !strings.HasPrefix(imp, module+"/") {
+			if imp != module && !strings.HasPrefix(imp, module+"/") && !strings.HasPrefix(imp, otel) {
 				continue
 			}
 			if _, ok := g.imports[pkg][imp]; !ok {

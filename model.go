@@ -137,6 +137,11 @@ type CLICall struct {
 	Aborted   bool     // the CLI went away before the answer ended
 	Dropped   []string // what of the CLI's request could not be sent upstream
 	Error     string   // what went wrong, for the trace (never a secret)
+	// Native: the call was passed through in its own protocol, not
+	// translated to Chat Completions. Finish is why the answer ended, as
+	// the provider said ("" when it did not, or the call was passed through).
+	Native bool
+	Finish string
 }
 
 // ModelObserver is told what the gateway's model calls were, for the

@@ -54,6 +54,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.StringVar(&c.Join, "join", "", "role sandbox: the one-time join token of the node's first start (from corral node token on control)")
 	fs.StringVar(&c.NodeName, "node-name", "", "role sandbox: the node's name as admins see it (default: the host name)")
 	fs.StringVar(&c.EmbedModel, "embed-model", "", "the provider's embedding model for document retrieval (empty: BM25 alone)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP URL, such as http://127.0.0.1:4318: the runs' spans go there (empty: no tracing)")
 	fs.StringVar(&c.GitCAFile, "git-ca-file", "", "PEM file of the CA git trusts for https, in place of the system's (a git server with a private CA)")
 	allowPrivate := fs.String("egress-allow-private", "",
 		"comma-separated CIDR ranges of private, loopback or link-local addresses a clone, a push or the egress proxy may reach (an internal git server or registry); by default only public addresses")

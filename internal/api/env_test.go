@@ -113,6 +113,9 @@ type envOptions struct {
 	// metricsAddr serves the metrics and health checks there without
 	// credentials (serve's --metrics-addr).
 	metricsAddr string
+	// otlp is the collector the runs' spans go to (--otlp-endpoint; "":
+	// none).
+	otlp string
 }
 
 // testModelKey is the fake provider's key: it must never show in an
@@ -181,7 +184,7 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		Data: e.dataDir, Role: "all", Signup: opt.signup, Model: gw, ChangeTTL: time.Hour,
 		QuarantineAfter: 2, TrustedProxies: opt.api.TrustedProxies, SecureCookies: opt.api.SecureCookies, Imports: opt.imports, GitCAFile: opt.gitCA,
 		EgressAllowPrivate: egressOf(opt).AllowPrivate, EgressCAFile: opt.egressCA, EgressMaxBytes: opt.egressMaxBytes, PendingDisk: opt.pendingDisk, Delegation: opt.caps,
-		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold, MetricsAddr: opt.metricsAddr,
+		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold, MetricsAddr: opt.metricsAddr, OTLPEndpoint: opt.otlp,
 		// The agent CLIs, as make tools installed them (cli_test.go).
 		ToolsDir: toolstest.Dir(),
 	}

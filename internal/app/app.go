@@ -9,7 +9,7 @@
 // The order is the dependency graph's:
 //
 //	store → node (or fleet and router) → repositories → decisions →
-//	stages, files → gateway → admission →
+//	stages, files → tracer → gateway → admission →
 //	delegation, documents → runner → agents, runs → API
 //
 // Admission only admits; the runner starts what it admitted for a
@@ -41,6 +41,7 @@ import (
 	"corral/internal/runner"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
+	"corral/internal/telemetry"
 )
 
 // App is a built server.
@@ -90,6 +91,9 @@ type Parts struct {
 	Router *fleet.Router
 	Model  *gateway.Gateway
 	Runner *runner.Runner
+	// Tracer makes the runs' spans (see --otlp-endpoint): off without an
+	// endpoint, and in role sandbox, which sends none.
+	Tracer *telemetry.Tracer
 	// The use cases.
 	Accounts   *service.Accounts
 	Agents     *service.Agents

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"corral/internal/sandbox"
 	"corral/internal/service"
 	"corral/internal/store/sqlite"
+	"corral/internal/telemetry"
 	"corral/internal/webui"
 	"corral/internal/workspace"
 )
@@ -132,9 +134,19 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.Stages = service.NewStages(db, trees, a.Decisions, c.ChangeTTL, cfg)
 	a.Files = service.NewFiles(db, trees, a.Repositories)
 
-	gwCfg := c.Model
-	gwCfg.Observer = a.Metrics
-	if a.Model, err = gateway.New(gwCfg); err != nil {
+	// The runs' spans, made by the gateway and the runner: the tracer is
+	// closed after them, and flushes what they ended.
+	if a.Tracer, err = telemetry.New(ctx, telemetry.Config{Endpoint: c.OTLPEndpoint, Version: Version()}); err != nil {
+		return err
+	}
+	a.defer_(func() { closeTracer(a.Tracer, log) })
+	if a.Tracer.On() {
+		log.Info("runs are traced", "otlp_endpoint", c.OTLPEndpoint)
+	}
+	model := c.Model
+	model.Tracer = a.Tracer
+	model.Observer = a.Metrics
+	if a.Model, err = gateway.New(model); err != nil {
 		return err
 	}
 	a.providerProbe = newCachedCheck(a.Model.Probe, a.opt.probeTTL)
@@ -164,7 +176,7 @@ func (a *App) buildServer(ctx context.Context) error {
 		return err
 	}
 	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
-		Delegator: a.Delegation, Retriever: a.Documents},
+		Delegator: a.Delegation, Retriever: a.Documents, Tracer: a.Tracer},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log,
 			EgressCA: ca.CertPEM(), Ended: a.egressEnded, Finished: a.Metrics.RunEnded})
 	a.defer_(a.Runner.Close)
@@ -235,6 +247,16 @@ func (a *App) buildServer(ctx context.Context) error {
 		log.Info("this binary has no web app (built without -tags ui): make run builds it")
 	}
 	return nil
+}
+
+// closeTracer sends the spans still waiting, giving a collector that does
+// not answer ten seconds.
+func closeTracer(t *telemetry.Tracer, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := t.Close(ctx); err != nil {
+		log.Warn("spans not sent to the collector", "err", err)
+	}
 }
 
 // live is how an enrolled node is now, as this control sees it.

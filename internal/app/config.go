@@ -14,6 +14,7 @@ import (
 	"corral/internal/role"
 	"corral/internal/sanitize"
 	"corral/internal/service"
+	"corral/internal/telemetry"
 )
 
 // Config is everything a server is built from: plain data, filled by
@@ -84,6 +85,10 @@ type Config struct {
 	DocumentMaxBytes   int64
 	EmbedModel         string
 	RetrievalThreshold float64
+	// OTLPEndpoint is the collector the runs' spans go to over OTLP/HTTP
+	// (--otlp-endpoint): its base URL, or the whole URL of its traces. ""
+	// traces nothing. Roles all and control; a sandbox node sends none.
+	OTLPEndpoint string
 	// A sandbox node's: control's URL, the one-time join token of its
 	// first start (CORRAL_JOIN: environment only, like every secret), and
 	// its name as admins see it.
@@ -114,6 +119,7 @@ var checks = []func(*Config) error{
 	checkPaths,
 	checkDurations,
 	checkBounds,
+	checkTracing,
 }
 
 // Check validates c, in order, and settles what needs it: every path
@@ -180,6 +186,16 @@ func checkDurations(c *Config) error {
 		return configError("--change-ttl must be positive")
 	case c.QuarantineAfter < 0 || c.QuarantineWindow < 0:
 		return configError("--quarantine-after must be at least 1 and --quarantine-window positive")
+	}
+	return nil
+}
+
+func checkTracing(c *Config) error {
+	if c.OTLPEndpoint == "" {
+		return nil
+	}
+	if _, err := telemetry.EndpointURL(c.OTLPEndpoint); err != nil {
+		return configError("--otlp-endpoint: %s", corral.ErrorMessage(err))
 	}
 	return nil
 }

@@ -42,6 +42,9 @@ func TestConfigCheck(t *testing.T) {
 		{"negative import size", func(c *Config) { c.Imports.MaxFiles = -1 }, "--import-max-files must be positive", true},
 		{"negative pending disk", func(c *Config) { c.PendingDisk.Total = -1 }, "--pending-disk-total must be positive", true},
 		{"negative tree tokens", func(c *Config) { c.Delegation.Tokens = -1 }, "--delegation-tokens must be 0 or more", true},
+		{"an OTLP endpoint that is no URL", func(c *Config) { c.OTLPEndpoint = "127.0.0.1:4318" }, "--otlp-endpoint: the OTLP endpoint must be an http or https URL", true},
+		{"an OTLP endpoint with credentials", func(c *Config) { c.OTLPEndpoint = "https://u:p@otel.example.org" }, "--otlp-endpoint: the OTLP endpoint must not carry credentials", true},
+		{"an OTLP endpoint", func(c *Config) { c.OTLPEndpoint = "http://127.0.0.1:4318" }, "", false},
 		{"the role first", func(c *Config) { c.Role, c.SessionGrace = "nope", -1 }, "unknown role", false},
 	}
 	for _, tt := range tests {

@@ -40,6 +40,10 @@ func (a *App) buildNode(ctx context.Context) error {
 	if err := sandbox.Available(); err != nil {
 		log.Warn("agent runs will fail on this node: "+describe(err), "role", role.Sandbox)
 	}
+	if c.OTLPEndpoint != "" {
+		// Its runs' spans are control's to make and send.
+		log.Warn("--otlp-endpoint is ignored in role sandbox: control sends the runs' spans", "role", role.Sandbox)
+	}
 	local, err := newLocalNode(c, log)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"corral"
+	"corral/internal/otlptest"
+	"corral/internal/telemetry"
 )
 
 // memMeter is the trivial in-memory corral.Meter of the benchmark.
@@ -82,7 +85,9 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	b.Run("streamed", func(b *testing.B) { benchOverhead(b, true) })
 }
 
-func benchOverhead(b *testing.B, stream bool) {
+// benchProvider answers every call with the benchmark's completion,
+// streamed or whole, to the test key only.
+func benchProvider(b *testing.B, stream bool) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+testKey {
 			http.Error(w, "bad key", http.StatusUnauthorized)
@@ -96,7 +101,12 @@ func benchOverhead(b *testing.B, stream bool) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(benchCompletion)
 	}))
-	defer srv.Close()
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+func benchOverhead(b *testing.B, stream bool) {
+	srv := benchProvider(b, stream)
 
 	direct := openai.NewClient(
 		option.WithBaseURL(srv.URL+"/v1"),
@@ -182,4 +192,100 @@ func benchOverhead(b *testing.B, stream bool) {
 	b.ReportMetric(float64(directTime.Nanoseconds())/float64(n), "direct-ns/call")
 	b.ReportMetric(float64(gatewayTime.Nanoseconds())/float64(n), "gateway-ns/call")
 	b.ReportMetric(float64(gatewayTime)/float64(directTime), "gateway/direct")
+}
+
+// BenchmarkGatewayTracing makes the same scripted completion as
+// BenchmarkGatewayOverhead through two gateways, one without a tracer and
+// one whose calls are chat spans under a run's span, exported through the
+// batch span processor to an OTLP/HTTP receiver on loopback (which decodes
+// every export, on the same machine), interleaved so both see the same
+// machine state. Read on/off: the cost of tracing a call. Whole and
+// streamed.
+func BenchmarkGatewayTracing(b *testing.B) {
+	b.Run("whole", func(b *testing.B) { benchTracing(b, false) })
+	b.Run("streamed", func(b *testing.B) { benchTracing(b, true) })
+}
+
+func benchTracing(b *testing.B, stream bool) {
+	srv := benchProvider(b, stream)
+	rcv := otlptest.New()
+	defer rcv.Close()
+	tracer, err := telemetry.New(context.Background(), telemetry.Config{Endpoint: rcv.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config{BaseURL: srv.URL + "/v1", APIKey: testKey, Model: "m", HTTPClient: srv.Client()}
+	off, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Tracer = tracer
+	on, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := corral.ModelRequest{
+		Messages: []corral.ModelMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "what is here?"}},
+		Tools:    []corral.ModelTool{shellTool},
+	}
+	if stream {
+		req.OnDelta = func(corral.ModelDelta) {}
+	}
+	m := &memMeter{}
+	plain := context.Background()
+	traced, run := tracer.StartRun(plain, telemetry.RunStart{RunID: "run_bench", AgentID: "agt_bench", Tree: "run_bench"})
+	call := func(g *Gateway, ctx context.Context) time.Duration {
+		t0 := time.Now()
+		resp, err := g.Complete(ctx, req, m)
+		d := time.Since(t0)
+		if err != nil || len(resp.Message.ToolCalls) != 1 {
+			b.Fatalf("call: %+v, %v", resp, err)
+		}
+		return d
+	}
+	var offTimes, onTimes []time.Duration
+	n := 0
+	for b.Loop() {
+		// Which goes first alternates: neither always finds the
+		// connection or the caches warm.
+		if n%2 == 0 {
+			offTimes = append(offTimes, call(off, plain))
+			onTimes = append(onTimes, call(on, traced))
+		} else {
+			onTimes = append(onTimes, call(on, traced))
+			offTimes = append(offTimes, call(off, plain))
+		}
+		n++
+	}
+	b.StopTimer()
+	run.End(telemetry.RunEnd{AgentName: "bench", Status: corral.RunCompleted})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tracer.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if got := len(rcv.Spans()); got != n+1 {
+		b.Fatalf("the receiver got %d spans, want %d: the traced calls were not all exported", got, n+1)
+	}
+	offTime, onTime := sum(offTimes), sum(onTimes)
+	b.ReportMetric(float64(offTime.Nanoseconds())/float64(n), "off-ns/call")
+	b.ReportMetric(float64(onTime.Nanoseconds())/float64(n), "on-ns/call")
+	b.ReportMetric(float64(onTime)/float64(offTime), "on/off")
+	// The medians' ratio as well: on a shared machine a few calls that
+	// another process delayed move the sums, not the medians.
+	b.ReportMetric(float64(median(onTimes))/float64(median(offTimes)), "median-on/off")
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

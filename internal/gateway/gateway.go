@@ -29,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,7 @@ import (
 
 	"corral"
 	"corral/internal/sanitize"
+	"corral/internal/telemetry"
 )
 
 // Config is what the gateway needs to reach a provider. cmd/ fills it from
@@ -68,6 +71,8 @@ type Config struct {
 	// Observer, when set, is told of every call Complete and Embed make,
 	// and of each the budget refused (the server's metrics).
 	Observer corral.ModelObserver
+	// Tracer makes a chat span of each call Complete makes (nil: none).
+	Tracer *telemetry.Tracer
 }
 
 // DefaultMaxOutput is the output cap a call is sent with when its request
@@ -94,6 +99,11 @@ type Gateway struct {
 	maxOutput          int64
 	outputField        string
 	observer           corral.ModelObserver
+	// tracer makes the calls' spans; host and port name the provider in
+	// them.
+	tracer *telemetry.Tracer
+	host   string
+	port   int
 }
 
 // MaxOutput is the output cap calls are sent with, and the Chat
@@ -141,6 +151,11 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.baseURL = strings.TrimSuffix(cfg.BaseURL, "/")
+	g.tracer = cfg.Tracer
+	if u, err := url.Parse(g.baseURL); err == nil {
+		g.host = u.Hostname()
+		g.port, _ = strconv.Atoi(u.Port())
+	}
 	g.client = cfg.HTTPClient
 	if g.client == nil {
 		g.client = &http.Client{} // no overall timeout: a stream lasts as long as it lasts; ctx ends it
@@ -224,7 +239,10 @@ func (g *Gateway) Configured() error {
 // reservation. A wait that would take the call past maxWaiting in all is
 // not waited: the call fails at once. A streamed try that handed over a
 // delta is never made again.
-func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corral.Meter) (corral.ModelResponse, error) {
+//
+// With a Tracer, the call is a chat span under ctx's (its run's), from its
+// reservation to its answer, whatever the number of tries.
+func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corral.Meter) (resp corral.ModelResponse, err error) {
 	if err := g.Configured(); err != nil {
 		return corral.ModelResponse{}, err
 	}
@@ -235,6 +253,11 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 	if model == "" {
 		return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 			Message: "no model is named: set CORRAL_MODEL or the agent's model"}
+	}
+	var r result // the last try
+	chat := g.tracer.StartChat(ctx, telemetry.ChatStart{Provider: telemetry.ProviderOpenAI, Model: model, ServerAddress: g.host, ServerPort: g.port})
+	if chat != nil {
+		defer func() { chat.End(chatEnd(ctx, resp, r, err)) }()
 	}
 	params, err := buildParams(model, req)
 	if err != nil {
@@ -256,7 +279,6 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 	start := time.Now()
 	var waited time.Duration
 	for try := 1; ; try++ {
-		var r result
 		if req.OnDelta != nil {
 			r = g.stream(ctx, params, req.OnDelta)
 		} else {
@@ -281,9 +303,11 @@ func (g *Gateway) Complete(ctx context.Context, req corral.ModelRequest, m corra
 		if req.OnRetry != nil {
 			req.OnRetry(retry)
 		}
+		chat.Retry(retry.Attempt, retry.Status)
 		if err := g.wait(ctx, req.Interrupt, retry.Wait); err != nil {
 			g.observe(corral.ModelChat, model, r, start)
 			settle(context.WithoutCancel(ctx), corral.Tokens{}, true)
+			r = result{cancelled: true}
 			return corral.ModelResponse{}, &corral.Error{Code: corral.EUNAVAIL, Op: "gateway",
 				Message: "the model call was cancelled", Err: fmt.Errorf("waiting to retry: %w", err)}
 		}
@@ -342,6 +366,7 @@ type result struct {
 	usage     corral.Tokens
 	metered   bool                          // the provider reported both token counts
 	message   *openai.ChatCompletionMessage // the first choice's; nil if none came
+	finish    string                        // and why it ended, as the provider says
 	model     string
 	malformed bool // a streamed chunk could not be added to the reply
 
@@ -349,6 +374,7 @@ type result struct {
 	delivered bool          // a delta was handed to OnDelta
 	tries     int           // how many tries the call took, this one included
 	refused   time.Duration // the wait the provider asked for and the gateway would not make
+	cancelled bool          // the wait for the next try was cut short
 }
 
 func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParams) result {
@@ -360,7 +386,7 @@ func (g *Gateway) call(ctx context.Context, params openai.ChatCompletionNewParam
 	r := result{model: cc.Model, exchange: x}
 	r.usage, r.metered = usageOf(cc.JSON.Usage.Valid(), cc.Usage)
 	if len(cc.Choices) > 0 {
-		r.message = &cc.Choices[0].Message
+		r.message, r.finish = &cc.Choices[0].Message, cc.Choices[0].FinishReason
 	}
 	return r
 }
@@ -401,7 +427,7 @@ func (g *Gateway) stream(ctx context.Context, params openai.ChatCompletionNewPar
 	r.err = s.Err()
 	r.model = acc.Model
 	if len(acc.Choices) > 0 {
-		r.message = &acc.Choices[0].Message
+		r.message, r.finish = &acc.Choices[0].Message, acc.Choices[0].FinishReason
 	}
 	return r
 }

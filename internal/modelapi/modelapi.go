@@ -162,7 +162,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 			return
 		}
 		*sent = out
-		rec := corral.CLICall{Protocol: p.String(), Dropped: call.Dropped}
+		rec := corral.CLICall{Protocol: p.String(), Dropped: call.Dropped, Native: native}
 		if err := g.Reserve(r.Context(), corral.Ceiling(len(*sent), limit)); err != nil {
 			if corral.ErrorCode(err) == corral.EADMISSION {
 				s.obs.BudgetRefused()
@@ -200,7 +200,7 @@ func (s *server) call(p protocol.Protocol, parse func([]byte) (protocol.Call, er
 		} else {
 			res = protocol.Relay(r.Context(), w, resp, call)
 		}
-		rec.Model, rec.Status, rec.Estimated, rec.Aborted = res.Model, res.Status, res.Usage.Estimated, res.ClientGone
+		rec.Model, rec.Status, rec.Estimated, rec.Aborted, rec.Finish = res.Model, res.Status, res.Usage.Estimated, res.ClientGone, res.Finish
 		if res.Err != nil {
 			rec.Error = res.Err.Error()
 		}

@@ -105,6 +105,7 @@ type Usage struct {
 type Result struct {
 	Usage      Usage
 	Model      string // the model the provider says answered ("" if it did not say)
+	Finish     string // why the answer ended, as the provider said (its finish_reason)
 	Status     int    // the upstream status
 	ClientGone bool   // the client went away before the answer was written whole
 	Err        error  // what went wrong, for the log; nil when all went well

@@ -59,7 +59,7 @@ func Relay(ctx context.Context, w http.ResponseWriter, upstream *http.Response, 
 		a = relayWhole(o, body, call, &res)
 	}
 	res.ClientGone = o.isGone()
-	res.Model = a.model
+	res.Model, res.Finish = a.model, a.finish
 	res.Usage = a.usageFor(call)
 	if a.usage == nil && res.Err == nil {
 		res.Err = errors.New("the provider reported no usage: estimated")

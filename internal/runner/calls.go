@@ -54,7 +54,7 @@ func (r *Runner) calls(a *active, agent corral.Agent, conv conversation, at int,
 					}
 					return conv, outcome{status: corral.RunPaused, waitingFor: d.paused}, true
 				}
-				r.traceResult(a, calls[i+k], d.res)
+				r.traceResult(a, keys[k], calls[i+k], d.res)
 				conv = append(conv, corral.ModelMessage{Role: "tool", ToolCallID: calls[i+k].ID, Content: d.res.forModel(calls[i+k].Name)})
 			}
 			i = j
@@ -108,16 +108,21 @@ func (r *Runner) runTool(a *active, agent corral.Agent, cmdID string, call corra
 			return res, err
 		}
 	}
-	r.traceResult(a, call, res)
+	r.traceResult(a, cmdID, call, res)
 	return res, nil
 }
 
+// traceCall records a tool call of a's run, made as cmdID (the command's
+// id in the session, a delegated run's key), and starts its span.
 func (r *Runner) traceCall(a *active, cmdID string, call corral.ToolCall) {
 	args, _ := capText(call.Arguments, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": args, "command": cmdID})
+	r.toolStarted(a, cmdID, call)
 }
 
-func (r *Runner) traceResult(a *active, call corral.ToolCall, res toolResult) {
+// traceResult records how the call made as cmdID ended, and ends its span.
+func (r *Runner) traceResult(a *active, cmdID string, call corral.ToolCall, res toolResult) {
+	r.toolEnded(a, cmdID, res)
 	out, truncated := capText(res.Output, maxTraceOutput)
 	r.record(a.ctx, a.run.ID, trace.ToolResult, map[string]any{
 		"id": call.ID, "name": call.Name, "exit_code": res.ExitCode, "violation": res.Violation,
@@ -141,7 +146,7 @@ func (r *Runner) tool(a *active, agent corral.Agent, cmdID string, call corral.T
 	err = r.node.Exec(r.as(a.ctx, a.run), a.run.ID, corral.Command{
 		ID:        cmdID,
 		Argv:      spec.argv,
-		Env:       r.sessionEnv("/tmp"),
+		Env:       r.sessionEnv(a, "/tmp"),
 		Stdin:     spec.stdin,
 		Timeout:   min(commandTimeout, max(time.Until(deadline), time.Millisecond)),
 		OutputMax: outputMax(agent.Limits),

@@ -17,6 +17,7 @@ import (
 
 	"corral"
 	"corral/internal/driver"
+	"corral/internal/telemetry"
 	"corral/internal/trace"
 )
 
@@ -132,6 +133,10 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		if r.cfg.EgressCA != nil {
 			env = append(env, egressEnv()...)
 		}
+		// The run's trace context, which Codex and Claude Code read as
+		// their own spans' parent (they export none: their telemetry is
+		// off).
+		env = append(env, telemetry.Env(a.ctx)...)
 		if !r.setCommand(a, "") {
 			return outcome{status: corral.RunKilled, reason: "killed on request"}, agent, true
 		}
@@ -157,9 +162,14 @@ func (r *Runner) cliLoop(a *active, msg *corral.Message, reattach bool) (outcome
 		skip = r.stepsRecorded(ctx, run.ID, cmdID)
 	}
 	steps := 0
+	spans := &cliTools{r: r, a: a}
+	defer spans.close()
 	exit, text, err := r.follow(a, cmdID, func(line []byte) {
 		for _, e := range parser.Line(line) {
-			switch steps++; {
+			if steps++; steps > skip {
+				spans.event(e)
+			}
+			switch {
 			case steps <= skip:
 			case steps <= maxTranscript:
 				r.record(ctx, run.ID, trace.Transcript, e)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/telemetry"
 	"corral/internal/trace"
 )
 
@@ -42,14 +43,15 @@ func egressEnv() []string {
 	}
 }
 
-// sessionEnv is the environment of a command of a run: the session's,
-// with the egress proxy when this server has one.
-func (r *Runner) sessionEnv(home string) []string {
+// sessionEnv is the environment of a command of a's run: the session's,
+// with the egress proxy when this server has one, and the run's trace
+// context when it traces (TRACEPARENT).
+func (r *Runner) sessionEnv(a *active, home string) []string {
 	env := corral.SessionEnv(home)
 	if r.cfg.EgressCA != nil {
 		env = append(env, egressEnv()...)
 	}
-	return env
+	return append(env, telemetry.Env(a.ctx)...)
 }
 
 // installCA writes the deployment's CA into a new session, and a bundle

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"corral"
+	"corral/internal/telemetry"
 	"corral/internal/trace"
 )
 
@@ -42,6 +43,7 @@ type Grant struct {
 	a              *active
 	hold           *hold  // the call's reservation on the agent's budget, once Reserve made it
 	release        func() // the call's reservation under the tree's cap, once Reserve made it
+	chat           *telemetry.Chat
 }
 
 // Run is the run the call belongs to.
@@ -92,7 +94,13 @@ func (r *Runner) Authorize(ctx context.Context, token string) (corral.CLIGrant, 
 // pauses at its budget. It then reserves the call under the tree's token
 // cap, and refuses it when the tree's tokens are spent: the run then ends
 // when its CLI has. Record settles both.
-func (g *Grant) Reserve(ctx context.Context, ceiling int64) error {
+func (g *Grant) Reserve(ctx context.Context, ceiling int64) (err error) {
+	g.chatStarted()
+	defer func() {
+		if err != nil {
+			g.chatEnded(err, corral.Tokens{}, false, corral.CLICall{})
+		}
+	}()
 	h, err := g.r.reserve(ctx, g.agentID, g.runID, g.model, ceiling)
 	if refused := (budgetRefused{}); errors.As(err, &refused) {
 		g.a.mu.Lock()
@@ -125,6 +133,7 @@ func (g *Grant) Reserve(ctx context.Context, ceiling int64) error {
 // impossible, and traces the call.
 func (g *Grant) Record(ctx context.Context, u corral.Tokens, reported bool, c corral.CLICall) error {
 	ctx = context.WithoutCancel(ctx)
+	g.chatEnded(nil, u, reported, c)
 	if g.release != nil {
 		// After the usage is stored, so the next call of the tree sees it.
 		defer g.release()
@@ -183,7 +192,7 @@ func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, b
 	g.r.traceCall(g.a, key, call)
 	if search {
 		res := g.r.searchTool(g.a, call)
-		g.r.traceResult(g.a, call, res)
+		g.r.traceResult(g.a, key, call, res)
 		return res.forModel(name), res.Error != ""
 	}
 	d := g.r.delegation(g.a, key, call, ctx, false)
@@ -191,6 +200,6 @@ func (g *Grant) CallTool(ctx context.Context, name, arguments string) (string, b
 		return "error: the server is stopping; ask again", true
 	}
 	res := d.res
-	g.r.traceResult(g.a, call, res)
+	g.r.traceResult(g.a, key, call, res)
 	return res.forModel(name), res.Error != ""
 }

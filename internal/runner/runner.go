@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"corral"
+	"corral/internal/telemetry"
 	"corral/internal/trace"
 )
 
@@ -144,14 +145,17 @@ type Runner struct {
 	docs  Retriever // nil: runs are offered no search_documents, and nothing is retrieved
 	trees treeBudgets
 
+	tracer *telemetry.Tracer // the runs' spans (spans.go)
+
 	traceFailures atomic.Int64
 }
 
 // active is a run whose loop is going.
 type active struct {
 	run    corral.Run
-	ctx    context.Context
+	ctx    context.Context // carries span, when there is one
 	cancel context.CancelFunc
+	span   *telemetry.Run // nil: tracing is off
 
 	mu       sync.Mutex
 	stopping bool
@@ -174,6 +178,9 @@ type active struct {
 	// treeSpent: it refused one for the tree's token cap (why, in words);
 	// the run ends when its CLI has.
 	treeSpent string
+	// tools are the spans of the tool calls running now, by the key they
+	// run as.
+	tools map[string]*telemetry.Tool
 }
 
 func (a *active) setOutput(callID string, out *output) {
@@ -215,6 +222,8 @@ type Deps struct {
 	// message (service.Documents); nil: runs are offered no
 	// search_documents, and nothing is retrieved.
 	Retriever Retriever
+	// Tracer makes the runs' spans (nil: none).
+	Tracer *telemetry.Tracer
 }
 
 // New returns a Runner over d.
@@ -223,7 +232,7 @@ func New(d Deps, cfg Config) *Runner {
 	base, cancel := context.WithCancel(context.Background())
 	return &Runner{
 		store: d.Store, model: d.Model, ws: d.Workspaces, node: d.Node, cfg: cfg,
-		deleg: d.Delegator, docs: d.Retriever,
+		deleg: d.Delegator, docs: d.Retriever, tracer: d.Tracer,
 		rec:  trace.NewRecorder(d.Store, cfg.Now),
 		hub:  newHub(),
 		base: base, shutdown: cancel,
@@ -262,7 +271,8 @@ func (r *Runner) track(run corral.Run) *active {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.base)
-	a := &active{run: run, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
+	ctx, span := r.startSpan(ctx, run, r.active[run.ParentRunID])
+	a := &active{run: run, ctx: ctx, cancel: cancel, span: span, stopped: make(chan struct{})}
 	r.active[run.ID] = a
 	r.wg.Add(1)
 	return a
@@ -373,6 +383,7 @@ func (r *Runner) execute(a *active, msg *corral.Message, reattach bool) {
 		r.endSession(a.run.ID)
 		r.end(ctx, a.run, agent, staged, out)
 	}
+	r.endSpan(a, agent, out)
 }
 
 // loop prepares the run and drives the conversation. It returns the
