@@ -85,6 +85,11 @@ var forbidden = []struct {
 		why:  "a sandbox node holds no database, no keys and no accounts: it is handed what each call needs",
 	},
 	{
+		from: []string{"corral/internal/backup"},
+		to:   []string{"corral/internal/secrets"},
+		why:  "a backup neither holds nor reads a key: the keys are kept apart from backups",
+	},
+	{
 		from: []string{"corral/cmd/corral"},
 		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest"},
 		why:  "the server never carries the tests' fakes and servers",
@@ -189,6 +194,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/secrets/secrets.go":       "package secrets\n",
 		"internal/egress/egress.go":         "package egress\n",
 		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
+		"internal/backup/backup.go":         "package backup\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
 		"web/node_modules/x/api.go":         "package x\n\nimport _ \"corral/internal/api\"\n",
 		"internal/sandbox/testdata/bad.go":  "package bad\n\nimport _ \"corral/internal/api\"\n",
@@ -223,6 +229,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/proxy imports corral/internal/secrets (internal/proxy/proxy.go)",
 		"corral/internal/nodeagent must not import corral/internal/secrets (a sandbox node holds no database, no keys and no accounts: it is handed what each call needs):\n" +
 			"\tcorral/internal/nodeagent imports corral/internal/secrets (internal/nodeagent/nodeagent.go)",
+		"corral/internal/backup must not import corral/internal/secrets (a backup neither holds nor reads a key: the keys are kept apart from backups):\n" +
+			"\tcorral/internal/backup imports corral/internal/secrets (internal/backup/backup.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",
