@@ -36,6 +36,7 @@ func backupCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err != nil {
 		return 2, fmt.Errorf("%w: --to: %v", errUsage, err)
 	}
+	lowerPriority()
 	m, err := backup.Take(ctx, backup.Options{Data: dir, To: file, CorralVersion: app.Version(),
 		Progress: prefixed{stderr, "corral backup: "}})
 	if err != nil {

@@ -32,7 +32,7 @@ func corralCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 // person signs up on base (the first is an admin).
-func person(t *testing.T, base, email string) *httpClient {
+func person(t testing.TB, base, email string) *httpClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &httpClient{t: t, base: base, c: &http.Client{Jar: jar}}
@@ -41,7 +41,7 @@ func person(t *testing.T, base, email string) *httpClient {
 }
 
 // login signs email in on base.
-func login(t *testing.T, base, email string) *httpClient {
+func login(t testing.TB, base, email string) *httpClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &httpClient{t: t, base: base, c: &http.Client{Jar: jar}}

@@ -247,6 +247,7 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		start := t.opt.Now()
+		t.progress.step("taking a snapshot of %s (%s)", dbFile, size(fileSize(filepath.Join(t.opt.Data, dbFile))))
 		if err := vacuumInto(ctx, filepath.Join(t.opt.Data, dbFile), snap); err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", dbFile, err)
 		}
@@ -259,6 +260,7 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 		if t.m.Traces.Broken == "" || try == snapshotTries {
 			break
 		}
+		t.progress.step("the snapshot's traces do not verify (%s): taking it again", t.m.Traces.Broken)
 	}
 	t.m.Holds = Holds{Users: census.Users, Agents: census.Agents, Runs: census.Runs, RunsInProgress: census.RunsInProgress,
 		ChangeSets: census.ChangeSets, PendingChangeSets: census.PendingChangeSets, Messages: census.Messages, Sealed: census.Sealed}

@@ -222,6 +222,46 @@ func TestRestoreRefuses(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesANewerRelease: a backup whose schema is newer than
+// this release's is refused before anything is written.
+func TestRestoreRefusesANewerRelease(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "newer.tar")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(f, false, newProgress(nil, time.Now))
+	mustDo(t, w.add(fileEntry(dbFile), strings.NewReader("xxx")))
+	mustDo(t, w.manifest(Manifest{Format: Format, Version: FormatVersion, CorralVersion: "v9", Schema: sqlite.SchemaVersion() + 1, Files: w.entries}))
+	mustDo(t, w.close())
+	mustDo(t, f.Close())
+	dst := filepath.Join(t.TempDir(), "restored")
+	_, err = restore(file, dst)
+	if err == nil || !strings.Contains(corral.ErrorMessage(err), "the backup was made by a newer release (corral v9") {
+		t.Fatalf("Restore = %v, want a newer release refused", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused restore made %s", dst)
+	}
+}
+
+// TestRestoreTakesTheLock: a server that holds the directory's lock
+// (here, a lock that answers so) stops the restore before it writes.
+func TestRestoreTakesTheLock(t *testing.T) {
+	to, _ := newFixture(t).take(t, "backup.tar")
+	dst := filepath.Join(t.TempDir(), "restored")
+	_, err := Restore(context.Background(), RestoreOptions{From: to, Data: dst, LockFile: "corral.lock",
+		Lock: func(string) (func(), error) {
+			return nil, errors.New("data directory in use: another corral serve (pid 7)")
+		}})
+	if err == nil || !strings.Contains(err.Error(), "another corral serve (pid 7)") {
+		t.Fatalf("Restore = %v, want the lock's refusal", err)
+	}
+	if des, _ := os.ReadDir(dst); len(des) != 0 {
+		t.Fatalf("a restore without the lock wrote %v", des)
+	}
+}
+
 // TestRestoreFindsBrokenTraces: a store whose traces were tampered with
 // (an event rewritten, the end of a run's trace cut off) backs up with the
 // break named, and restores with it named again.
@@ -299,6 +339,33 @@ func TestBackupWaitsForApplies(t *testing.T) {
 	mustDo(t, <-done)
 	if m.Holds.Workspaces != 1 {
 		t.Fatalf("Holds = %+v, want the workspace", m.Holds)
+	}
+}
+
+// TestBackupCopiesAgainAfterAnApply: an apply that begins and ends while
+// a workspace is copied (its journal made and removed, a file changed)
+// makes the copy be taken again, with the applied file.
+func TestBackupCopiesAgainAfterAnApply(t *testing.T) {
+	fx := newFixture(t)
+	ws := filepath.Join(fx.data, workspacesDir, "agt_a")
+	journal := filepath.Join(fx.data, journalsDir, "agt_a")
+	mustDo(t, os.MkdirAll(journal, 0o700))
+	copies := 0
+	copiedHook = func(agentID string) {
+		copies++
+		if copies == 1 {
+			writeFiles(t, journal, map[string]string{"chg_9.json": "{}"})
+			writeFiles(t, ws, map[string]string{"README.md": "# applied\n"})
+			mustDo(t, os.Remove(filepath.Join(journal, "chg_9.json")))
+		}
+	}
+	defer func() { copiedHook = nil }()
+	to, _ := fx.take(t, "backup.tar")
+	if copies != 2 {
+		t.Errorf("the workspace was copied %d times, want 2", copies)
+	}
+	if !bytes.Contains(raw(t, to), []byte("# applied\n")) {
+		t.Error("the backup holds the workspace as it was before the apply")
 	}
 }
 

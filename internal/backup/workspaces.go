@@ -59,6 +59,9 @@ func (t *taker) workspace(ctx context.Context, agentID string) error {
 			case err != nil && !errors.Is(err, errChanged):
 				return err
 			case err == nil:
+				if copiedHook != nil {
+					copiedHook(agentID)
+				}
 				after, _, err := stamp(journal)
 				if err != nil {
 					return err
@@ -74,6 +77,10 @@ func (t *taker) workspace(ctx context.Context, agentID string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// copiedHook, when set (by tests), runs after each copy of a workspace
+// and before the second look at its journal.
+var copiedHook func(agentID string)
 
 func (t *taker) addWorkspace(name, seg string, c treeCopy) error {
 	if err := t.w.parents(t.opt.Data, name); err != nil {
