@@ -213,15 +213,15 @@ func (p *progress) written(n int64) {
 		return
 	}
 	p.last = p.now()
-	fmt.Fprintf(p.w, "%s written\n", size(n))
+	fmt.Fprintf(p.w, "%s written\n", Size(n))
 }
 
 func (p *progress) done(n int64) {
-	p.step("%s written", size(n))
+	p.step("%s written", Size(n))
 }
 
-// size writes a number of bytes for a person.
-func size(n int64) string {
+// Size writes a number of bytes for a person, as the listings do.
+func Size(n int64) string {
 	switch {
 	case n >= 1e9:
 		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
@@ -232,6 +232,3 @@ func size(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
-
-// Size writes a number of bytes for a person, as the listings do.
-func Size(n int64) string { return size(n) }

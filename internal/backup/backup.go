@@ -247,7 +247,7 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		start := t.opt.Now()
-		t.progress.step("taking a snapshot of %s (%s)", dbFile, size(fileSize(filepath.Join(t.opt.Data, dbFile))))
+		t.progress.step("taking a snapshot of %s (%s)", dbFile, Size(fileSize(filepath.Join(t.opt.Data, dbFile))))
 		if err := vacuumInto(ctx, filepath.Join(t.opt.Data, dbFile), snap); err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", dbFile, err)
 		}
@@ -256,7 +256,7 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.progress.step("snapshot of %s taken (%s in %s)", dbFile, size(fileSize(snap)), t.opt.Now().Sub(start).Round(time.Millisecond))
+		t.progress.step("snapshot of %s taken (%s in %s)", dbFile, Size(fileSize(snap)), t.opt.Now().Sub(start).Round(time.Millisecond))
 		if t.m.Traces.Broken == "" || try == snapshotTries {
 			break
 		}

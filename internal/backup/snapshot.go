@@ -98,7 +98,7 @@ func (t *taker) documents(ctx context.Context, agents []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.path, err)
 		}
-		t.progress.step("snapshot of %s taken (%s in %s)", s.path, size(fileSize(snap)), t.opt.Now().Sub(start).Round(time.Millisecond))
+		t.progress.step("snapshot of %s taken (%s in %s)", s.path, Size(fileSize(snap)), t.opt.Now().Sub(start).Round(time.Millisecond))
 		if err := t.w.parents(t.opt.Data, s.path); err != nil {
 			return err
 		}

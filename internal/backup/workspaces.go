@@ -93,7 +93,7 @@ func (t *taker) addWorkspace(name, seg string, c treeCopy) error {
 	t.m.Holds.WorkspaceFiles += c.files
 	t.m.Holds.WorkspaceBytes += c.bytes
 	t.m.Holds.Skipped += c.skipped
-	t.progress.step("%s copied (%d files, %s)", name, c.files, size(c.bytes))
+	t.progress.step("%s copied (%d files, %s)", name, c.files, Size(c.bytes))
 	return nil
 }
 
