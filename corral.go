@@ -408,6 +408,20 @@ type ChangeSet struct {
 	DecidedAt time.Time
 }
 
+// Expired is cs as it is once nobody may decide it any more: expired,
+// every entry still pending dropped. An expired change set is never
+// applied. The entries are a copy: cs is left as it was.
+func (cs ChangeSet) Expired() ChangeSet {
+	cs.Entries = slices.Clone(cs.Entries)
+	for i := range cs.Entries {
+		if cs.Entries[i].State == EntryPending {
+			cs.Entries[i].State = EntryDropped
+		}
+	}
+	cs.Status = ChangeExpired
+	return cs
+}
+
 // WaitingChangeSet is a change set that waits for a person, as an inbox
 // lists it: whose it is and how many of its entries wait, without the
 // entries themselves.

@@ -200,3 +200,22 @@ func strs[S ~string](all []S) []string {
 	}
 	return out
 }
+
+func TestChangeSetExpired(t *testing.T) {
+	cs := ChangeSet{ID: "chg_1", Status: ChangePending, Entries: []ChangeEntry{
+		{Path: "a", State: EntryPending}, {Path: "b", State: EntryApplied}, {Path: "c", State: EntryDenied}, {Path: "d", State: EntryPending},
+	}}
+	got := cs.Expired()
+	want := []EntryState{EntryDropped, EntryApplied, EntryDenied, EntryDropped}
+	for i, e := range got.Entries {
+		if e.State != want[i] {
+			t.Errorf("Expired entry %s = %s, want %s", e.Path, e.State, want[i])
+		}
+	}
+	if got.Status != ChangeExpired {
+		t.Errorf("Expired status = %s, want %s", got.Status, ChangeExpired)
+	}
+	if cs.Status != ChangePending || cs.Entries[0].State != EntryPending {
+		t.Errorf("Expired changed the change set it was given: %+v", cs)
+	}
+}

@@ -95,6 +95,11 @@ var forbidden = []struct {
 		why:  "OpenTelemetry stays out of the pure packages",
 	},
 	{
+		from: []string{"corral/internal/backup"},
+		to:   []string{"corral/internal/secrets"},
+		why:  "a backup neither holds nor reads a key: the keys are kept apart from backups",
+	},
+	{
 		from: []string{"corral/cmd/corral"},
 		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest", "corral/internal/otlptest"},
 		why:  "the server never carries the tests' fakes and servers",
@@ -224,6 +229,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/secrets/secrets.go":       "package secrets\n",
 		"internal/egress/egress.go":         "package egress\n",
 		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
+		"internal/backup/backup.go":         "package backup\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
 		"internal/metrics/metrics.go":       "package metrics\n\nimport _ \"corral/internal/store/sqlite\"\n",
 		"internal/telemetry/telemetry.go":   "package telemetry\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
@@ -270,6 +276,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral/internal/relay imports corral/internal/telemetry (internal/relay/span.go)",
 		"corral/internal/relay must not import corral/internal/telemetry (the runs' spans leave control only: a sandbox node sends none itself):\n" +
 			"\tcorral/internal/relay imports corral/internal/telemetry (internal/relay/span.go)",
+		"corral/internal/backup must not import corral/internal/secrets (a backup neither holds nor reads a key: the keys are kept apart from backups):\n" +
+			"\tcorral/internal/backup imports corral/internal/secrets (internal/backup/backup.go)",
 		"corral/cmd/corral must not import corral/internal/gittest (the server never carries the tests' fakes and servers):\n" +
 			"\tcorral/cmd/corral imports corral/internal/service (cmd/corral/main.go)\n" +
 			"\tcorral/internal/service imports corral/internal/gittest (internal/service/service.go)",

@@ -31,6 +31,8 @@ const usage = `usage:
   corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]
               [--timeout DUR] [--output BYTES] [--tmp BYTES] [--env K=V]... [--json] -- CMD [ARGS...]
   corral trace verify [--data DIR]
+  corral backup --to FILE [--data DIR]               (a .tar or .tar.gz; while the server runs)
+  corral restore --from FILE [--data DIR]            (into an absent or empty DIR)
   corral user create --email E --name N [--admin]   (reads the password from stdin)
   corral user disable --email E
   corral user enable --email E
@@ -69,6 +71,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintf(stderr, "corral trace: %s\n", describe(err))
 		}
 		return code
+	case "backup":
+		code, err := backupCommand(ctx, args[1:], stdout, stderr, getenv)
+		return commandExit(stderr, "backup", code, err)
+	case "restore":
+		code, err := restoreCommand(ctx, args[1:], stdout, stderr, getenv)
+		return commandExit(stderr, "restore", code, err)
 	case "exec":
 		code, err := execCommand(ctx, args[1:], stdin, stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {

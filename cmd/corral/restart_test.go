@@ -24,7 +24,7 @@ import (
 
 // httpClient is one signed-in person talking to a real server.
 type httpClient struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 }

@@ -23,13 +23,13 @@ type server struct {
 
 // startServer runs `corral serve` on data with env added, and returns once
 // it says it is serving. The test ends it if nothing else does.
-func startServer(t *testing.T, data string, env ...string) *server {
+func startServer(t testing.TB, data string, env ...string) *server {
 	t.Helper()
 	return startServerAt(t, "127.0.0.1:0", data, env...)
 }
 
 // startServerAt is startServer on a given address.
-func startServerAt(t *testing.T, addr, data string, env ...string) *server {
+func startServerAt(t testing.TB, addr, data string, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--addr", addr, "--data", data)
 	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
@@ -38,7 +38,7 @@ func startServerAt(t *testing.T, addr, data string, env ...string) *server {
 
 // startServing starts cmd, a `corral serve`, and returns once it says it is
 // serving.
-func startServing(t *testing.T, cmd *exec.Cmd) *server {
+func startServing(t testing.TB, cmd *exec.Cmd) *server {
 	t.Helper()
 	serving := regexp.MustCompile(`corral serving.* addr=(http://[0-9.]+:\d+)`)
 	var base string
@@ -56,7 +56,7 @@ func startServing(t *testing.T, cmd *exec.Cmd) *server {
 // once a line of its log satisfies ready; never, and the test fails with
 // never and the log. The log stays drained and kept; the test ends the
 // process if nothing else does.
-func startProcess(t *testing.T, cmd *exec.Cmd, never string, ready func(line string) bool) *server {
+func startProcess(t testing.TB, cmd *exec.Cmd, never string, ready func(line string) bool) *server {
 	t.Helper()
 	s := &server{cmd: cmd, eof: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
@@ -100,7 +100,7 @@ func (s *server) Log() string {
 
 // reachableTempDir is a temp dir the sandbox's user can reach (t.TempDir
 // makes its parent private).
-func reachableTempDir(t *testing.T) string {
+func reachableTempDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {

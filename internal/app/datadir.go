@@ -66,3 +66,18 @@ func (l *dataLock) release() {
 		l.f.Close()
 	}
 }
+
+// LockFile is the name of the data directory's lock file.
+const LockFile = lockFile
+
+// LockData takes the data directory's lock as a server does, for a command
+// that must have the directory to itself while it writes it (corral
+// restore): a server started meanwhile exits at once, as a second server
+// would.
+func LockData(data string) (release func(), err error) {
+	l, err := lockDataDir(data)
+	if err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}

@@ -258,14 +258,7 @@ func (c *Decisions) closeStage(cs corral.ChangeSet) {
 }
 
 func (c *Decisions) expire(ctx context.Context, cs corral.ChangeSet) {
-	expired := cs
-	expired.Entries = slices.Clone(cs.Entries)
-	for i := range expired.Entries {
-		if expired.Entries[i].State == corral.EntryPending {
-			expired.Entries[i].State = corral.EntryDropped
-		}
-	}
-	expired.Status = corral.ChangeExpired
+	expired := cs.Expired()
 	if err := c.store.UpdateChangeSet(ctx, expired, corral.ChangePending); err == nil {
 		c.closeStage(expired)
 	}

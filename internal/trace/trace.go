@@ -202,3 +202,33 @@ func VerifyAll(ctx context.Context, store Store) (events, runs int, err error) {
 	}
 	return events, runs, nil
 }
+
+// Runs lists runs by status: what VerifyStore needs to find cut-off ends.
+type Runs interface {
+	RunsIn(ctx context.Context, statuses ...corral.RunStatus) ([]corral.Run, error)
+}
+
+// VerifyStore checks every chain in store (VerifyAll), then what a chain
+// alone cannot show: that no trace lost its newest events. Every run the
+// store has as ended must have a trace whose last event is its Ended
+// event. It returns the events and chains checked, and the first break.
+func VerifyStore(ctx context.Context, store Store, runs Runs) (events, chains int, err error) {
+	events, chains, err = VerifyAll(ctx, store)
+	if err != nil {
+		return events, chains, err
+	}
+	ended, err := runs.RunsIn(ctx, corral.RunCompleted, corral.RunCancelled, corral.RunKilled, corral.RunErrored, corral.RunReconciled)
+	if err != nil {
+		return events, chains, err
+	}
+	for _, r := range ended {
+		evs, err := store.Trace(ctx, r.ID)
+		if err != nil {
+			return events, chains, err
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Type != Ended {
+			return events, chains, fmt.Errorf("run %s: the run is %s, but its trace (%d events) does not end with its ended event: events were cut off or never written", r.ID, r.Status, len(evs))
+		}
+	}
+	return events, chains, nil
+}
