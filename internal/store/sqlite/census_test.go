@@ -24,7 +24,7 @@ func TestCensus(t *testing.T) {
 	a := mustAgent(t, db, alice, "a", 0)
 	b := mustAgent(t, db, bob, "b", time.Minute)
 	mustCredential(t, db, alice, "gh", "github.com", 0)
-	if err := db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: a.ID, Name: "npm", Host: "registry.npmjs.org", Header: "Authorization"}, []byte("sealed")); err != nil {
+	if err := db.CreateSecret(ctx, corral.Secret{ID: corral.NewID("sec"), AgentID: a.ID, Name: "npm", Host: "registry.npmjs.org", Header: "Authorization"}, []byte("sealed"), alice.ID); err != nil {
 		t.Fatal(err)
 	}
 	done := mustAdmit(t, db, a, alice, 0)
