@@ -35,6 +35,7 @@ import {
   cliTranscript, createAgent, delegationByName, firstRunScreen, firstRunSignUp, markdownAnswer,
   modelsAndLimits, narrowScreens, reviewDecided, reviewWaiting, sendAndComplete, terminalRunEnds,
 } from './firsthour.mjs'
+import { adminPage } from './admin.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -729,6 +730,8 @@ async function main() {
     await visible(bob.getByRole('link', { name: 'Back to your agents' }), 'the link back to the list')
     await shot(bob, 'no-access')
   })
+
+  await step('Alice, the admin, sees usage, budgets and people on the admin page, and disables and enables Bob', () => adminPage(alice, agentName))
 
   await step('Alice logs out', async () => {
     await alice.getByRole('button', { name: 'Log out', exact: true }).click()

@@ -17,6 +17,7 @@ import { AcceptLinkPage } from './pages/AcceptLink'
 import { CredentialsPage } from './pages/Credentials'
 import { LibraryPage } from './pages/Library'
 import { InboxPage } from './pages/Inbox'
+import { AdminPage } from './pages/Admin'
 import { WaitingBadge } from './WaitingBadge'
 import { inboxStaleEvent } from './review'
 
@@ -120,6 +121,11 @@ export function App() {
               Inbox
               <WaitingBadge n={waiting} title={`${waiting} change set${waiting === 1 ? '' : 's'} waiting for your review`} />
             </Link>
+            {user.admin && (
+              <Link to="/admin" aria-current={path === '/admin' ? 'page' : undefined}>
+                Admin
+              </Link>
+            )}
           </nav>
         )}
         <div className="whoami">
@@ -158,6 +164,7 @@ function Page({ path, signedIn, onInboxCount }: { path: string; signedIn: boolea
   if (path === '/credentials') return <CredentialsPage />
   if (path === '/library') return <LibraryPage />
   if (path === '/inbox') return <InboxPage onCount={onInboxCount} />
+  if (path === '/admin') return <AdminPage />
   if ((p = match('/agents/:id/settings', path))) return <SettingsPage key={p.id} id={p.id} />
   if ((p = match('/agents/:id', path))) return <AgentPage key={p.id} id={p.id} />
   if ((p = match('/runs/:id', path))) return <RunPage key={p.id} id={p.id} />

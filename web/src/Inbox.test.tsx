@@ -60,7 +60,7 @@ describe('the header', () => {
     render(<App />)
     const nav = await screen.findByRole('navigation', { name: 'Main' })
     await waitFor(() => expect(within(nav).getByRole('link', { name: /^Inbox/ }).textContent).toBe('Inbox2 (2 waiting)'))
-    expect(within(nav).getAllByRole('link').map((l) => l.getAttribute('href'))).toEqual(['/', '/library', '/inbox'])
+    expect(within(nav).getAllByRole('link').map((l) => l.getAttribute('href'))).toEqual(['/', '/library', '/inbox', '/admin'])
   })
 
   it('asks again when a page says what waits may have moved', async () => {

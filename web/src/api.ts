@@ -5,6 +5,7 @@ import { ApiError, errorFromAnswer, networkError } from './errors'
 import type { AgentRequestWithEgress, AgentSecret, EgressPreset, SecretRequest } from './egress'
 import type {
   Agent,
+  AgentBudget,
   ChangeSet,
   Commit,
   Credential,
@@ -13,21 +14,27 @@ import type {
   Grant,
   GrantLevel,
   ImportResult,
+  Invite,
   Items,
   LimitsInfo,
   Link,
   LinkLevel,
+  ListedUser,
   Message,
   ModelList,
+  NodeInfo,
   PostedMessage,
   PushResult,
   Repository,
   RepositoryRequest,
   Run,
+  RunInFlight,
   SearchResult,
   SyncResult,
   Setup,
   TraceEvent,
+  Usage,
+  UsageGroupBy,
   User,
   WaitingChangeSet,
   WorkspaceFile,
@@ -136,8 +143,11 @@ function decide(changeId: string, verb: 'approve' | 'reject', paths?: string[]):
 
 export const api = {
   me: () => request<{ user: User }>('GET', '/api/me', undefined, { quiet401: true }).then((a) => a.user),
-  signup: (email: string, name: string, password: string) =>
-    request<{ user: User }>('POST', '/api/auth/signup', { email, name, password }, { quiet401: true }).then((a) => a.user),
+  /** invite: the token of an invite link, for a server whose signup is by invite. */
+  signup: (email: string, name: string, password: string, invite?: string) =>
+    request<{ user: User }>('POST', '/api/auth/signup', { email, name, password, invite: invite || undefined }, { quiet401: true }).then(
+      (a) => a.user,
+    ),
   login: (email: string, password: string) =>
     request<{ user: User }>('POST', '/api/auth/login', { email, password }, { quiet401: true }).then((a) => a.user),
   logout: () => request<void>('POST', '/api/auth/logout', undefined, { quiet401: true }),
@@ -189,6 +199,21 @@ export const api = {
   tree: (runId: string, signal?: AbortSignal) =>
     request<Items<Run>>('GET', `/api/runs/${enc(runId)}/tree`, undefined, { signal }).then((a) => a.items),
   trace: (runId: string) => request<Items<TraceEvent>>('GET', `/api/runs/${enc(runId)}/trace`).then((a) => a.items),
+  // Administrators only.
+  users: () => request<Items<ListedUser>>('GET', '/api/users').then((a) => a.items),
+  disableUser: (id: string) => request<{ user: User }>('POST', `/api/users/${enc(id)}/disable`).then((a) => a.user),
+  enableUser: (id: string) => request<{ user: User }>('POST', `/api/users/${enc(id)}/enable`).then((a) => a.user),
+  createInvite: () => request<Invite>('POST', '/api/invites'),
+  nodes: () => request<Items<NodeInfo>>('GET', '/api/nodes').then((a) => a.items),
+  /** Tokens and runs per agent, person or model, and per UTC day, from since (a date) on; an admin sees everyone's. */
+  usage: (groupBy: UsageGroupBy, since: string) =>
+    request<Usage>('GET', `/api/usage?group_by=${enc(groupBy)}&since=${enc(since)}`),
+  /** Every run admitted, running or paused (an admin: every agent's). */
+  runsInFlight: () => request<Items<RunInFlight>>('GET', '/api/runs?status=active').then((a) => a.items),
+  budgets: () => request<Items<AgentBudget>>('GET', '/api/admin/budgets').then((a) => a.items),
+  drainNode: (id: string) => request<unknown>('POST', `/api/nodes/${enc(id)}/drain`),
+  undrainNode: (id: string) => request<unknown>('DELETE', `/api/nodes/${enc(id)}/drain`),
+  moveAgent: (nodeId: string, agentId: string) => request<unknown>('POST', `/api/nodes/${enc(nodeId)}/agents`, { agent_id: agentId }),
   stopRun: (runId: string) => request<Run>('POST', `/api/runs/${enc(runId)}/stop`),
   killRun: (runId: string) => request<Run>('POST', `/api/runs/${enc(runId)}/kill`),
   runEventsURL: (runId: string) => `/api/runs/${enc(runId)}/events`,

@@ -98,3 +98,13 @@ export type Setup = Schemas['Setup']
 export type ModelList = Schemas['Models']
 /** GET /api/limits: an agent's limits when left 0 (null: no limit), and the most each may be. */
 export type LimitsInfo = Schemas['LimitsInfo']
+
+// The administrators' page.
+export type ListedUser = Schemas['ListedUser']
+export type Invite = Schemas['Invite']
+export type NodeInfo = Schemas['Node']
+export type Usage = Schemas['Usage']
+export type UsageGroupBy = Usage['group_by']
+export type UsageGroup = Schemas['UsageGroup']
+export type RunInFlight = Schemas['RunInFlight']
+export type AgentBudget = Schemas['AgentBudget']

@@ -138,6 +138,8 @@ function SignupForm({
   const { setUser } = useSession()
   const { query } = useLocation()
   const next = query.get('next')
+  // An invite link: /signup?invite=TOKEN (the admin page makes them).
+  const invite = query.get('invite') ?? undefined
   const [email, setEmail] = useState('')
   const [name, setName] = useState('')
   const [password, setPassword] = useState('')
@@ -152,7 +154,7 @@ function SignupForm({
     setBusy(true)
     setError(undefined)
     try {
-      const user = await api.signup(email, name, password)
+      const user = await api.signup(email, name, password, invite)
       setUser(user)
       navigate(safeNext(next), { replace: true })
     } catch (err) {
@@ -166,6 +168,7 @@ function SignupForm({
     <section className="auth">
       <h1>{title}</h1>
       {intro}
+      {invite && <p className="muted">You were invited: this account is made with your invite.</p>}
       <form onSubmit={submit} className="stack">
         <Field label="Email">
           {(p) => <input {...p} type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />}
