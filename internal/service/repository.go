@@ -176,9 +176,10 @@ func (c *Repositories) Clone(ctx context.Context, actor corral.User, agentID, ra
 	}
 	// One clone decision at a time per agent: the check and the row.
 	unlock := c.locks.Lock(a.ID)
+	var r corral.Repository
 	err = c.trees.CanClone(ctx, a.ID)
 	if err == nil {
-		r := corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
+		r = corral.Repository{AgentID: a.ID, URL: u.String(), Ref: ref, CredentialID: credentialID,
 			Status: corral.RepoCloning, CreatedBy: actor.ID, CreatedAt: c.cfg.Now().UTC()}
 		if ref != "" {
 			err = sanitize.RefName(ref)
@@ -191,7 +192,6 @@ func (c *Repositories) Clone(ctx context.Context, actor corral.User, agentID, ra
 			repos.progress[a.ID] = 0
 			repos.mu.Unlock()
 			repos.jobs.Add(1)
-			go c.cloneJob(r)
 		}
 	}
 	unlock()
@@ -199,7 +199,11 @@ func (c *Repositories) Clone(ctx context.Context, actor corral.User, agentID, ra
 		return Repository{}, err
 	}
 	c.cfg.Log.Info("clone started", "agent", a.ID, "by", actor.ID, "host", u.Host)
-	return c.Repository(ctx, actor, a.ID)
+	// The answer is the clone as it starts: read before its job runs,
+	// which may end it at once (a refused address).
+	started, err := c.Repository(ctx, actor, a.ID)
+	go c.cloneJob(r)
+	return started, err
 }
 
 // cloneJob clones in the background; the node lands all of the clone in
