@@ -99,6 +99,22 @@ describe('AdminPage', () => {
     expect(calls.filter((c) => c.method === 'POST').map((c) => c.url)).toEqual(['/api/nodes/nod_1/drain'])
   })
 
+  it('moves any agent, whoever owns it, to a ready node', async () => {
+    const calls = routes((method, url) => {
+      if (url === '/api/nodes') return [200, { items: [{ id: 'nod_2', name: 'node-2', status: 'ready', runs: 0, max_sessions: 0, last_seen: null, refused_connections: 0, last_refused_at: null }] }]
+      if (url === '/api/admin/budgets') return [200, { items: [{ agent_id: 'agt_bob', agent_name: 'bobs-agent', owner: { id: 'usr_bob', name: 'Bob' }, budget: { tokens: 0, used: 0, reserved: 0, left: null }, open_reservations: 0 }] }]
+      if (method === 'POST' && url === '/api/nodes/nod_2/agents') return [204]
+      return undefined
+    })
+    page()
+    const select = await screen.findByLabelText('Agent to move to node-2')
+    await waitFor(() => expect(within(select).getByRole('option', { name: 'bobs-agent (Bob)' })).toBeTruthy())
+    fireEvent.change(select, { target: { value: 'agt_bob' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Move here' }))
+    expect(await screen.findByText('Moved bobs-agent.')).toBeTruthy()
+    expect(calls.find((c) => c.method === 'POST')?.body).toEqual({ agent_id: 'agt_bob' })
+  })
+
   it('lists the runs in flight and kills one', async () => {
     let runs = [{
       id: 'run_1', agent_id: 'agt_1', agent_name: 'helper', owner: { id: 'usr_bob', name: 'Bob' }, status: 'running',

@@ -128,7 +128,8 @@ function People() {
 }
 
 function MoveAgent({ node }: { node: NodeInfo }) {
-  const agents = useLoad(() => api.agents(), [])
+  // Every agent, whoever owns it: the budgets list is the administrators' list of all agents.
+  const agents = useLoad(() => api.budgets(), [])
   const [agent, setAgent] = useState('')
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>()
@@ -140,7 +141,7 @@ function MoveAgent({ node }: { node: NodeInfo }) {
     setMoved('')
     try {
       await api.moveAgent(node.id, agent)
-      setMoved(agents.data?.find((a) => a.id === agent)?.name ?? agent)
+      setMoved(agents.data?.find((a) => a.agent_id === agent)?.agent_name ?? agent)
     } catch (err) {
       setError(err)
     } finally {
@@ -154,8 +155,8 @@ function MoveAgent({ node }: { node: NodeInfo }) {
           <select {...p} required value={agent} onChange={(e) => setAgent(e.target.value)}>
             <option value="">Choose an agent</option>
             {agents.data?.map((a) => (
-              <option key={a.id} value={a.id}>
-                {a.name}
+              <option key={a.agent_id} value={a.agent_id}>
+                {a.agent_name} ({a.owner.name})
               </option>
             ))}
           </select>
