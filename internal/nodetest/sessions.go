@@ -209,6 +209,15 @@ func testTerminal(t *testing.T, newSubject NewSubject) {
 	// size (the resize reached it later).
 	sc.Type("until [ \"$(stty size)\" = '40 120' ]; do sleep 0.01; done; echo resized-$((6*7))\n")
 	sc.See("resized-42")
+	// A program that sets a size of its own is overruled by the viewer's
+	// (readline does, as each prompt starts: a resize landing in its
+	// read-then-write was undone, and the shell ran on at the old size).
+	// (What the program itself reads of its size depends on when the
+	// supervisor reads the output before it: only what follows is sure.)
+	sc.Type("stty rows 10 cols 20; echo small-$((2+3))\n")
+	sc.See("small-5")
+	sc.Type("echo back-$(stty size)\n")
+	sc.See("back-40 120")
 	wantCode(t, "Resize(0, 40)", term.Resize(0, 40), corral.EINVALID)
 	// Seen run before the viewer goes: the supervisor drops what a viewer
 	// typed and it has not read yet when the viewer detaches.

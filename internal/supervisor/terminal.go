@@ -88,6 +88,37 @@ type terminal struct {
 	ring    []byte
 	viewers map[net.Conn]struct{}
 	ended   bool
+
+	sizeMu sync.Mutex
+	size   pty.Winsize // the last size a viewer asked for
+}
+
+// setSize makes ws the terminal's size, the one it keeps.
+func (t *terminal) setSize(ws pty.Winsize) {
+	t.sizeMu.Lock()
+	defer t.sizeMu.Unlock()
+	t.size = ws
+	pty.Setsize(t.master, &ws)
+}
+
+// keepSize puts the viewer's size back if something inside changed it.
+// Readline, as each prompt starts, reads the size and writes it back
+// (rltty.c's set_winsize): a resize that lands between the two is undone,
+// and the shell and its programs go on at the old size while the viewer
+// shows the new one. Checked before each piece of output goes out, so
+// whatever a viewer reads next was written at its size or is followed by
+// a SIGWINCH; a program that sets a size of its own (stty rows 10) is
+// overruled the same way: the viewer's window is the size.
+func (t *terminal) keepSize() {
+	t.sizeMu.Lock()
+	defer t.sizeMu.Unlock()
+	if t.size.Cols == 0 {
+		return
+	}
+	rows, cols, err := pty.Getsize(t.master)
+	if err == nil && (rows != int(t.size.Rows) || cols != int(t.size.Cols)) {
+		pty.Setsize(t.master, &t.size)
+	}
 }
 
 // shell is the terminal's program: bash where the host (whose /usr the
@@ -113,8 +144,9 @@ func (s *supervisor) openTerminal(cols, rows int) (*terminal, error) {
 	if err != nil {
 		return nil, corral.Internal("terminal", err)
 	}
+	t := &terminal{s: s, master: master, viewers: map[net.Conn]struct{}{}}
 	if cols > 0 && rows > 0 {
-		pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+		t.setSize(pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	}
 	proc, err := s.sess.Exec(sandbox.Command{Argv: shell(), Env: terminalEnv, TTY: true}, slave, slave, slave)
 	slave.Close()
@@ -122,7 +154,7 @@ func (s *supervisor) openTerminal(cols, rows int) (*terminal, error) {
 		master.Close()
 		return nil, err
 	}
-	t := &terminal{s: s, proc: proc, master: master, viewers: map[net.Conn]struct{}{}}
+	t.proc = proc
 	s.term = t
 	s.finished.Add(1)
 	go t.run()
@@ -137,6 +169,7 @@ func (t *terminal) run() {
 	for {
 		n, err := t.master.Read(buf)
 		if n > 0 {
+			t.keepSize()
 			t.out(buf[:n])
 		}
 		if err != nil {
@@ -219,7 +252,7 @@ func (t *terminal) attach(c net.Conn, r *bufio.Reader) {
 			if len(p) == 4 {
 				cols, rows := binary.BigEndian.Uint16(p[:2]), binary.BigEndian.Uint16(p[2:])
 				if cols > 0 && rows > 0 {
-					pty.Setsize(t.master, &pty.Winsize{Cols: cols, Rows: rows})
+					t.setSize(pty.Winsize{Cols: cols, Rows: rows})
 				}
 			}
 		}
