@@ -242,9 +242,9 @@ bench: deps
 		else echo "note: bubblewrap missing: the sandbox benchmark reports the exec ratio only"; fi; }
 	$(GO) test -run '^$$' -bench '^Benchmark(ListAgents|Clone|Import|StartTrue|ExecWarm|IdleSession)$$' -benchtime 40x -count 3 ./internal/api/ ./internal/sandbox/
 	$(GO) test -run '^$$' -bench DelegationTree -benchtime 3x -count 3 ./internal/api/
-	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/sqlite/
-	$(GO) test -run '^$$' -bench AuditWrites -benchtime 1000x -count 3 ./internal/store/sqlite/
-	$(GO) test -run '^$$' -bench UsageQuery -benchtime 20x -count 3 ./internal/store/sqlite/
+	$(GO) test -run '^$$' -bench TraceAppend -benchtime 1000x ./internal/store/
+	$(GO) test -run '^$$' -bench AuditWrites -benchtime 1000x -count 3 ./internal/store/
+	$(GO) test -run '^$$' -bench UsageQuery -benchtime 20x -count 3 ./internal/store/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench MetricsAPI -benchtime 20000x -count 3 ./internal/api/
 	$(GO) test -run '^$$' -bench MetricsGateway -benchtime 5000x -count 3 ./internal/modelapi/

@@ -4,7 +4,7 @@
 // that the service layer uses and the store packages implement.
 //
 // Dependencies point inward: internal/api calls internal/service, which
-// talks to these interfaces; internal/store/sqlite implements them. This
+// talks to these interfaces; internal/store implements them. This
 // package imports nothing from the project.
 package corral
 

@@ -6,7 +6,7 @@ import (
 )
 
 // The storage interfaces. Each is small and named for the use case it
-// serves; internal/store/sqlite implements all of them, and a PostgreSQL
+// serves; internal/store implements all of them, and a PostgreSQL
 // store will implement the same set. Unless a method says otherwise, a
 // missing row is reported as an *Error with code ENOTFOUND and a uniqueness
 // violation as ECONFLICT. A change to accounts or access is recorded as an

@@ -21,7 +21,7 @@ import (
 	"corral/internal/app"
 	"corral/internal/auth"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 const usage = `usage:
@@ -149,9 +149,9 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// create may make the first admin of a new installation before its
 	// first serve (signup invite or closed); the others change an account
 	// that must already be there.
-	open := sqlite.OpenExisting
+	open := store.OpenExisting
 	if args[0] == "create" {
-		open = sqlite.Open
+		open = store.Open
 	}
 	db, err := open(ctx, app.DBPath(dir))
 	if err != nil {

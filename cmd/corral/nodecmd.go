@@ -9,7 +9,7 @@ import (
 
 	"corral/internal/app"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // nodeCommand is `corral node token`: on the machine that holds control's
@@ -31,7 +31,7 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	// Only control's existing database: a token written into a new, empty
 	// one (a mistyped --data) would be one control never accepts.
-	db, err := sqlite.OpenExisting(ctx, app.DBPath(dir))
+	db, err := store.OpenExisting(ctx, app.DBPath(dir))
 	if err != nil {
 		return err
 	}

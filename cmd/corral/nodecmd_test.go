@@ -10,7 +10,7 @@ import (
 
 	"corral/internal/app"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // TestNodeToken: `corral node token` prints a join token a node can join
@@ -18,7 +18,7 @@ import (
 func TestNodeToken(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
-	db, err := sqlite.Open(ctx, app.DBPath(data)) // as control's first start does
+	db, err := store.Open(ctx, app.DBPath(data)) // as control's first start does
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"corral/internal/app"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -28,7 +28,7 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return 2, err
 	}
 	// Verifying reads what is there: it neither creates nor migrates.
-	db, err := sqlite.OpenExisting(ctx, app.DBPath(dir))
+	db, err := store.OpenExisting(ctx, app.DBPath(dir))
 	if err != nil {
 		return 1, err
 	}

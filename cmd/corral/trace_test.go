@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -20,7 +20,7 @@ func traceData(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(data, "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(data, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestTraceVerify(t *testing.T) {
 func TestTraceVerifyFindsACutOffEnd(t *testing.T) {
 	data := t.TempDir()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(data, "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(data, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,13 +32,13 @@ import (
 	"corral/internal/retrieval"
 	"corral/internal/runner"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // env is a real Corral API over a real SQLite database in a temp dir.
 type env struct {
 	t         testing.TB
-	db        *sqlite.DB
+	db        *store.DB
 	dbPath    string
 	api       *api.Server
 	srv       *httptest.Server

@@ -40,7 +40,7 @@ import (
 	"corral/internal/role"
 	"corral/internal/runner"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/telemetry"
 )
 
@@ -83,7 +83,7 @@ type App struct {
 // Parts are what an App is built of, for its commands and its tests to
 // reach. A part the role does not have is nil.
 type Parts struct {
-	Store *sqlite.DB
+	Store *store.DB
 	// Node is this machine's workspaces and sessions (roles all and
 	// sandbox); Fleet and Router reach the nodes' (role control).
 	Node   *node.Local

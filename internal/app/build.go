@@ -21,7 +21,7 @@ import (
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/telemetry"
 	"corral/internal/webui"
 	"corral/internal/workspace"
@@ -50,7 +50,7 @@ func (a *App) buildServer(ctx context.Context) error {
 			return err
 		}
 	}
-	db, err := sqlite.Open(ctx, dbPath(c.Data))
+	db, err := store.Open(ctx, dbPath(c.Data))
 	if err != nil {
 		return err
 	}

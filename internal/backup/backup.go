@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // The archive's format, in its manifest.
@@ -210,7 +210,7 @@ type taker struct {
 
 func (t *taker) take(ctx context.Context) (Manifest, error) {
 	t.m = Manifest{Format: Format, Version: FormatVersion, CreatedAt: t.opt.Now().UTC(),
-		CorralVersion: t.opt.CorralVersion, Schema: sqlite.SchemaVersion(), LeftOut: LeftOut}
+		CorralVersion: t.opt.CorralVersion, Schema: store.SchemaVersion(), LeftOut: LeftOut}
 	// The database first: it is the point in time. A workspace, copied
 	// after it, may hold an apply made while the backup ran; the database
 	// never claims an apply its workspace lacks.
@@ -241,7 +241,7 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 	if err := os.MkdirAll(filepath.Dir(snap), 0o700); err != nil {
 		return nil, err
 	}
-	var census sqlite.Census
+	var census store.Census
 	for try := 1; ; try++ {
 		if err := removeDB(snap); err != nil {
 			return nil, err
@@ -272,15 +272,15 @@ func (t *taker) database(ctx context.Context) ([]string, error) {
 
 // checkDB opens a snapshot as the server would (refusing one whose schema
 // is not this release's), counts what it holds and verifies its traces.
-func checkDB(ctx context.Context, path string) (sqlite.Census, Traces, error) {
-	db, err := sqlite.OpenExisting(ctx, path)
+func checkDB(ctx context.Context, path string) (store.Census, Traces, error) {
+	db, err := store.OpenExisting(ctx, path)
 	if err != nil {
-		return sqlite.Census{}, Traces{}, err
+		return store.Census{}, Traces{}, err
 	}
 	defer db.Close()
 	census, err := db.Census(ctx)
 	if err != nil {
-		return sqlite.Census{}, Traces{}, err
+		return store.Census{}, Traces{}, err
 	}
 	var tr Traces
 	tr.Events, tr.Chains, err = verifyTraces(ctx, db)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // TestRoundTrip backs a data directory up, as a plain tar and as a
@@ -38,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 			if m.Traces != (Traces{Events: 14, Chains: 4}) {
 				t.Errorf("Traces = %+v, want 14 events in 4 chains, unbroken", m.Traces)
 			}
-			if m.Schema != sqlite.SchemaVersion() || m.CorralVersion != "test" || m.Format != Format {
+			if m.Schema != store.SchemaVersion() || m.CorralVersion != "test" || m.Format != Format {
 				t.Errorf("manifest = %s %d, corral %s, schema %d", m.Format, m.Version, m.CorralVersion, m.Schema)
 			}
 			for _, e := range m.Files {
@@ -88,7 +88,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("restored directory holds %v, want %v", top, wantTop)
 			}
 
-			db, err := sqlite.OpenExisting(context.Background(), filepath.Join(dst, dbFile))
+			db, err := store.OpenExisting(context.Background(), filepath.Join(dst, dbFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +234,7 @@ func TestRestoreRefusesANewerRelease(t *testing.T) {
 	}
 	w := newWriter(f, false, newProgress(nil, time.Now))
 	mustDo(t, w.add(fileEntry(dbFile), strings.NewReader("xxx")))
-	mustDo(t, w.manifest(Manifest{Format: Format, Version: FormatVersion, CorralVersion: "v9", Schema: sqlite.SchemaVersion() + 1, Files: w.entries}))
+	mustDo(t, w.manifest(Manifest{Format: Format, Version: FormatVersion, CorralVersion: "v9", Schema: store.SchemaVersion() + 1, Files: w.entries}))
 	mustDo(t, w.close())
 	mustDo(t, f.Close())
 	dst := filepath.Join(t.TempDir(), "restored")

@@ -18,7 +18,7 @@ import (
 
 	"corral"
 	"corral/internal/retrieval"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -36,7 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
 	fx := fixture{data: t.TempDir(), agents: []string{"agt_a", "agt_b"}}
-	db, err := sqlite.Open(ctx, filepath.Join(fx.data, dbFile))
+	db, err := store.Open(ctx, filepath.Join(fx.data, dbFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // RestoreOptions are what Restore needs.
@@ -36,7 +36,7 @@ type RestoreOptions struct {
 type Restored struct {
 	Manifest Manifest      // what the backup says it holds
 	Schema   int64         // the restored database's schema version: this release's
-	Census   sqlite.Census // what the restored database holds, migrated
+	Census   store.Census // what the restored database holds, migrated
 	// Expired are the change sets that were pending in the backup: their
 	// staged trees are never in one, so they are expired, never applied.
 	Expired        int
@@ -63,9 +63,9 @@ func Restore(ctx context.Context, opt RestoreOptions) (Restored, error) {
 	if err != nil {
 		return Restored{}, note(err, "nothing was written")
 	}
-	if m.Schema > sqlite.SchemaVersion() {
+	if m.Schema > store.SchemaVersion() {
 		return Restored{}, corral.Errorf(corral.EINVALID, "the backup was made by a newer release (corral %s, schema version %d; this release's is %d): restore it with that release or a later one; nothing was written",
-			m.CorralVersion, m.Schema, sqlite.SchemaVersion())
+			m.CorralVersion, m.Schema, store.SchemaVersion())
 	}
 	p.step("%s checked against its manifest: %d entries", opt.From, len(m.Files))
 
@@ -84,7 +84,7 @@ func Restore(ctx context.Context, opt RestoreOptions) (Restored, error) {
 		return Restored{}, note(err, "the backup changed while it was restored: remove "+opt.Data+" before trying again")
 	}
 	p.done(p.bytes)
-	r := Restored{Manifest: m, Schema: sqlite.SchemaVersion()}
+	r := Restored{Manifest: m, Schema: store.SchemaVersion()}
 	if err := r.open(ctx, opt.Data); err != nil {
 		return r, err
 	}
@@ -114,7 +114,7 @@ func empty(dir, lockFile string) error {
 // pending, counts what it holds and verifies its traces, then counts the
 // documents of each restored store.
 func (r *Restored) open(ctx context.Context, data string) error {
-	db, err := sqlite.Open(ctx, filepath.Join(data, dbFile))
+	db, err := store.Open(ctx, filepath.Join(data, dbFile))
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (r *Restored) open(ctx context.Context, data string) error {
 // expirePending expires every pending change set, as the server does one
 // nobody decided in time: its staged tree is not in the backup, so it can
 // never be applied, and a person sees it expired rather than failing.
-func expirePending(ctx context.Context, db *sqlite.DB) (int, error) {
+func expirePending(ctx context.Context, db *store.DB) (int, error) {
 	pending, err := db.PendingChangeSets(ctx)
 	if err != nil {
 		return 0, err

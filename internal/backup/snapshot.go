@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the driver, as in internal/store/sqlite
+	_ "modernc.org/sqlite" // the driver, as in internal/store
 
 	"corral/internal/retrieval"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -49,7 +49,7 @@ func removeDB(path string) error {
 
 // verifyTraces checks every trace chain of db, and that every ended run's
 // trace ends with its ended event: what `corral trace verify` checks.
-func verifyTraces(ctx context.Context, db *sqlite.DB) (events, chains int, err error) {
+func verifyTraces(ctx context.Context, db *store.DB) (events, chains int, err error) {
 	return trace.VerifyStore(ctx, db, db)
 }
 

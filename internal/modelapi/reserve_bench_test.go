@@ -26,13 +26,13 @@ import (
 
 	"corral"
 	"corral/internal/gateway"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // storeGrant reserves and settles on a real store, as runner.Grant does.
 type storeGrant struct {
 	grant
-	db      *sqlite.DB
+	db      *store.DB
 	agentID string
 	resID   string
 	ceiling int64
@@ -67,7 +67,7 @@ func BenchmarkReservation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "corral.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"corral/internal/relay"
 	"corral/internal/relay/noderpc"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // newControl is control's side of enrollment on a fresh database: the
@@ -26,7 +26,7 @@ import (
 func newControl(t *testing.T) (*service.Enrollment, *fleet.Fleet, *httptest.Server, string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestJoinsAndRenews(t *testing.T) {
 // join again, instead of retrying for ever.
 func TestRefusesToStartUnjoined(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

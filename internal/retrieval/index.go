@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the driver, as in internal/store/sqlite
+	_ "modernc.org/sqlite" // the driver, as in internal/store
 
 	"corral"
 )

@@ -21,7 +21,7 @@ import (
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/supervisor"
 	"corral/internal/trace"
 )
@@ -35,7 +35,7 @@ const patience = 2 * time.Minute
 // fake provider.
 type harness struct {
 	t        testing.TB
-	db       *sqlite.DB
+	db       *store.DB
 	stages   *service.Stages
 	sessions *node.Local
 	dataDir  string
@@ -52,7 +52,7 @@ func newHarness(t testing.TB, script modeltest.Script) *harness {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -200,7 +200,7 @@ func writeThenAnswer(req modeltest.Request) modeltest.Reply {
 // traceStore is the real store with trace writes counted and, when broken,
 // refused.
 type traceStore struct {
-	*sqlite.DB
+	*store.DB
 	broken   bool
 	attempts atomic.Int64
 }

@@ -12,7 +12,7 @@ import (
 	"corral"
 	"corral/internal/auth"
 	"corral/internal/poll"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // testClock is the injected clock of the throttles: tests move it, never
@@ -49,7 +49,7 @@ type loginEnv struct {
 func newLoginEnv(t *testing.T) *loginEnv {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"corral"
 	"corral/internal/secrets"
 	"corral/internal/secrets/secrettest"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 // credSecret is distinctive so that any copy of it, anywhere, is found.
@@ -63,7 +63,7 @@ func (h recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h recordingHandler) WithGroup(string) slog.Handler { return h }
 
 type credEnv struct {
-	db            *sqlite.DB
+	db            *store.DB
 	dbPath        string
 	creds         *Credentials
 	logs          func() []string
@@ -77,7 +77,7 @@ func newCredEnv(t *testing.T) *credEnv {
 	ctx := context.Background()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "corral.db")
-	db, err := sqlite.Open(ctx, dbPath)
+	db, err := store.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}

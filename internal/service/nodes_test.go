@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"corral"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 )
 
 func TestNodesJoinAndCredentials(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

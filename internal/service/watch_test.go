@@ -10,7 +10,7 @@ import (
 	"corral"
 	"corral/internal/runner"
 	"corral/internal/service"
-	"corral/internal/store/sqlite"
+	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -45,7 +45,7 @@ func (f *fakeEngine) OutputSoFar(string) (runner.Output, bool) {
 // reused call id.
 func TestWatchSendsEachOutputByteOnce(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
