@@ -21,22 +21,22 @@ import (
 	"corral/internal/app"
 	"corral/internal/auth"
 	"corral/internal/service"
-	"corral/internal/store"
 )
 
 const usage = `usage:
-  corral serve [--addr 127.0.0.1:8080] [--data ./data] [--role all|control|sandbox] [--signup open|invite|closed]
+  corral serve [--addr 127.0.0.1:8080] [--data ./data] [--db postgres://…] [--role all|control|sandbox] [--signup open|invite|closed]
                [--change-ttl 168h] [--quarantine-after 3] [--quarantine-window 1h] [--session-grace 10m]
                [--max-conns N] [--max-conns-per-addr 128] [--trusted-proxy CIDR]...
   corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]
               [--timeout DUR] [--output BYTES] [--tmp BYTES] [--env K=V]... [--json] -- CMD [ARGS...]
-  corral trace verify [--data DIR]
+  corral trace verify [--data DIR] [--db URL]
   corral backup --to FILE [--data DIR]               (a .tar or .tar.gz; while the server runs)
   corral restore --from FILE [--data DIR]            (into an absent or empty DIR)
-  corral user create --email E --name N [--admin]   (reads the password from stdin)
+  corral user create --email E --name N [--admin]   (reads the password from stdin; --data DIR, --db URL)
   corral user disable --email E
   corral user enable --email E
-  corral node token [--data DIR]                     (a one-time join token for a sandbox node)
+  corral node token [--data DIR] [--db URL]          (a one-time join token for a sandbox node)
+  corral store copy --from DIR --to postgres://…     (moves a SQLite installation to PostgreSQL)
   corral version
 `
 
@@ -77,6 +77,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "restore":
 		code, err := restoreCommand(ctx, args[1:], stdout, stderr, getenv)
 		return commandExit(stderr, "restore", code, err)
+	case "store":
+		code, err := storeCommand(ctx, args[1:], stdout, stderr)
+		return commandExit(stderr, "store", code, err)
 	case "exec":
 		code, err := execCommand(ctx, args[1:], stdin, stdout, stderr)
 		if errors.Is(err, flag.ErrHelp) {
@@ -136,10 +139,11 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs := flag.NewFlagSet("user "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "data directory")
+	dbURL := fs.String("db", "", "the postgres:// URL control serves from, if not SQLite in --data (env CORRAL_DATABASE_URL)")
 	email := fs.String("email", "", "the account's email")
 	name := fs.String("name", "", "the account's display name (create)")
 	admin := fs.Bool("admin", false, "make the account an administrator (create)")
-	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data", "db"); err != nil {
 		return err
 	}
 	dir, err := absData(*data)
@@ -149,11 +153,11 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// create may make the first admin of a new installation before its
 	// first serve (signup invite or closed); the others change an account
 	// that must already be there.
-	open := store.OpenExisting
+	open := app.OpenExistingStore
 	if args[0] == "create" {
-		open = store.Open
+		open = app.OpenStore
 	}
-	db, err := open(ctx, app.DBPath(dir))
+	db, err := open(ctx, dir, *dbURL)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"corral/internal/app"
 	"corral/internal/service"
-	"corral/internal/store"
 )
 
 // nodeCommand is `corral node token`: on the machine that holds control's
@@ -17,12 +16,13 @@ import (
 // for an hour, and prints it (stdout only: it is a secret until used).
 func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || args[0] != "token" {
-		return fmt.Errorf("%w: corral node token [--data DIR]", errUsage)
+		return fmt.Errorf("%w: corral node token [--data DIR] [--db URL]", errUsage)
 	}
 	fs := flag.NewFlagSet("node token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "control's data directory")
-	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
+	dbURL := fs.String("db", "", "the postgres:// URL control serves from, if not SQLite in --data (env CORRAL_DATABASE_URL)")
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data", "db"); err != nil {
 		return err
 	}
 	dir, err := absData(*data)
@@ -31,7 +31,7 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	// Only control's existing database: a token written into a new, empty
 	// one (a mistyped --data) would be one control never accepts.
-	db, err := store.OpenExisting(ctx, app.DBPath(dir))
+	db, err := app.OpenExistingStore(ctx, dir, *dbURL)
 	if err != nil {
 		return err
 	}

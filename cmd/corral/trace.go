@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"corral/internal/app"
-	"corral/internal/store"
 	"corral/internal/trace"
 )
 
@@ -20,7 +19,8 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs := flag.NewFlagSet("trace verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "data directory")
-	if _, err := parseWithEnv(fs, args[1:], getenv, "data"); err != nil {
+	dbURL := fs.String("db", "", "the postgres:// URL control serves from, if not SQLite in --data (env CORRAL_DATABASE_URL)")
+	if _, err := parseWithEnv(fs, args[1:], getenv, "data", "db"); err != nil {
 		return 2, err
 	}
 	dir, err := absData(*data)
@@ -28,7 +28,7 @@ func traceCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return 2, err
 	}
 	// Verifying reads what is there: it neither creates nor migrates.
-	db, err := store.OpenExisting(ctx, app.DBPath(dir))
+	db, err := app.OpenExistingStore(ctx, dir, *dbURL)
 	if err != nil {
 		return 1, err
 	}

@@ -42,6 +42,25 @@ func dbPath(data string) string { return filepath.Join(data, "corral.db") }
 // DBPath is the database's file in the data directory data.
 func DBPath(data string) string { return dbPath(data) }
 
+// OpenStore opens the store a server keeps: the PostgreSQL database at
+// url, or, when url is empty, the SQLite file in the data directory;
+// either is created or migrated to this release's schema.
+func OpenStore(ctx context.Context, data, url string) (*store.DB, error) {
+	if url != "" {
+		return store.OpenPostgres(ctx, url)
+	}
+	return store.Open(ctx, dbPath(data))
+}
+
+// OpenExistingStore opens a store a server has already made, for the
+// commands that read or change one: it creates and migrates nothing.
+func OpenExistingStore(ctx context.Context, data, url string) (*store.DB, error) {
+	if url != "" {
+		return store.OpenPostgresExisting(ctx, url)
+	}
+	return store.OpenExisting(ctx, dbPath(data))
+}
+
 // buildServer builds roles all and control, in dependency order.
 func (a *App) buildServer(ctx context.Context) error {
 	c, r, log := a.cfg, a.role, a.opt.log
@@ -50,7 +69,7 @@ func (a *App) buildServer(ctx context.Context) error {
 			return err
 		}
 	}
-	db, err := store.Open(ctx, dbPath(c.Data))
+	db, err := OpenStore(ctx, c.Data, c.Database)
 	if err != nil {
 		return err
 	}

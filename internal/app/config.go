@@ -14,6 +14,7 @@ import (
 	"corral/internal/role"
 	"corral/internal/sanitize"
 	"corral/internal/service"
+	"corral/internal/store"
 	"corral/internal/telemetry"
 )
 
@@ -22,6 +23,11 @@ import (
 // whether it holds together.
 type Config struct {
 	Addr, Data, Role, Signup string
+	// Database is --db (CORRAL_DATABASE_URL): a postgres:// URL puts the
+	// store in PostgreSQL, which several control replicas may share;
+	// empty keeps it in SQLite at DATA/corral.db. Never logged: it may
+	// hold a password (PGPASSWORD or a ~/.pgpass keep it out of the URL).
+	Database string
 	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there
 	// without credentials (every role; a sandbox node listens on nothing
 	// else).
@@ -159,6 +165,9 @@ func checkPaths(c *Config) error {
 	}
 	if c.Data, err = filepath.Abs(c.Data); err != nil {
 		return configError("--data: %v", err)
+	}
+	if c.Database != "" && !store.IsPostgresURL(c.Database) {
+		return configError("--db must be a postgres:// URL (or empty, for SQLite in the data directory)")
 	}
 	if c.ToolsDir != "" {
 		if c.ToolsDir, err = filepath.Abs(c.ToolsDir); err != nil {

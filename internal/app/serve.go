@@ -64,7 +64,7 @@ func (a *App) Run(ctx context.Context, ready chan<- string) error {
 	go sweepSessions(ctx, a.Store, log)
 	addr := a.guard.Addr().String()
 	a.Open()
-	log.Info("corral serving", "version", Version(), "role", a.role, "addr", "http://"+addr, "data", a.cfg.Data, "signup", a.cfg.Signup)
+	log.Info("corral serving", "version", Version(), "role", a.role, "addr", "http://"+addr, "data", a.cfg.Data, "store", a.storeName(), "signup", a.cfg.Signup)
 	a.serve()
 	if ready != nil {
 		ready <- addr
@@ -301,4 +301,13 @@ func Version() string {
 		}
 	}
 	return version
+}
+
+// storeName says where the store is, for the log: never the URL, which
+// may hold a password.
+func (a *App) storeName() string {
+	if a.cfg.Database != "" {
+		return "postgres"
+	}
+	return "sqlite"
 }

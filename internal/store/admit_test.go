@@ -67,7 +67,7 @@ func mustUpdateRun(t *testing.T, db *DB, r corral.Run, status corral.RunStatus, 
 func count(t *testing.T, db *DB, table, where string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := db.r.QueryRow(`SELECT count(*) FROM `+table+` WHERE `+where, args...).Scan(&n); err != nil {
+	if err := db.queryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE `+where, args...).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
@@ -263,7 +263,7 @@ func TestAdmitErrors(t *testing.T) {
 			// Nothing of a failed admission stays: not even the rows written
 			// before the failing one.
 			for _, tb := range []string{"runs", "messages", "admissions"} {
-				if n := count(t, db, tb, "1"); n != 1 {
+				if n := count(t, db, tb, "true"); n != 1 {
 					t.Errorf("%s rows = %d, want only the first admission's", tb, n)
 				}
 			}
@@ -279,7 +279,12 @@ func TestAdmissionsHoldNoPrompt(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 
-	rows, err := db.r.QueryContext(ctx, `SELECT name FROM pragma_table_info('admissions') ORDER BY cid`)
+	columns := `SELECT name FROM pragma_table_info('admissions') ORDER BY cid`
+	if onPostgres() {
+		columns = `SELECT column_name FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'admissions' ORDER BY ordinal_position`
+	}
+	rows, err := db.query(ctx, columns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +309,7 @@ func TestAdmissionsHoldNoPrompt(t *testing.T) {
 			t.Fatalf("Admit (reason %q): %v", reason, err)
 		}
 	}
-	rows, err = db.r.QueryContext(ctx, `SELECT * FROM admissions`)
+	rows, err = db.query(ctx, `SELECT * FROM admissions`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,20 +45,21 @@ var ownerRank = fmt.Sprint(int(corral.LevelOwner))
 // accepted grant, or a joined link (joining one is accepting it).
 var agentQuery = `
 	SELECT ` + agentColumns + `,
-		CASE WHEN a.owner_id = ?2 THEN ` + ownerRank + ` ELSE max(
-			coalesce((SELECT ` + rank("g.level") + ` FROM grants g
-				WHERE g.agent_id = a.id AND g.user_id = ?2), 0),
-			coalesce((SELECT max(` + rank("l.level") + `) FROM link_members m
+		CASE WHEN a.owner_id = ?2 THEN ` + ownerRank + ` ELSE coalesce((SELECT max(r) FROM (
+			SELECT ` + rank("g.level") + ` AS r FROM grants g
+				WHERE g.agent_id = a.id AND g.user_id = ?2
+			UNION ALL
+			SELECT ` + rank("l.level") + ` AS r FROM link_members m
 				JOIN links l ON l.id = m.link_id
-				WHERE l.agent_id = a.id AND m.user_id = ?2), 0))
+				WHERE l.agent_id = a.id AND m.user_id = ?2) AS paths), 0)
 		END,
-		CASE WHEN a.owner_id = ?2 THEN 1 ELSE (
-			coalesce((SELECT g.accepted FROM grants g
-				WHERE g.agent_id = a.id AND g.user_id = ?2), 0)
+		CASE WHEN a.owner_id = ?2
+			OR EXISTS (SELECT 1 FROM grants g
+				WHERE g.agent_id = a.id AND g.user_id = ?2 AND g.accepted = 1)
 			OR EXISTS (SELECT 1 FROM link_members m
 				JOIN links l ON l.id = m.link_id
-				WHERE l.agent_id = a.id AND m.user_id = ?2))
-		END
+				WHERE l.agent_id = a.id AND m.user_id = ?2)
+		THEN 1 ELSE 0 END
 	FROM agents a JOIN users o ON o.id = a.owner_id
 	WHERE a.id = ?1`
 
@@ -170,7 +171,9 @@ func scanAgent(s scanner) (corral.Agent, error) {
 
 // CreateAgent stores a new agent owned by a.Owner.ID. Access is ignored.
 func (db *DB) CreateAgent(ctx context.Context, a corral.Agent) error {
-	return insertAgent(ctx, db.w, db.orNow(a.CreatedAt), a)
+	return db.write(ctx, "sqlite.CreateAgent", func(tx *txn) error {
+		return insertAgent(ctx, tx, db.orNow(a.CreatedAt), a)
+	})
 }
 
 // insertAgent stores a, created at created, through x (the writer or
@@ -318,7 +321,7 @@ func (db *DB) PutGrant(ctx context.Context, agentID, userID string, level corral
 	if level < corral.LevelViewer || level > corral.LevelEditor {
 		return corral.Errorf(corral.EINVALID, "a grant's level must be viewer, runner or editor")
 	}
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO grants (agent_id, user_id, level, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (agent_id, user_id) DO UPDATE SET level = excluded.level`,
@@ -357,7 +360,7 @@ func (db *DB) missing(ctx context.Context, op, table, kind, id, other string) er
 // DeleteGrant removes userID's grant on an agent, as by.
 func (db *DB) DeleteGrant(ctx context.Context, agentID, userID, by string) error {
 	const op = "sqlite.DeleteGrant"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx,
 			`DELETE FROM grants WHERE agent_id = ? AND user_id = ?`, agentID, userID)
 		if err != nil {
@@ -371,7 +374,7 @@ func (db *DB) DeleteGrant(ctx context.Context, agentID, userID, by string) error
 }
 
 // recorded records ev, now, in tx.
-func (db *DB) recorded(ctx context.Context, tx *sql.Tx, op string, ev corral.AccountEvent) error {
+func (db *DB) recorded(ctx context.Context, tx *txn, op string, ev corral.AccountEvent) error {
 	if err := recordAccount(ctx, tx, db.now(), ev); err != nil {
 		return corral.Internal(op, err)
 	}
@@ -382,7 +385,7 @@ func (db *DB) recorded(ctx context.Context, tx *sql.Tx, op string, ev corral.Acc
 // delegation target. Accepting again changes nothing.
 func (db *DB) AcceptGrant(ctx context.Context, agentID, userID string) error {
 	const op = "sqlite.AcceptGrant"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		// Only a change is an event: accepting again is not.
 		res, err := tx.ExecContext(ctx,
 			`UPDATE grants SET accepted = 1 WHERE agent_id = ? AND user_id = ? AND accepted = 0`, agentID, userID)
@@ -413,9 +416,9 @@ func (db *DB) Grants(ctx context.Context, agentID string) ([]corral.Grant, error
 	const op = "sqlite.Grants"
 	rows, err := db.query(ctx, `
 		SELECT g.agent_id, u.id, u.email, u.name, g.level, g.created_at,
-			g.accepted OR EXISTS (SELECT 1 FROM link_members m
+			CASE WHEN g.accepted = 1 OR EXISTS (SELECT 1 FROM link_members m
 				JOIN links l ON l.id = m.link_id
-				WHERE l.agent_id = g.agent_id AND m.user_id = g.user_id)
+				WHERE l.agent_id = g.agent_id AND m.user_id = g.user_id) THEN 1 ELSE 0 END
 		FROM grants g JOIN users u ON u.id = g.user_id
 		WHERE g.agent_id = ?
 		ORDER BY g.created_at, u.id`, agentID)
@@ -454,7 +457,7 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 		return corral.Errorf(corral.EINVALID, "a link's level must be viewer or runner")
 	}
 	at := db.orNow(l.CreatedAt)
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO links (id, agent_id, level, token_hash, created_by, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
@@ -480,7 +483,7 @@ func (db *DB) CreateLink(ctx context.Context, l corral.Link, hash []byte) error 
 // link_members takes the access of everyone who joined through it.
 func (db *DB) DeleteLink(ctx context.Context, agentID, linkID, by string) error {
 	const op = "sqlite.DeleteLink"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx,
 			`DELETE FROM links WHERE id = ? AND agent_id = ?`, linkID, agentID)
 		if err != nil {
@@ -546,7 +549,7 @@ func (db *DB) Links(ctx context.Context, agentID string) ([]corral.Link, error) 
 // nothing, not even the time of joining.
 func (db *DB) JoinLink(ctx context.Context, linkID, userID string, now time.Time) error {
 	const op = "sqlite.JoinLink"
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		// ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: it ignores
 		// only the second join, not a NOT NULL or CHECK failure. Only the
 		// first join is an event.

@@ -486,7 +486,7 @@ func TestDeleteAgentCascades(t *testing.T) {
 		}{{a.ID, 0}, {keep.ID, 1}} {
 			var n int
 			q := `SELECT count(*) FROM ` + tb.table + ` WHERE ` + tb.where
-			if err := db.r.QueryRowContext(ctx, q, c.agent).Scan(&n); err != nil {
+			if err := db.queryRow(ctx, q, c.agent).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n != c.want {
@@ -496,7 +496,7 @@ func TestDeleteAgentCascades(t *testing.T) {
 	}
 	// The orphaned link_members rows are gone too, not just unreachable.
 	var members int
-	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM link_members`).Scan(&members); err != nil || members != 1 {
+	if err := db.queryRow(ctx, `SELECT count(*) FROM link_members`).Scan(&members); err != nil || members != 1 {
 		t.Errorf("link_members rows = %d, %v; want 1", members, err)
 	}
 	wantNotFound(t, db.DeleteAgent(ctx, a.ID), "agent")

@@ -36,8 +36,8 @@ func recordAccount(ctx context.Context, w execer, at time.Time, ev corral.Accoun
 }
 
 // write runs fn in a transaction of the writer and commits it.
-func (db *DB) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+func (db *DB) write(ctx context.Context, op string, fn func(tx *txn) error) error {
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}

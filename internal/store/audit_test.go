@@ -44,7 +44,7 @@ func accountEvents(t *testing.T, db *DB, after int64) []corral.AccountEvent {
 func lastSeq(t *testing.T, db *DB) int64 {
 	t.Helper()
 	var n int64
-	if err := db.r.QueryRow(`SELECT coalesce(max(seq), 0) FROM audit`).Scan(&n); err != nil {
+	if err := db.queryRow(context.Background(), `SELECT coalesce(max(seq), 0) FROM audit`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -173,7 +173,7 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		`UPDATE audit SET seq = seq + 100`,
 		`DELETE FROM audit`,
 	} {
-		if _, err := db.w.ExecContext(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
+		if _, err := db.exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Errorf("%s: %v, want refused as append-only", stmt, err)
 		}
 	}

@@ -20,31 +20,18 @@ func (db *DB) Reserve(ctx context.Context, h corral.Hold) (corral.Reservation, e
 	if tokens <= 0 {
 		return corral.Reservation{}, corral.Errorf(corral.EINVALID, "a reservation holds at least one token")
 	}
-	// A reservation is committed without waiting for the disk (in WAL
-	// mode, synchronous NORMAL): it survives a crash of the process, which
-	// is what it guards against (the call in flight dies with the server,
-	// and the next start settles it at its ceiling), but not a power loss
-	// before the next commit, which the settlement's (FULL) is. It saves
-	// an fsync on every model call.
-	conn, err := db.w.Conn(ctx)
+	// A reservation is committed without waiting for the disk (SQLite's
+	// synchronous NORMAL in WAL mode, PostgreSQL's synchronous_commit
+	// off): it survives a crash of the server that made it, which is what
+	// it guards against (the call in flight dies with the server, and the
+	// next start settles it at its ceiling), but not of the machine or
+	// the database before the next commit, which the settlement's (durable)
+	// is. It saves a flush on every model call.
+	tx, done, err := db.beginReserve(ctx)
 	if err != nil {
 		return corral.Reservation{}, corral.Internal(op, err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
-		return corral.Reservation{}, corral.Internal(op, err)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = FULL"); err != nil {
-			// Never leave the writer short of FULL: the pool drops this
-			// connection and opens a new one with the DSN's pragmas.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return corral.Reservation{}, corral.Internal(op, err)
-	}
+	defer done()
 	defer rollback(tx)
 	res := corral.Reservation{ID: corral.NewID("rsv"), Tokens: tokens}
 	err = tx.QueryRowContext(ctx, `
@@ -86,6 +73,44 @@ func (db *DB) Reserve(ctx context.Context, h corral.Hold) (corral.Reservation, e
 	return res, nil
 }
 
+// beginReserve begins a write transaction whose commit does not wait for
+// the disk; done gives its connection back.
+func (db *DB) beginReserve(ctx context.Context) (*txn, func(), error) {
+	if db.pg {
+		tx, err := db.begin(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			rollback(tx)
+			return nil, nil, err
+		}
+		return tx, func() {}, nil
+	}
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	done := func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = FULL"); err != nil {
+			// Never leave the writer short of FULL: the pool drops this
+			// connection and opens a new one with the DSN's pragmas.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return &txn{Tx: tx}, done, nil
+}
+
 // Settle ends a reservation with what its call spent, at time at (zero:
 // the store's clock). Usage counts whatever the run's status: tokens a
 // provider billed after a cancel were still spent.
@@ -94,7 +119,7 @@ func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens, at time.Ti
 	if t.Input < 0 || t.Output < 0 {
 		return corral.Budget{}, corral.Errorf(corral.EINVALID, "token counts cannot be negative")
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Budget{}, corral.Internal(op, err)
 	}
@@ -116,7 +141,7 @@ func (db *DB) Settle(ctx context.Context, id string, t corral.Tokens, at time.Ti
 
 // settle deletes reservation id and moves what spent says of its tokens
 // into the run's and the agent's usage, and keeps them as the call's, at.
-func settle(ctx context.Context, tx *sql.Tx, id string, at time.Time, spent func(held int64) (corral.Tokens, error)) (corral.Budget, error) {
+func settle(ctx context.Context, tx *txn, id string, at time.Time, spent func(held int64) (corral.Tokens, error)) (corral.Budget, error) {
 	const op = "sqlite.Settle"
 	var agentID, model, userID string
 	var runID sql.NullString
@@ -167,7 +192,7 @@ func settle(ctx context.Context, tx *sql.Tx, id string, at time.Time, spent func
 // server starts, before any call is made, when none can be in flight.
 func (db *DB) SettleLeftover(ctx context.Context) (int, error) {
 	const op = "sqlite.SettleLeftover"
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return 0, corral.Internal(op, err)
 	}
@@ -209,7 +234,7 @@ func (db *DB) CreateAgentFrom(ctx context.Context, a corral.Agent, parentID stri
 	if a.Budget.Tokens <= 0 {
 		return corral.Errorf(corral.EINVALID, "an agent whose budget is carved out of another's has one")
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}

@@ -227,6 +227,7 @@ func TestCreateAgentFrom(t *testing.T) {
 // for the disk, and the writer goes back to synchronous FULL after it,
 // for everything else.
 func TestReserveLeavesTheWriterFull(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	db := newDB(t)
 	owner := mustUser(t, db, "owner")

@@ -60,6 +60,7 @@ func TestCensus(t *testing.T) {
 // TestSchemaVersion: the release's version read from the embedded
 // migrations is the one goose migrates a new database to.
 func TestSchemaVersion(t *testing.T) {
+	sqliteOnly(t)
 	db := newDB(t)
 	p, err := migrator(db.w)
 	if err != nil {

@@ -18,7 +18,7 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 	if err := needID(op, cs.ID); err != nil {
 		return err
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -114,9 +114,13 @@ func (db *DB) WaitingChangeSets(ctx context.Context, agentIDs []string) ([]corra
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
+	each := `json_each(?)`
+	if db.pg {
+		each = `json_array_elements_text(?::json)`
+	}
 	rows, err := db.query(ctx, `SELECT `+waitingColumns+`
 		FROM change_sets c JOIN agents a ON a.id = c.agent_id
-		WHERE c.status = 'pending' AND c.agent_id IN (SELECT value FROM json_each(?))
+		WHERE c.status = 'pending' AND c.agent_id IN (SELECT value FROM `+each+`)
 		ORDER BY c.created_at DESC, c.id DESC`, string(ids))
 	if err != nil {
 		return nil, corral.Internal(op, err)
@@ -225,7 +229,7 @@ func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet, diffs bo
 // it changes is still pending.
 func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from corral.ChangeStatus) error {
 	const op = "sqlite.UpdateChangeSet"
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}

@@ -26,7 +26,7 @@ func (db *DB) CreateCodeCredential(ctx context.Context, c corral.CodeCredential,
 		return corral.Internal(op, err)
 	}
 	at := db.orNow(c.CreatedAt)
-	err = db.write(ctx, op, func(tx *sql.Tx) error {
+	err = db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO credentials (id, user_id, name, host, username, sealed, created_at, repositories)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -76,7 +76,7 @@ func (db *DB) CodeCredentials(ctx context.Context, userID string) ([]corral.Code
 // DeleteCodeCredential deletes a credential of userID.
 func (db *DB) DeleteCodeCredential(ctx context.Context, userID, id string) error {
 	const op = "sqlite.DeleteCodeCredential"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM credentials WHERE id = ? AND user_id = ?`, id, userID)
 		if err != nil {
 			return corral.Internal(op, err)
@@ -126,7 +126,7 @@ func (db *DB) SetCredentialRepositories(ctx context.Context, userID, id string, 
 	}
 	var c corral.CodeCredential
 	var created int64
-	err = db.write(ctx, op, func(tx *sql.Tx) error {
+	err = db.write(ctx, op, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, `
 			UPDATE credentials SET repositories = ? WHERE id = ? AND user_id = ?
 			RETURNING id, user_id, name, host, username, created_at, repositories`, repos, id, userID).

@@ -124,7 +124,7 @@ func TestCodeCredentialsGoWithTheirUser(t *testing.T) {
 	db := newDB(t)
 	alice := mustUser(t, db, "alice")
 	mustCredential(t, db, alice, "c", "github.com", 0)
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, alice.ID); err != nil {
+	if _, err := db.exec(ctx, `DELETE FROM users WHERE id = ?`, alice.ID); err != nil {
 		t.Fatal(err)
 	}
 	var n int

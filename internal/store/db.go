@@ -30,7 +30,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-//go:embed migrations/sqlite/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
 // readers is the size of the read pool. Reads in WAL mode run in parallel
@@ -45,6 +45,11 @@ type DB struct {
 	rs stmts   // prepared statements on r
 
 	now func() time.Time // the clock for times the caller does not pass
+
+	// pg: the database is PostgreSQL (postgres.go). Queries, written
+	// once in SQLite's dialect, are translated as they are prepared, and
+	// write transactions take one lock, as SQLite's single writer does.
+	pg bool
 }
 
 // The compiler checks that *DB implements every storage interface.
@@ -292,11 +297,18 @@ func sqliteCode(err error) int {
 
 func isUnique(err error) bool {
 	c := sqliteCode(err)
-	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY ||
+		pgCode(err) == pgUniqueViolation
 }
 
 func isForeignKey(err error) bool {
-	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY || pgCode(err) == pgForeignKeyViolation
+}
+
+// isRefused says whether a trigger refused the statement (the trace's
+// chain, the append-only tables).
+func isRefused(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_TRIGGER || pgCode(err) == pgRestrictViolation
 }
 
 // conflict is the answer to a uniqueness violation.
@@ -319,7 +331,71 @@ func rowsAffected(op, kind string, res sql.Result) error {
 
 // rollback undoes tx when the function that began it returns early; after a
 // commit it does nothing.
-func rollback(tx *sql.Tx) { _ = tx.Rollback() }
+func rollback(tx *txn) { _ = tx.Rollback() }
+
+// txn is a transaction that speaks the store's dialect: its queries are
+// written for SQLite and translated for PostgreSQL.
+type txn struct {
+	*sql.Tx
+	pg bool
+}
+
+func (t *txn) q(query string, args []any) (string, []any) {
+	if t.pg {
+		return pgQuery(query), pgArgs(args)
+	}
+	return query, args
+}
+
+func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	query, args = t.q(query, args)
+	return t.Tx.ExecContext(ctx, query, args...)
+}
+
+func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	query, args = t.q(query, args)
+	return t.Tx.QueryContext(ctx, query, args...)
+}
+
+func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	query, args = t.q(query, args)
+	return t.Tx.QueryRowContext(ctx, query, args...)
+}
+
+// begin starts a write transaction. On SQLite the writer pool's one
+// connection makes writers take turns; on PostgreSQL every write
+// transaction, on any replica, first takes one transaction-scoped
+// advisory lock, so they take turns the same way and every guarantee
+// written for SQLite's serial writer (compare-and-set reads, the audit
+// log's seq order being commit order) holds unchanged.
+func (db *DB) begin(ctx context.Context) (*txn, error) {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &txn{Tx: tx, pg: db.pg}
+	if db.pg {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLock); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// beginRead starts a read-only transaction whose reads all see one
+// snapshot (SQLite's WAL readers do; PostgreSQL needs REPEATABLE READ).
+func (db *DB) beginRead(ctx context.Context) (*txn, error) {
+	var opts *sql.TxOptions
+	if db.pg {
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	tx, err := db.r.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &txn{Tx: tx, pg: db.pg}, nil
+}
 
 // millis is how every time is stored: unix milliseconds, UTC.
 func millis(t time.Time) int64 { return t.UnixMilli() }
@@ -392,6 +468,7 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) 
 // throughput of the hottest reads, the session lookup and the agent list.
 type stmts struct {
 	pool *sql.DB
+	pg   bool // translate to PostgreSQL's dialect
 	mu   sync.Mutex
 	m    map[string]*sql.Stmt
 }
@@ -402,7 +479,11 @@ func (c *stmts) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	if s, ok := c.m[query]; ok {
 		return s, nil
 	}
-	s, err := c.pool.PrepareContext(ctx, query)
+	text := query
+	if c.pg {
+		text = pgQuery(query)
+	}
+	s, err := c.pool.PrepareContext(ctx, text)
 	if err != nil {
 		return nil, err
 	}
@@ -435,6 +516,9 @@ func (db *DB) queryRow(ctx context.Context, query string, args ...any) scanner {
 	if err != nil {
 		return errRow{err}
 	}
+	if db.pg {
+		args = pgArgs(args)
+	}
 	return s.QueryRowContext(ctx, args...)
 }
 
@@ -444,11 +528,27 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	if err != nil {
 		return nil, err
 	}
+	if db.pg {
+		args = pgArgs(args)
+	}
 	return s.QueryContext(ctx, args...)
 }
 
-// exec runs a cached write statement outside a transaction.
+// exec runs a cached write statement outside a transaction (on
+// PostgreSQL, in one of its own, under the write lock: see begin).
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if db.pg {
+		tx, err := db.begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer rollback(tx)
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return res, tx.Commit()
+	}
 	s, err := db.ws.get(ctx, query)
 	if err != nil {
 		return nil, err

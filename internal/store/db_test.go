@@ -19,11 +19,42 @@ import (
 // t0 is the tests' "now": times are passed in, never read from the clock.
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
 
-// newDB opens a fresh database in a temporary directory whose clock stands
-// at t0.
+// newDB opens a fresh database whose clock stands at t0: a file in a
+// temporary directory, or, when the suite runs on PostgreSQL
+// (CORRAL_STORE_TEST=postgres), a new database on the tests' server.
 func newDB(t *testing.T) *DB {
 	t.Helper()
+	if onPostgres() {
+		return openPG(t, newPGDatabase(t))
+	}
 	return openAt(t, filepath.Join(t.TempDir(), "corral.db"))
+}
+
+// onPostgres says whether the suite runs on PostgreSQL.
+func onPostgres() bool { return os.Getenv("CORRAL_STORE_TEST") == "postgres" }
+
+// sqliteOnly skips a test of what only the SQLite store has (its file,
+// its migrations' history) when the suite runs on PostgreSQL.
+func sqliteOnly(t *testing.T) {
+	t.Helper()
+	if onPostgres() {
+		t.Skip("of the SQLite store only")
+	}
+}
+
+func openPG(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatalf("OpenPostgres: %v", err)
+	}
+	db.now = func() time.Time { return t0 }
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
 }
 
 func openAt(t *testing.T, path string) *DB {
@@ -104,7 +135,7 @@ func TestOpenTwice(t *testing.T) {
 			t.Errorf("handle %d: UserByID = %+v, want %+v", i, got, u)
 		}
 		var applied int
-		if err := db.r.QueryRowContext(ctx,
+		if err := db.queryRow(ctx,
 			`SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
 			t.Fatalf("handle %d: count migrations: %v", i, err)
 		}
@@ -146,6 +177,7 @@ func mustMigrations(t *testing.T) []string {
 }
 
 func TestPragmas(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	db := newDB(t)
 	pools := []struct {
@@ -201,6 +233,7 @@ func TestPragmas(t *testing.T) {
 }
 
 func TestReaderCannotWrite(t *testing.T) {
+	sqliteOnly(t)
 	db := newDB(t)
 	_, err := db.r.ExecContext(context.Background(),
 		`INSERT INTO users (id, email, name, password_hash, created_at) VALUES ('x', 'x', 'x', 'x', 0)`)

@@ -198,7 +198,7 @@ func TestMigrateToDiskKeepsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seq int64
-	if err := db.r.QueryRowContext(ctx, `SELECT seq FROM runs WHERE id = ?`, r.ID).Scan(&seq); err != nil || seq != 5 {
+	if err := db.queryRow(ctx, `SELECT seq FROM runs WHERE id = ?`, r.ID).Scan(&seq); err != nil || seq != 5 {
 		t.Errorf("new run's seq = %d, %v; want 5 (4 was taken before the migration)", seq, err)
 	}
 
@@ -206,10 +206,10 @@ func TestMigrateToDiskKeepsRows(t *testing.T) {
 	if err := db.DeleteAgent(ctx, "agt_1"); err == nil {
 		t.Fatalf("deleted an agent with an active run")
 	}
-	if _, err := db.w.ExecContext(ctx, `UPDATE runs SET status = 'completed'`); err != nil {
+	if _, err := db.exec(ctx, `UPDATE runs SET status = 'completed'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.w.ExecContext(ctx, `INSERT INTO runs (id, agent_id, status, created_at) VALUES ('run_x', 'agt_none', 'completed', 1)`); !isForeignKey(err) {
+	if _, err := db.exec(ctx, `INSERT INTO runs (id, agent_id, status, created_at) VALUES ('run_x', 'agt_none', 'completed', 1)`); !isForeignKey(err) {
 		t.Errorf("a run of no agent: %v, want a foreign key error", err)
 	}
 	if err := db.DeleteAgent(ctx, "agt_1"); err != nil {

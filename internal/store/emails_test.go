@@ -31,7 +31,7 @@ func reopenBefore(t *testing.T, v int64, emails ...string) (*DB, []string, error
 	var ids []string
 	for i, email := range emails {
 		id := corral.NewID("usr")
-		if _, err := db.w.ExecContext(ctx, `
+		if _, err := db.exec(ctx, `
 			INSERT INTO users (id, email, name, password_hash, admin, disabled, created_at)
 			VALUES (?, ?, 'n', 'h', 0, 0, ?)`, id, email, i); err != nil {
 			t.Fatal(err)

@@ -50,6 +50,9 @@ func TestCounts(t *testing.T) {
 	if err != nil || runs != active || sets != pending {
 		t.Fatalf("Counts() = %d, %d, %v; want %d active runs, %d pending change sets", runs, sets, err, active, pending)
 	}
+	if onPostgres() {
+		return // the plan is SQLite's
+	}
 	plan := queryPlan(t, db, countsQuery)
 	for _, index := range []string{"runs_status_seq", "change_sets_pending"} {
 		if !strings.Contains(plan, "INDEX "+index) {

@@ -59,7 +59,7 @@ func (db *DB) Messages(ctx context.Context, agentID, before string, limit int) (
 	limit = min(limit, maxMessages)
 
 	// Both reads in one transaction, so they see the same snapshot.
-	tx, err := db.r.BeginTx(ctx, nil)
+	tx, err := db.beginRead(ctx)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
@@ -88,7 +88,7 @@ func (db *DB) Messages(ctx context.Context, agentID, before string, limit int) (
 			WHERE m.agent_id = ? AND m.seq < ?
 			ORDER BY m.seq DESC
 			LIMIT ?
-		)
+		) AS page
 		ORDER BY seq`, agentID, beforeSeq, limit)
 	if err != nil {
 		return nil, corral.Internal(op, err)

@@ -153,7 +153,7 @@ func TestMessagesLimitCap(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	// Filled in one transaction: 1001 single commits would only be slow.
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (db *DB) Enroll(ctx context.Context, tokenHash []byte, now time.Time, n cor
 	if err := needID(op, n.ID); err != nil {
 		return err
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -91,7 +91,7 @@ func (db *DB) NodeByCredential(ctx context.Context, hash []byte, now time.Time) 
 // ones.
 func (db *DB) AddCredential(ctx context.Context, nodeID string, hash []byte, expires, now time.Time) error {
 	const op = "sqlite.AddCredential"
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -145,7 +145,7 @@ func (db *DB) SetDraining(ctx context.Context, nodeID string, draining bool) err
 // NodeSeen records when the node was last heard from; it never moves
 // backwards.
 func (db *DB) NodeSeen(ctx context.Context, nodeID string, t time.Time) error {
-	if _, err := db.exec(ctx, `UPDATE nodes SET last_seen_at = max(coalesce(last_seen_at, 0), ?) WHERE id = ?`, millis(t), nodeID); err != nil {
+	if _, err := db.exec(ctx, `UPDATE nodes SET last_seen_at = ?1 WHERE id = ?2 AND (last_seen_at IS NULL OR last_seen_at < ?1)`, millis(t), nodeID); err != nil {
 		return corral.Internal("sqlite.NodeSeen", err)
 	}
 	return nil

@@ -101,21 +101,25 @@ func (db *DB) UpdateRepository(ctx context.Context, r corral.Repository) error {
 // FailCloning marks every clone in progress failed: after a restart none is.
 func (db *DB) FailCloning(ctx context.Context, msg string, now time.Time) ([]string, error) {
 	const op = "sqlite.FailCloning"
-	rows, err := db.w.QueryContext(ctx, `
-		UPDATE repositories SET status = 'failed', error = ?, updated_at = ?
-		WHERE status = 'cloning' RETURNING agent_id`, msg, millis(db.orNow(now)))
-	if err != nil {
-		return nil, corral.Internal(op, err)
-	}
-	ids, err := collect(rows, func(s scanner) (string, error) {
-		var id string
-		err := s.Scan(&id)
-		return id, err
+	var ids []string
+	err := db.write(ctx, op, func(tx *txn) error {
+		rows, err := tx.QueryContext(ctx, `
+			UPDATE repositories SET status = 'failed', error = ?, updated_at = ?
+			WHERE status = 'cloning' RETURNING agent_id`, msg, millis(db.orNow(now)))
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		ids, err = collect(rows, func(s scanner) (string, error) {
+			var id string
+			err := s.Scan(&id)
+			return id, err
+		})
+		if err != nil {
+			return corral.Internal(op, err)
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, corral.Internal(op, err)
-	}
-	return ids, nil
+	return ids, err
 }
 
 // Identity answers only the two fields a commit records.

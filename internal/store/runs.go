@@ -45,7 +45,7 @@ func appendStrings[S ~string](first []any, ss []S) []any {
 const activeStatuses = `'` + string(corral.RunAdmitted) + `', '` + string(corral.RunRunning) + `', '` + string(corral.RunPaused) + `'`
 
 // admitCountsQuery counts an agent's runs: all of them, and the active.
-const admitCountsQuery = `SELECT count(*), coalesce(sum(status IN (` + activeStatuses + `)), 0)
+const admitCountsQuery = `SELECT count(*), coalesce(sum(CASE WHEN status IN (` + activeStatuses + `) THEN 1 ELSE 0 END), 0)
 	FROM runs WHERE agent_id = ?`
 
 // treeCountsQuery counts, for a delegated run being admitted, the runs its
@@ -86,7 +86,7 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 	if err := needID(op, ev.ID); err != nil {
 		return corral.Admission{}, err
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Admission{}, corral.Internal(op, err)
 	}
@@ -158,7 +158,7 @@ func (db *DB) Admit(ctx context.Context, m corral.Message, r corral.Run, ev corr
 
 // admitRun stores the message and the run of an admission inside its
 // transaction.
-func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, m corral.Message, r corral.Run, agentID string) error {
+func (db *DB) admitRun(ctx context.Context, tx *txn, m corral.Message, r corral.Run, agentID string) error {
 	const op = "sqlite.Admit"
 	terminal := r.Driver == corral.DriverTerminal
 	if err := needID(op, r.ID); err != nil {
@@ -342,7 +342,7 @@ func (db *DB) UpdateRun(ctx context.Context, r corral.Run, from ...corral.RunSta
 	if len(from) == 0 {
 		return corral.Errorf(corral.EINVALID, "no status to update the run from")
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.Internal(op, err)
 	}
@@ -471,7 +471,7 @@ func (db *DB) SetAgentState(ctx context.Context, agentID string, to corral.Agent
 			return false, corral.Errorf(corral.EINVALID, "an agent's state must be active, paused or quarantined")
 		}
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return false, corral.Internal(op, err)
 	}

@@ -318,7 +318,7 @@ func TestRunsLimitCap(t *testing.T) {
 	owner := mustUser(t, db, "owner")
 	a := mustAgent(t, db, owner, "a", 0)
 	// Filled in one transaction: 1001 single commits would only be slow.
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestRunsCascade(t *testing.T) {
 
 	// The account that sent a message can go; the run and the evidence
 	// stay, no longer naming it.
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, member.ID); err != nil {
+	if _, err := db.exec(ctx, `DELETE FROM users WHERE id = ?`, member.ID); err != nil {
 		t.Fatal(err)
 	}
 	runs, err = db.Runs(ctx, kept.ID, 0)
@@ -432,6 +432,7 @@ func TestRunsCascade(t *testing.T) {
 // TestRunQueriesUseIndexes checks that the queries that grow with an
 // agent's history read an index, not the whole table.
 func TestRunQueriesUseIndexes(t *testing.T) {
+	sqliteOnly(t)
 	db := newDB(t)
 	cases := []struct {
 		name  string

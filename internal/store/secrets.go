@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 
 	"corral"
@@ -20,7 +19,7 @@ func (db *DB) CreateSecret(ctx context.Context, s corral.Secret, sealed []byte, 
 		return corral.Internal(op, errors.New("empty sealed value"))
 	}
 	at := db.orNow(s.CreatedAt)
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO agent_secrets (id, agent_id, name, host, header, sealed, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -89,7 +88,7 @@ func (db *DB) SealedSecrets(ctx context.Context, agentID string) ([]corral.Seale
 // DeleteSecret deletes a secret of the agent, as by.
 func (db *DB) DeleteSecret(ctx context.Context, agentID, id, by string) error {
 	const op = "sqlite.DeleteSecret"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM agent_secrets WHERE id = ? AND agent_id = ?`, id, agentID)
 		if err != nil {
 			return corral.Internal(op, err)

@@ -9,8 +9,6 @@ import (
 
 	"corral"
 	"corral/internal/trace"
-
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 var _ trace.Store = (*DB)(nil)
@@ -26,7 +24,7 @@ func (db *DB) AppendTrace(ctx context.Context, e trace.Event) error {
 	switch {
 	case err == nil:
 		return nil
-	case isUnique(err), sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_TRIGGER:
+	case isUnique(err), isRefused(err):
 		return conflict("trace event does not continue its run's chain")
 	default:
 		return corral.Internal(op, err)

@@ -48,7 +48,7 @@ func TestTraceIsAppendOnlyAndChained(t *testing.T) {
 		`DELETE FROM trace_events WHERE run_id = 'run_a' AND seq = 20`,
 		`DELETE FROM trace_events`,
 	} {
-		if _, err := db.w.ExecContext(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
+		if _, err := db.exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Errorf("%s: %v, want refused as append-only", stmt, err)
 		}
 	}

@@ -54,7 +54,7 @@ func (db *DB) Usage(ctx context.Context, q corral.UsageQuery) ([]corral.UsageTot
 	if q.Owner != "" {
 		where = `owner_id = ?1`
 	}
-	tx, err := db.r.BeginTx(ctx, nil)
+	tx, err := db.beginRead(ctx)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}

@@ -118,7 +118,7 @@ func BenchmarkUsageQuery(b *testing.B) {
 	defer db.Close()
 	const calls = 100_000
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func BenchmarkUsageQuery(b *testing.B) {
 		}
 		grouped += time.Since(t0)
 		t0 = time.Now()
-		rows, err := db.r.QueryContext(ctx, `SELECT agent_id, sum(input), sum(output), count(*) FROM usage GROUP BY agent_id`)
+		rows, err := db.query(ctx, `SELECT agent_id, sum(input), sum(output), count(*) FROM usage GROUP BY agent_id`)
 		if err != nil {
 			b.Fatal(err)
 		}

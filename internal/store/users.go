@@ -39,7 +39,7 @@ func insertUser(ctx context.Context, q querier, op string, u corral.NewUser, now
 	}
 	err := q.QueryRowContext(ctx, `
 		INSERT INTO users (id, email, name, password_hash, admin, disabled, created_at)
-		VALUES (?1, ?2, ?3, ?4, ?5 OR NOT EXISTS (SELECT 1 FROM users), 0, ?6)
+		VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 = 1 OR NOT EXISTS (SELECT 1 FROM users) THEN 1 ELSE 0 END, 0, ?6)
 		RETURNING admin`,
 		user.ID, u.Email, u.Name, u.PasswordHash, boolInt(u.Admin), millis(now),
 	).Scan(&user.Admin)
@@ -56,7 +56,7 @@ func insertUser(ctx context.Context, q querier, op string, u corral.NewUser, now
 func (db *DB) CreateUser(ctx context.Context, u corral.NewUser) (corral.User, error) {
 	const op = "sqlite.CreateUser"
 	var user corral.User
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		now := db.now()
 		var err error
 		if user, err = insertUser(ctx, tx, op, u, now); err != nil {
@@ -76,7 +76,7 @@ func (db *DB) CreateUser(ctx context.Context, u corral.NewUser) (corral.User, er
 
 // recordCreated records that account id was made: by itself at signup, or on
 // the command line.
-func recordCreated(ctx context.Context, tx *sql.Tx, op string, now time.Time, id, origin string) error {
+func recordCreated(ctx context.Context, tx *txn, op string, now time.Time, id, origin string) error {
 	actor := id
 	if origin == "cli" {
 		actor = ""
@@ -154,7 +154,7 @@ func (db *DB) Credential(ctx context.Context, email string) (corral.Credential, 
 // it out everywhere, in the same transaction.
 func (db *DB) SetDisabled(ctx context.Context, id string, disabled bool, by string) error {
 	const op = "sqlite.SetDisabled"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE users SET disabled = ? WHERE id = ?`, boolInt(disabled), id)
 		if err != nil {
@@ -184,7 +184,7 @@ func (db *DB) CreateSession(ctx context.Context, s corral.Session) error {
 		return err
 	}
 	at := db.orNow(s.CreatedAt)
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO sessions (id, user_id, token_hash, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?)`,
@@ -228,7 +228,7 @@ func (db *DB) SessionUser(ctx context.Context, tokenHash []byte, now time.Time) 
 // DeleteSession deletes a session by the hash of its token.
 func (db *DB) DeleteSession(ctx context.Context, tokenHash []byte) error {
 	const op = "sqlite.DeleteSession"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		var id, userID string
 		err := tx.QueryRowContext(ctx, `DELETE FROM sessions WHERE token_hash = ? RETURNING id, user_id`, tokenHash).Scan(&id, &userID)
 		switch {
@@ -266,7 +266,7 @@ func (db *DB) CreateToken(ctx context.Context, t corral.APIToken, hash []byte) e
 		return err
 	}
 	at := db.orNow(t.CreatedAt)
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO api_tokens (id, user_id, name, token_hash, created_at, last_used_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
@@ -359,7 +359,7 @@ func (db *DB) Tokens(ctx context.Context, userID string) ([]corral.APIToken, err
 // exactly like a missing one.
 func (db *DB) DeleteToken(ctx context.Context, userID, id string) error {
 	const op = "sqlite.DeleteToken"
-	return db.write(ctx, op, func(tx *sql.Tx) error {
+	return db.write(ctx, op, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx,
 			`DELETE FROM api_tokens WHERE id = ? AND user_id = ?`, id, userID)
 		if err != nil {
@@ -382,7 +382,7 @@ func (db *DB) CreateInvite(ctx context.Context, inv corral.Invite, hash []byte) 
 		return err
 	}
 	at := db.orNow(inv.CreatedAt)
-	err := db.write(ctx, op, func(tx *sql.Tx) error {
+	err := db.write(ctx, op, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO invites (id, created_by, token_hash, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?)`,
@@ -408,7 +408,7 @@ func (db *DB) CreateInvite(ctx context.Context, inv corral.Invite, hash []byte) 
 // the invite stays unused.
 func (db *DB) CreateUserWithInvite(ctx context.Context, hash []byte, now time.Time, u corral.NewUser) (corral.User, error) {
 	const op = "sqlite.CreateUserWithInvite"
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return corral.User{}, corral.Internal(op, err)
 	}

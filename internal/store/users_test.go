@@ -239,7 +239,7 @@ func TestSetDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left int
-	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE user_id = ?`, u.ID).Scan(&left); err != nil {
+	if err := db.queryRow(ctx, `SELECT count(*) FROM sessions WHERE user_id = ?`, u.ID).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 0 {
@@ -381,7 +381,7 @@ func TestInvites(t *testing.T) {
 		t.Errorf("UserByEmail = %+v, %v; want %+v", got, err, u)
 	}
 	var usedBy string
-	if err := db.r.QueryRowContext(ctx, `SELECT used_by FROM invites WHERE token_hash = ?`, []byte("inv-1")).Scan(&usedBy); err != nil || usedBy != u.ID {
+	if err := db.queryRow(ctx, `SELECT used_by FROM invites WHERE token_hash = ?`, []byte("inv-1")).Scan(&usedBy); err != nil || usedBy != u.ID {
 		t.Errorf("invite used_by = %q, %v; want %q", usedBy, err, u.ID)
 	}
 
