@@ -22,7 +22,7 @@ FUZZ_TARGETS := FuzzName FuzzPath FuzzContent FuzzText FuzzEmail FuzzDisplayName
 TOOLS_DIR ?= $(CURDIR)/build/tools
 export CORRAL_TOOLS_DIR := $(TOOLS_DIR)
 
-.PHONY: all build run test test-short deps tools e2fsprogs iproute2 cc vet fmt-check lint staticcheck vulncheck unit unit-short race fuzz bench clean web web-deps web-test browser openapi
+.PHONY: all build run test test-short deps tools e2fsprogs iproute2 postgres cc vet fmt-check lint staticcheck vulncheck unit unit-short race fuzz bench clean web web-deps web-test browser openapi
 
 all: build
 
@@ -40,7 +40,7 @@ run: build e2fsprogs tools
 	@[ -n "$$CORRAL_MODEL_BASE_URL" ] || echo "note: no model provider is set, so agents will not answer: run it as CORRAL_MODEL_BASE_URL=https://api.openai.com/v1 CORRAL_MODEL_API_KEY=sk-... CORRAL_MODEL=gpt-4.1-mini make run (or http://127.0.0.1:11434/v1 for Ollama)"
 	./$(BIN) serve
 
-test: deps tools e2fsprogs iproute2 fmt-check vet lint fuzz unit race web-test
+test: deps tools e2fsprogs iproute2 postgres fmt-check vet lint fuzz unit race web-test
 
 # The inner loop: formatting, vet and the Go tests with the slowest ones
 # skipped (see unit-short); no race detector, no web app, nothing
@@ -129,6 +129,19 @@ iproute2:
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
 		else echo "note: ip missing and cannot be installed here (needs root and apt-get): the network namespaces test will skip"; fi; }
 
+# The tests that need a real PostgreSQL start their own throwaway server
+# (internal/pgtest) from initdb and postgres, on PATH or under
+# /usr/lib/postgresql/*/bin: Debian's postgresql, installed when missing
+# (as root). The package may start a system cluster of its own; nothing
+# uses it. Without PostgreSQL those tests skip, or fail where
+# CORRAL_REQUIRE_POSTGRES=1.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else echo "PostgreSQL is missing and cannot be installed here (needs root and apt-get): install Debian's postgresql" >&2; exit 1; fi; }
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -193,15 +206,16 @@ unit:
 # The race detector over the packages whose own code runs goroutines and
 # locks: the gateway and the model API, the relay and its RPC, the fleet,
 # the store, the supervisor, the runner, the services, the node, retrieval,
-# git. It needs cgo, and so a C compiler (make cc). The packages that
-# mostly drive real sandboxes end to end (internal/api, internal/workspace,
-# cmd/corral) run in `unit` only: under the detector they take five to ten
-# times as long, past what CI allows. These take about 4 minutes here.
+# git, the tests' PostgreSQL. It needs cgo, and so a C compiler (make cc).
+# The packages that mostly drive real sandboxes end to end (internal/api,
+# internal/workspace, cmd/corral) run in `unit` only: under the detector
+# they take five to ten times as long, past what CI allows. These take
+# about 4 minutes here.
 RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/relay/... ./internal/fleet \
 	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
 	./internal/nodeagent ./internal/egress ./internal/proxy ./internal/egresstest ./internal/archive ./internal/protocol ./internal/runner \
 	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
-	./internal/sanitize ./internal/gitrepo
+	./internal/sanitize ./internal/gitrepo ./internal/pgtest
 race: cc
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(RACE_PKGS)
 

@@ -101,7 +101,7 @@ var forbidden = []struct {
 	},
 	{
 		from: []string{"corral/cmd/corral"},
-		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest", "corral/internal/otlptest"},
+		to:   []string{"corral/internal/gittest/...", "corral/internal/modeltest/...", "corral/internal/kerneltest", "corral/internal/nodetest", "corral/internal/secrets/secrettest", "corral/internal/vethtest", "corral/internal/poll", "corral/internal/toolstest", "corral/internal/abtest", "corral/internal/otlptest", "corral/internal/pgtest"},
 		why:  "the server never carries the tests' fakes and servers",
 	},
 	{
