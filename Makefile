@@ -200,8 +200,11 @@ vulncheck: deps
 # needed about 500 s under CI's load: 30 minutes leaves it margin, and a
 # hung test still ends well inside CI's limit.
 UNIT_TIMEOUT ?= 30m
+# The store's suite runs a second time on PostgreSQL (CORRAL_STORE_TEST):
+# the same tests, unchanged, are the conformance suite both engines pass.
 unit:
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	CORRAL_STORE_TEST=postgres $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store
 
 # The race detector over the packages whose own code runs goroutines and
 # locks: the gateway and the model API, the relay and its RPC, the fleet,
@@ -218,6 +221,7 @@ RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/re
 	./internal/sanitize ./internal/gitrepo ./internal/pgtest
 race: cc
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(RACE_PKGS)
+	CORRAL_STORE_TEST=postgres CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store
 
 # A C compiler for the race detector's cgo: gcc, installed when missing
 # (as root, from Debian's packages).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"corral/internal/pgtest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -21,7 +22,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	// A PostgreSQL server for the tests of a shared store, started when
+	// one first asks for a database.
+	os.Exit(pgtest.Main(m))
 }
 
 func TestSignalsShutDownGracefully(t *testing.T) {

@@ -68,6 +68,10 @@ type App struct {
 
 	agent *nodeagent.Agent // role sandbox
 
+	// leaseLost receives why this control stopped holding the control
+	// lease of a shared store (lease.go): Run returns it.
+	leaseLost chan error
+
 	// The metrics address's listener (nil without one), and the
 	// readiness checks whose answers are kept a while.
 	metricsLn                   net.Listener

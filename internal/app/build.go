@@ -75,6 +75,13 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 	a.Store = db
 	a.defer_(func() { db.Close() })
+	// Before anything is reconciled, settled or swept: of the controls
+	// sharing a PostgreSQL store, the one holding the lease serves.
+	if c.Database != "" {
+		if err := a.holdControl(ctx, db); err != nil {
+			return err
+		}
+	}
 	a.Metrics = a.newMetrics()
 	if role.HoldsWorktree(r) {
 		// Runs arrive with the runs capability; say now whether they could.

@@ -72,6 +72,11 @@ func (a *App) Run(ctx context.Context, ready chan<- string) error {
 	select {
 	case err := <-a.served:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-a.leaseLost:
+		// Another control serves now: stop driving runs at once (Close
+		// leaves their sessions for it to re-attach).
+		a.srv.Close()
+		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight")

@@ -34,8 +34,8 @@ type RestoreOptions struct {
 
 // Restored is what a restore wrote and found.
 type Restored struct {
-	Manifest Manifest      // what the backup says it holds
-	Schema   int64         // the restored database's schema version: this release's
+	Manifest Manifest     // what the backup says it holds
+	Schema   int64        // the restored database's schema version: this release's
 	Census   store.Census // what the restored database holds, migrated
 	// Expired are the change sets that were pending in the backup: their
 	// staged trees are never in one, so they are expired, never applied.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"corral/internal/pgtest"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -333,3 +334,9 @@ func TestOpenExisting(t *testing.T) {
 	_, err = OpenExisting(ctx, empty)
 	wantCode(t, err, corral.EUNAVAIL)
 }
+
+// TestMain runs the suite with a PostgreSQL server at hand, started when
+// a test first asks for a database (the suite on PostgreSQL, the copy).
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func newPGDatabase(t *testing.T) string { return pgtest.NewDatabase(t) }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/kerneltest"
+	"corral/internal/modeltest"
+	"corral/internal/pgtest"
+	"corral/internal/poll"
+	"corral/internal/sandbox"
+)
+
+// TestControlFailsOverOnPostgres: two controls (role all) share one
+// PostgreSQL store, each with its own data directory. The first serves:
+// a run completes; the second waits as a standby, not serving. The
+// first is killed (SIGKILL): the second takes the control lease once it
+// lapses and serves the same accounts and agents (the browser's session
+// cookie still works), runs on, and `corral trace verify --db` passes on
+// the store. Neither logs the database's password.
+func TestControlFailsOverOnPostgres(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	db := pgtest.NewDatabase(t)
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, _ := u.User.Password()
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		if r.Last().Role == "user" {
+			return modeltest.Calls(modeltest.ShellCall("c1", "echo hi > hi.txt"))
+		}
+		return modeltest.Text("done")
+	})
+	defer model.Close()
+	env := []string{"CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+
+	first := startServer(t, reachableTempDir(t), env...)
+	if !strings.Contains(first.Log(), "store=postgres") {
+		t.Fatalf("the server did not say it keeps its store in PostgreSQL:\n%s", first.Log())
+	}
+	c, agentID := signedIn(t, first)
+	if r := c.send(agentID, "go"); r.Status != "completed" {
+		t.Fatalf("the run on the first control = %+v, want completed\n%s", r, first.Log())
+	}
+
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
+	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	second := startProcess(t, cmd, "the second control never said it waits as a standby", func(line string) bool {
+		return strings.Contains(line, "standby")
+	})
+	if strings.Contains(second.Log(), "corral serving") {
+		t.Fatalf("the standby serves while the first holds the lease:\n%s", second.Log())
+	}
+
+	crash(first)
+	killed := time.Now()
+	serving := regexp.MustCompile(`corral serving.* addr=(http://[0-9.]+:\d+)`)
+	var base string
+	poll.Until(t, "the standby to take over", func() bool {
+		if m := serving.FindStringSubmatch(second.Log()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	t.Logf("the standby served %v after the first control was killed", time.Since(killed).Round(100*time.Millisecond))
+	if !strings.Contains(second.Log(), "holding the control lease") {
+		t.Fatalf("the second control serves without saying it holds the lease:\n%s", second.Log())
+	}
+
+	c.base = base
+	var agents struct{ Items []struct{ ID string } }
+	c.do("GET", "/agents", nil, http.StatusOK, &agents)
+	if len(agents.Items) != 1 || agents.Items[0].ID != agentID {
+		t.Fatalf("the agents on the second control = %+v, want the one made on the first", agents.Items)
+	}
+	var made struct{ ID string }
+	c.do("POST", "/agents", map[string]string{"name": "after"}, http.StatusCreated, &made)
+	if r := c.send(made.ID, "go"); r.Status != "completed" {
+		t.Fatalf("a run on the second control = %+v, want completed\n%s", r, second.Log())
+	}
+
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"trace", "verify", "--db", db}, strings.NewReader(""), &out, &errOut, noenv)
+	if code != 0 || !strings.HasPrefix(out.String(), "ok: ") {
+		t.Fatalf("trace verify --db = %d %q %q, want 0 and ok", code, out.String(), errOut.String())
+	}
+	for name, log := range map[string]string{"first": first.Log(), "second": second.Log()} {
+		if password != "" && strings.Contains(log, password) {
+			t.Errorf("the %s control logged the database's password", name)
+		}
+	}
+}

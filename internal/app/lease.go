@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"corral"
+	"corral/internal/store"
+)
+
+// Several controls may share one PostgreSQL store: one serves, holding
+// the control lease in the store and renewing it; the others wait as
+// standbys, and the first to find it expired (its holder died) takes it
+// and starts as a restarted server does: it reconciles or re-attaches the
+// runs the last one left, and its nodes find it (--control URL1,URL2).
+// One holder at a time is what keeps every guarantee written for one
+// server (the runs it drives, the sweeps, the throttles) true.
+
+const (
+	controlLease = "control"
+	// leaseTerm is how long a lease outlives its holder's last renewal:
+	// how long a standby waits after its holder dies.
+	leaseTerm = 15 * time.Second
+	// leaseRenew is how often the holder renews: it has two more tries
+	// before the lease can lapse.
+	leaseRenew = leaseTerm / 3
+	// standbyPoll is how often a standby looks for a lapsed lease.
+	standbyPoll = time.Second
+)
+
+// holdControl waits until this server holds the control lease, then
+// keeps renewing it until Close, which gives it up. Losing it (a renewal
+// refused, or none getting through for a whole term) ends Run.
+func (a *App) holdControl(ctx context.Context, db *store.DB) error {
+	log := a.opt.log
+	host, _ := os.Hostname()
+	holder := host + "/" + corral.NewID("ctl")
+	said := false
+	for {
+		now := time.Now()
+		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if !said {
+			other, until, _ := db.Lease(ctx, controlLease)
+			log.Info("standby: another control serves from this store; this one takes over when its lease lapses",
+				"holder", other, "until", until.Format(time.RFC3339))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(standbyPoll):
+		}
+	}
+	log.Info("holding the control lease", "holder", holder)
+	a.leaseLost = make(chan error, 1)
+	done := make(chan struct{})
+	go a.renewControl(db, holder, done)
+	a.defer_(func() {
+		close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		db.ReleaseLease(ctx, controlLease, holder)
+	})
+	return nil
+}
+
+// renewControl renews the lease until done is closed.
+func (a *App) renewControl(db *store.DB, holder string, done <-chan struct{}) {
+	held := time.Now().Add(leaseTerm)
+	t := time.NewTicker(leaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		ctx, cancel := context.WithTimeout(a.ctx, leaseRenew)
+		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+		cancel()
+		switch {
+		case err == nil && ok:
+			held = now.Add(leaseTerm)
+			continue
+		case err == nil:
+			a.leaseLost <- fmt.Errorf("another control holds the control lease now: this one stops")
+		case time.Now().After(held.Add(-leaseRenew)):
+			// The store cannot be reached: stop before the lease can have
+			// lapsed and a standby started driving the same runs.
+			a.leaseLost <- fmt.Errorf("could not renew the control lease for %v: this one stops: %w", leaseTerm-leaseRenew, err)
+		default:
+			a.opt.log.Warn("could not renew the control lease; trying again", "err", err)
+			continue
+		}
+		return
+	}
+}

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"corral"
+)
+
+// A lease is held by one server at a time, until it expires unless its
+// holder renews it. Times are the holders' clocks: servers sharing a
+// store keep them in step (NTP), as every lease does, and a lease's term
+// is long against the skew.
+
+// TakeLease takes the lease name for holder until until, or renews it,
+// when it is free, expired at now, or already holder's; it reports
+// whether holder holds it now. The check and the take are one statement.
+func (db *DB) TakeLease(ctx context.Context, name, holder string, now, until time.Time) (bool, error) {
+	if name == "" || holder == "" || !until.After(now) {
+		return false, corral.Errorf(corral.EINVALID, "a lease needs a name, a holder and a term")
+	}
+	res, err := db.exec(ctx, `
+		INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?4)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?3`,
+		name, holder, millis(now), millis(until))
+	if err != nil {
+		return false, corral.Internal("store.TakeLease", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, corral.Internal("store.TakeLease", err)
+	}
+	return n == 1, nil
+}
+
+// Lease says who holds the lease name and until when; ENOTFOUND when
+// nobody ever took it.
+func (db *DB) Lease(ctx context.Context, name string) (holder string, until time.Time, err error) {
+	var ms int64
+	err = db.queryRow(ctx, `SELECT holder, expires_at FROM leases WHERE name = ?`, name).Scan(&holder, &ms)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", time.Time{}, corral.NotFound("lease")
+	case err != nil:
+		return "", time.Time{}, corral.Internal("store.Lease", err)
+	}
+	return holder, fromMillis(ms), nil
+}
+
+// ReleaseLease gives the lease up if holder holds it, so that another
+// server need not wait for it to expire.
+func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
+	if _, err := db.exec(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
+		return corral.Internal("store.ReleaseLease", err)
+	}
+	return nil
+}

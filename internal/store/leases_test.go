@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"corral"
+)
+
+func TestLeases(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	term := 15 * time.Second
+	steps := []struct {
+		name   string
+		holder string
+		at     time.Duration
+		want   bool
+	}{
+		{"free: taken", "a", 0, true},
+		{"held: refused", "b", time.Second, false},
+		{"renewed by its holder", "a", 10 * time.Second, true},
+		{"held from the renewal on: refused", "b", 20 * time.Second, false},
+		{"expired: taken", "b", 25 * time.Second, true},
+		{"the old holder is refused", "a", 26 * time.Second, false},
+	}
+	for _, s := range steps {
+		now := t0.Add(s.at)
+		got, err := db.TakeLease(ctx, "control", s.holder, now, now.Add(term))
+		if err != nil || got != s.want {
+			t.Fatalf("%s: TakeLease(%s, +%v) = %v, %v; want %v", s.name, s.holder, s.at, got, err, s.want)
+		}
+	}
+	holder, until, err := db.Lease(ctx, "control")
+	if err != nil || holder != "b" || !until.Equal(t0.Add(40*time.Second)) {
+		t.Fatalf("Lease = %q until %v, %v; want b until +40s", holder, until, err)
+	}
+	// A release by another does nothing; by the holder frees the lease.
+	if err := db.ReleaseLease(ctx, "control", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.TakeLease(ctx, "control", "a", t0.Add(27*time.Second), t0.Add(40*time.Second)); got {
+		t.Fatal("a took the lease b holds after a's release")
+	}
+	if err := db.ReleaseLease(ctx, "control", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.TakeLease(ctx, "control", "a", t0.Add(27*time.Second), t0.Add(40*time.Second)); !got || err != nil {
+		t.Fatalf("TakeLease after the holder's release = %v, %v; want taken", got, err)
+	}
+	_, _, err = db.Lease(ctx, "nothing")
+	wantNotFound(t, err, "lease")
+	_, err = db.TakeLease(ctx, "control", "a", t0, t0)
+	wantCode(t, err, corral.EINVALID)
+}
+
+// TestLeaseOneHolder: many servers racing for a free lease, one takes it.
+func TestLeaseOneHolder(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := db.TakeLease(ctx, "control", string(rune('a'+i)), t0, t0.Add(time.Minute))
+			if err != nil {
+				t.Error(err)
+			}
+			if got {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Fatalf("%d servers took the lease, want 1", won)
+	}
+}
