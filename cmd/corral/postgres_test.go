@@ -21,7 +21,8 @@ import (
 
 // TestControlFailsOverOnPostgres: two controls (role all) share one
 // PostgreSQL store, each with its own data directory. The first serves:
-// a run completes; the second waits as a standby, not serving. The
+// a run completes; the second waits as a standby, answering 503 to all
+// but /healthz. The
 // first is killed (SIGKILL): the second takes the control lease once it
 // lapses and serves the same accounts and agents (the browser's session
 // cookie still works), runs on, and `corral trace verify --db` passes on
@@ -61,6 +62,21 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	})
 	if strings.Contains(second.Log(), "corral serving") {
 		t.Fatalf("the standby serves while the first holds the lease:\n%s", second.Log())
+	}
+	// It says so at once: alive, not ready, and every request refused.
+	m := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`).FindStringSubmatch(second.Log())
+	if m == nil {
+		t.Fatalf("the standby did not say where it answers:\n%s", second.Log())
+	}
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable, "/api/agents": http.StatusServiceUnavailable} {
+		res, err := http.Get(m[1] + path)
+		if err != nil {
+			t.Fatalf("GET %s on the standby: %v", path, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s on the standby = %d, want %d", path, res.StatusCode, want)
+		}
 	}
 
 	crash(first)

@@ -51,7 +51,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	proxies := &prefixList{}
 	fs.Var(proxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-For is believed (repeatable, or comma-separated)")
 	fs.Float64Var(&c.RetrievalThreshold, "retrieval-threshold", 0, "the confidence below which a document search tells an agent nothing relevant was found (0: the calibrated default, 0.5; 0.9 calls at most 5% of unanswerable questions answerable, and answers about 29% of the rest)")
-	fs.StringVar(&c.Control, "control", "", "role sandbox: control's URL, such as https://corral.example.org")
+	fs.StringVar(&c.Control, "control", "", "role sandbox: control's URL, such as https://corral.example.org; control replicas' separated by commas, tried in turn")
 	fs.StringVar(&c.Join, "join", "", "role sandbox: the one-time join token of the node's first start (from corral node token on control)")
 	fs.StringVar(&c.NodeName, "node-name", "", "role sandbox: the node's name as admins see it (default: the host name)")
 	fs.StringVar(&c.EmbedModel, "embed-model", "", "the provider's embedding model for document retrieval (empty: BM25 alone)")

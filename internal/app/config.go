@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"corral"
@@ -151,8 +152,10 @@ func checkRole(c *Config) error {
 		if c.Control == "" {
 			return configError("--role sandbox needs --control, control's URL (and --join TOKEN on its first start)")
 		}
-		if _, err := sanitize.ServerURL(c.Control); err != nil {
-			return configError("--control must be control's http or https URL, such as https://corral.example.org")
+		for _, u := range strings.Split(c.Control, ",") {
+			if _, err := sanitize.ServerURL(u); err != nil {
+				return configError("--control must be control's http or https URL, such as https://corral.example.org, or several control replicas' separated by commas")
+			}
 		}
 	}
 	return nil

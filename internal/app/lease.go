@@ -2,8 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"corral"
@@ -38,6 +42,8 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	host, _ := os.Hostname()
 	holder := host + "/" + corral.NewID("ctl")
 	said := false
+	stopStandby := func() {}
+	defer func() { stopStandby() }()
 	for {
 		now := time.Now()
 		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
@@ -49,9 +55,14 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 		}
 		if !said {
 			other, until, _ := db.Lease(ctx, controlLease)
+			addr := ""
+			if a.guard != nil {
+				addr = "http://" + a.guard.Addr().String()
+			}
 			log.Info("standby: another control serves from this store; this one takes over when its lease lapses",
-				"holder", other, "until", until.Format(time.RFC3339))
+				"holder", other, "until", until.Format(time.RFC3339), "addr", addr)
 			said = true
+			stopStandby = a.standby()
 		}
 		select {
 		case <-ctx.Done():
@@ -103,4 +114,69 @@ func (a *App) renewControl(db *store.DB, holder string, done <-chan struct{}) {
 		}
 		return
 	}
+}
+
+// standby answers on the server's address while it waits for the lease,
+// until stop: /healthz 200 (the process is alive), everything else 503
+// (/readyz too), so that a load balancer's check and a node's relay learn
+// at once that this control is not the one serving, instead of waiting
+// on a port nobody answers.
+func (a *App) standby() (stop func()) {
+	if a.guard == nil {
+		return func() {}
+	}
+	tcp, ok := a.guard.Listener.(*net.TCPListener)
+	if !ok {
+		return func() {}
+	}
+	ln := &pausable{Listener: a.guard, tcp: tcp}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			writeHealth(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": corral.EUNAVAIL,
+			"message": "this control is a standby: another one serves from the same store, and this one takes over if it stops"}})
+	})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		tcp.SetDeadline(time.Time{}) // the real server accepts from here on
+	}
+}
+
+// pausable lends the server's listener to the standby: closing it ends
+// the standby's Accept without closing the socket the server goes on to
+// serve on.
+type pausable struct {
+	net.Listener
+	tcp    *net.TCPListener
+	closed atomic.Bool
+}
+
+func (p *pausable) Accept() (net.Conn, error) {
+	c, err := p.Listener.Accept()
+	if p.closed.Load() {
+		if c != nil {
+			c.Close()
+		}
+		return nil, net.ErrClosed
+	}
+	return c, err
+}
+
+func (p *pausable) Close() error {
+	p.closed.Store(true)
+	return p.tcp.SetDeadline(time.Now())
 }

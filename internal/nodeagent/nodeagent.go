@@ -34,7 +34,10 @@ import (
 
 // Config is a node's settings.
 type Config struct {
-	Control string       // control's URL: http(s)://host:port
+	// Control is control's URL, http(s)://host:port, or the URLs of
+	// control replicas separated by commas: the node keeps one relay, to
+	// the one that serves, and tries the next when it ends or is refused.
+	Control string
 	Join    string       // a one-time join token, used when the node has no credential yet
 	Name    string       // the node's name, as admins see it
 	Data    string       // the node's data directory: its credential is kept here, 0600
@@ -59,7 +62,9 @@ const CredentialFile = "node.credential"
 
 // Agent is a running node.
 type Agent struct {
-	cfg Config
+	cfg      Config
+	controls []string // cfg.Control's URLs
+	at       int      // the one tried next
 
 	mu      sync.Mutex
 	session *relay.Session // the relay now; nil while it is down
@@ -68,8 +73,11 @@ type Agent struct {
 
 // New checks cfg.
 func New(cfg Config) (*Agent, error) {
-	if _, err := sanitize.ServerURL(cfg.Control); err != nil {
-		return nil, corral.Errorf(corral.EINVALID, "--control must be control's http or https URL, such as https://corral.example.org")
+	controls := strings.Split(cfg.Control, ",")
+	for _, u := range controls {
+		if _, err := sanitize.ServerURL(u); err != nil {
+			return nil, corral.Errorf(corral.EINVALID, "--control must be control's http or https URL, such as https://corral.example.org, or several control replicas' separated by commas")
+		}
 	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
@@ -80,7 +88,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg}, nil
+	return &Agent{cfg: cfg, controls: controls}, nil
 }
 
 // Run keeps the node connected until ctx ends. It fails at once when the
@@ -106,19 +114,28 @@ func (a *Agent) Run(ctx context.Context) error {
 		go a.carry(ln, c.ask)
 	}
 	wait := time.Second
+	failed := 0 // replicas tried in a row without a relay
 	for ctx.Err() == nil {
-		up, err := a.connect(ctx)
+		control := a.controls[a.at]
+		up, err := a.connect(ctx, control)
 		switch {
 		case corral.ErrorCode(err) == corral.EUNAUTH:
 			return corral.Errorf(corral.EUNAUTH, "control refused this node's credential (expired, or the node was removed): make a join token with `corral node token` on control and start the node with --join")
 		case corral.ErrorCode(err) == corral.EFORBIDDEN:
 			return err // control's own words: a node of another release, say
 		case err != nil:
-			a.cfg.Log.Warn("relay to control down; retrying", "in", wait, "err", corral.ErrorMessage(err))
+			a.cfg.Log.Warn("relay to control down; retrying", "control", control, "in", wait, "err", corral.ErrorMessage(err))
 		}
+		// The next replica: the one that ended or refused (a standby
+		// answers 503 at once) is the least likely to serve now.
+		a.at = (a.at + 1) % len(a.controls)
 		if up {
-			wait = time.Second
+			wait, failed = time.Second, 0
 		}
+		if failed++; failed < len(a.controls) && !up {
+			continue // every replica once before waiting
+		}
+		failed = 0
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
@@ -146,18 +163,18 @@ func (a *Agent) Connected() bool {
 }
 
 // connect holds one relay connection until it ends; up says it was up.
-func (a *Agent) connect(ctx context.Context) (bool, error) {
+func (a *Agent) connect(ctx context.Context, control string) (bool, error) {
 	a.mu.Lock()
 	cred := a.cred
 	a.mu.Unlock()
-	s, err := relay.Dial(ctx, wsURL(a.cfg.Control)+fleet.RelayPath, http.Header{
+	s, err := relay.Dial(ctx, wsURL(control)+fleet.RelayPath, http.Header{
 		"Authorization":       {"Bearer " + cred},
 		noderpc.VersionHeader: {noderpc.Version},
 	}, a.cfg.Relay)
 	if err != nil {
 		return false, err
 	}
-	a.cfg.Log.Info("connected to control", "control", a.cfg.Control)
+	a.cfg.Log.Info("connected to control", "control", control)
 	a.mu.Lock()
 	a.session = s
 	a.mu.Unlock()
@@ -221,29 +238,53 @@ func (a *Agent) credential(ctx context.Context) (string, error) {
 		return "", corral.Errorf(corral.EINVALID, "this node has not joined control yet: start it with --join TOKEN (make one with `corral node token` on control)")
 	}
 	body, _ := json.Marshal(fleet.JoinRequest{Token: a.cfg.Join, Name: a.cfg.Name})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(a.cfg.Control, "/")+fleet.JoinPath, bytes.NewReader(body))
-	if err != nil {
-		return "", corral.Internal("join", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", corral.Errorf(corral.EUNAVAIL, "control could not be reached to join: %v", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	if resp.StatusCode != http.StatusOK {
-		return "", corral.Errorf(corral.EUNAUTH, "control refused to enroll this node: %s", strings.TrimSpace(string(msg)))
-	}
+	// Each replica in turn: a standby answers 503, and the one serving
+	// takes the join.
 	var ans fleet.JoinAnswer
-	if err := json.Unmarshal(msg, &ans); err != nil || ans.Credential == "" {
-		return "", corral.Errorf(corral.EUNAVAIL, "control's answer to the join is not understood")
+	for i, control := range a.controls {
+		ans, err = a.join(ctx, control, body)
+		if err == nil || corral.ErrorCode(err) != corral.EUNAVAIL || i == len(a.controls)-1 {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
 	}
 	if err := a.save(ans.Credential); err != nil {
 		return "", err
 	}
 	a.cfg.Log.Info("joined control", "node", ans.NodeID)
 	return ans.Credential, nil
+}
+
+// joinClient bounds a join: a control that takes the connection and
+// never answers is given up, and the next one tried.
+var joinClient = &http.Client{Timeout: 30 * time.Second}
+
+// join asks control to enroll this node.
+func (a *Agent) join(ctx context.Context, control string, body []byte) (fleet.JoinAnswer, error) {
+	var ans fleet.JoinAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(control, "/")+fleet.JoinPath, bytes.NewReader(body))
+	if err != nil {
+		return ans, corral.Internal("join", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := joinClient.Do(req)
+	if err != nil {
+		return ans, corral.Errorf(corral.EUNAVAIL, "control could not be reached to join: %v", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return ans, corral.Errorf(corral.EUNAVAIL, "%s could not enroll this node now: %s", control, strings.TrimSpace(string(msg)))
+	case resp.StatusCode != http.StatusOK:
+		return ans, corral.Errorf(corral.EUNAUTH, "control refused to enroll this node: %s", strings.TrimSpace(string(msg)))
+	}
+	if err := json.Unmarshal(msg, &ans); err != nil || ans.Credential == "" {
+		return ans, corral.Errorf(corral.EUNAVAIL, "control's answer to the join is not understood")
+	}
+	return ans, nil
 }
 
 // save writes the credential, 0600, atomically.

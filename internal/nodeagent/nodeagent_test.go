@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,4 +149,43 @@ func TestOtherProtocolRefused(t *testing.T) {
 		t.Fatalf("the same credential with control's protocol: %v", err)
 	}
 	s.Close()
+}
+
+// TestMovesToTheServingReplica: a node given two control replicas joins
+// through the one serving (the standby, tried first, answers 503), keeps
+// one relay to it, and moves to the other when that one dies and the
+// other starts serving.
+func TestMovesToTheServingReplica(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes, first, srvA, token := newControl(t)
+	standby := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"code":"unavailable","message":"a standby"}}`, http.StatusServiceUnavailable)
+	})
+	var serving atomic.Pointer[http.Handler]
+	var h http.Handler = standby
+	serving.Store(&h)
+	srvB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*serving.Load()).ServeHTTP(w, r) }))
+	defer srvB.Close()
+
+	a, err := New(Config{Control: srvB.URL + "," + srvA.URL, Join: token, Name: "node-t", Data: t.TempDir(),
+		Relay: relay.Config{Heartbeat: 200 * time.Millisecond, Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	deadline := time.Now().Add(time.Minute)
+	poll.Within(t, time.Until(deadline), "the node to join and connect to the serving replica", func() bool { return len(first.Connected()) == 1 })
+
+	// The first replica dies; the standby takes over.
+	srvA.CloseClientConnections()
+	srvA.Close()
+	first.Close()
+	second := fleet.New(nodes, fleet.Config{})
+	defer second.Close()
+	h2 := second.Handler()
+	serving.Store(&h2)
+	moved := time.Now()
+	poll.Within(t, time.Until(deadline), "the node to move to the second replica", func() bool { return len(second.Connected()) == 1 })
+	t.Logf("the node's relay reached the second replica %v after the first died", time.Since(moved).Round(10*time.Millisecond))
 }
