@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -115,5 +117,116 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 		if password != "" && strings.Contains(log, password) {
 			t.Errorf("the %s control logged the database's password", name)
 		}
+	}
+}
+
+// TestControlFailoverMidRun: two controls (role control) on one
+// PostgreSQL store and a sandbox node given both. Five runs' tool
+// commands sleep on the node when the serving control is killed
+// (SIGKILL): the standby takes over, the node moves its relay to it, the
+// runs' sessions are re-attached through the node, and no run is lost:
+// each completes with its command's whole output, run once, and every
+// trace verifies.
+func TestControlFailoverMidRun(t *testing.T) {
+	if err := sandbox.Available(); err != nil {
+		kerneltest.Skip(t, "runs need the sandbox: %v", err)
+	}
+	db := pgtest.NewDatabase(t)
+	const marker = "sleep 3.1415"
+	model := modeltest.New(func(r modeltest.Request) modeltest.Reply {
+		if r.Last().Role == "user" {
+			return modeltest.Calls(modeltest.ShellCall("c1", "echo before >> ran.txt; echo before; "+marker+"; echo after > late.txt; echo slept"))
+		}
+		return modeltest.Text("done")
+	})
+	defer model.Close()
+	env := []string{"CORRAL_ROLE=control", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	first := startServer(t, reachableTempDir(t), env...)
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
+	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+	second := startProcess(t, cmd, "the second control never said it waits as a standby", func(line string) bool {
+		return strings.Contains(line, "standby")
+	})
+	m := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`).FindStringSubmatch(second.Log())
+	if m == nil {
+		t.Fatalf("the standby did not say where it answers:\n%s", second.Log())
+	}
+	secondBase := m[1]
+
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"node", "token", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
+		t.Fatalf("node token --db: %d %s", code, errOut.String())
+	}
+	node := startNode(t, reachableTempDir(t), first.base+","+secondBase, strings.TrimSpace(out.String()))
+	c, agentID := signedIn(t, first)
+	c.nodesReady(1)
+	const runs = 5
+	agents := []string{agentID}
+	for len(agents) < runs {
+		var made struct{ ID string }
+		c.do("POST", "/agents", map[string]string{"name": fmt.Sprintf("worker-%d", len(agents))}, http.StatusCreated, &made)
+		agents = append(agents, made.ID)
+	}
+	var posted []string
+	for _, id := range agents {
+		var p struct{ Run runAnswer }
+		c.do("POST", "/agents/"+id+"/messages", map[string]string{"content": "sleep on the node"}, http.StatusAccepted, &p)
+		posted = append(posted, p.Run.ID)
+	}
+	// Each command's sleep, by its exact command line (its shell's holds
+	// the marker too).
+	sleeping := func() int {
+		n := 0
+		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, d := range dirs {
+			if b, err := os.ReadFile(d); err == nil && string(b) == strings.ReplaceAll(marker, " ", "\x00")+"\x00" {
+				n++
+			}
+		}
+		return n
+	}
+	poll.Until(t, "every command to run on the node", func() bool { return sleeping() == runs })
+
+	crash(first)
+	killed := time.Now()
+	poll.Until(t, "the standby to take over", func() bool { return strings.Contains(second.Log(), "corral serving") })
+	t.Logf("the standby served %v after the first control was killed", time.Since(killed).Round(100*time.Millisecond))
+	c.base = secondBase
+	for _, id := range posted {
+		var r runAnswer
+		poll.Until(t, "the run to end", func() bool {
+			c.do("GET", "/runs/"+id, nil, http.StatusOK, &r)
+			return r.Status != "admitted" && r.Status != "running"
+		})
+		if r.Status != "completed" || r.ChangeSetID == nil {
+			t.Fatalf("run = %+v\nsecond control:\n%s\nnode:\n%s", r, second.Log(), node.Log())
+		}
+		var cs struct{ Entries []struct{ Path, Diff string } }
+		c.do("GET", "/changes/"+*r.ChangeSetID, nil, http.StatusOK, &cs)
+		ran := ""
+		var paths []string
+		for _, e := range cs.Entries {
+			paths = append(paths, e.Path)
+			if e.Path == "ran.txt" {
+				ran = e.Diff
+			}
+		}
+		if strings.Join(paths, ",") != "late.txt,ran.txt" || strings.Count(ran, "before") != 1 {
+			t.Fatalf("run %s's change set = %v, ran.txt's diff %q; want late.txt and ran.txt, the command run once", id, paths, ran)
+		}
+	}
+	t.Logf("all %d runs ended %v after the first control was killed", runs, time.Since(killed).Round(100*time.Millisecond))
+	reqs := model.Requests()
+	if len(reqs) != 2*runs {
+		t.Fatalf("model calls = %d, want %d (each run's tool call once, then its answer)", len(reqs), 2*runs)
+	}
+	for _, req := range reqs {
+		if last := req.Last(); last.Role == "tool" && !strings.Contains(last.Content, `before\nslept\n`) {
+			t.Fatalf("the model was told %q, want the command's whole output", last.Content)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
+		t.Fatalf("trace verify --db = %d %q", code, out.String())
 	}
 }
