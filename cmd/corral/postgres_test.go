@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 	"corral/internal/pgtest"
 	"corral/internal/poll"
 	"corral/internal/sandbox"
+	"corral/internal/secrets"
 )
 
 // TestControlFailsOverOnPostgres: two controls (role all) share one
@@ -46,7 +49,7 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 		return modeltest.Text("done")
 	})
 	defer model.Close()
-	env := []string{"CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	env := []string{"CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_SECRET_KEY=" + newSecretKey(t)}
 
 	first := startServer(t, reachableTempDir(t), env...)
 	if !strings.Contains(first.Log(), "store=postgres") {
@@ -55,6 +58,14 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	c, agentID := signedIn(t, first)
 	if r := c.send(agentID, "go"); r.Status != "completed" {
 		t.Fatalf("the run on the first control = %+v, want completed\n%s", r, first.Log())
+	}
+
+	// A control with a key of its own (its data directory made one) is
+	// refused at once: it could open none of the store's secrets.
+	wrong := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
+	wrong.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env[:len(env)-1]...)
+	if out, err := wrong.CombinedOutput(); err == nil || !strings.Contains(string(out), "secret key is not the one the other controls") {
+		t.Fatalf("a control with another secret key: %v\n%s", err, out)
 	}
 
 	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
@@ -140,7 +151,7 @@ func TestControlFailoverMidRun(t *testing.T) {
 		return modeltest.Text("done")
 	})
 	defer model.Close()
-	env := []string{"CORRAL_ROLE=control", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted"}
+	env := []string{"CORRAL_ROLE=control", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_SECRET_KEY=" + newSecretKey(t)}
 	first := startServer(t, reachableTempDir(t), env...)
 	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
 	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
@@ -229,4 +240,13 @@ func TestControlFailoverMidRun(t *testing.T) {
 	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("trace verify --db = %d %q", code, out.String())
 	}
+}
+
+// newSecretKey is a CORRAL_SECRET_KEY: controls sharing a store share it.
+func newSecretKey(t *testing.T) string {
+	b := make([]byte, secrets.KeySize)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }

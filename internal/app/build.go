@@ -75,9 +75,17 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 	a.Store = db
 	a.defer_(func() { db.Close() })
+	key, err := loadSecretKey(c, log)
+	if err != nil {
+		return err
+	}
 	// Before anything is reconciled, settled or swept: of the controls
-	// sharing a PostgreSQL store, the one holding the lease serves.
+	// sharing a PostgreSQL store, the one holding the lease serves; one
+	// whose key is not theirs says so now, not once it takes over.
 	if c.Database != "" {
+		if err := checkSharedKey(ctx, db, key); err != nil {
+			return err
+		}
 		if err := a.holdControl(ctx, db); err != nil {
 			return err
 		}
@@ -99,10 +107,6 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
 	a.Accounts, err = service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: a.opt.now}), a.opt.params, cfg)
-	if err != nil {
-		return err
-	}
-	key, err := loadSecretKey(c, log)
 	if err != nil {
 		return err
 	}

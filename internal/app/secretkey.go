@@ -1,10 +1,13 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"path/filepath"
 
+	"corral"
 	"corral/internal/secrets"
+	"corral/internal/store"
 )
 
 // loadSecretKey returns the key that seals code-host credentials: from
@@ -32,4 +35,23 @@ func loadSecretKey(c Config, log *slog.Logger) (*secrets.Key, error) {
 		log.Info("secret key loaded", "path", path)
 	}
 	return key, nil
+}
+
+// checkSharedKey refuses a key other than the one the shared store's
+// secrets were sealed with: a control with another (a replica whose data
+// directory made a key of its own) could open none of them, and would
+// seal new ones that the others cannot open. The first control to serve
+// from the store leaves a value sealed with its key; every other must
+// open it.
+func checkSharedKey(ctx context.Context, db *store.DB, key *secrets.Key) error {
+	ad := secrets.AD("key-check", "secret")
+	kept, err := db.KeyCheck(ctx, "secret", key.Seal([]byte("corral"), ad))
+	if err != nil {
+		return err
+	}
+	if _, err := key.Open(kept, ad); err != nil {
+		return corral.Errorf(corral.EINVALID, "this control's secret key is not the one the other controls serving from this database use: "+
+			"give every control the same CORRAL_SECRET_KEY (or the same DATA/%s)", secrets.KeyFile)
+	}
+	return nil
 }

@@ -58,3 +58,17 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 	}
 	return nil
 }
+
+// KeyCheck keeps sealed as the key check name unless one is kept
+// already, and returns the one kept: the first server's, which every
+// other server sharing the store must be able to open.
+func (db *DB) KeyCheck(ctx context.Context, name string, sealed []byte) ([]byte, error) {
+	if _, err := db.exec(ctx, `INSERT INTO key_checks (name, sealed) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, sealed); err != nil {
+		return nil, corral.Internal("store.KeyCheck", err)
+	}
+	var kept []byte
+	if err := db.queryRow(ctx, `SELECT sealed FROM key_checks WHERE name = ?`, name).Scan(&kept); err != nil {
+		return nil, corral.Internal("store.KeyCheck", err)
+	}
+	return kept, nil
+}

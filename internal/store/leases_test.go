@@ -83,3 +83,16 @@ func TestLeaseOneHolder(t *testing.T) {
 		t.Fatalf("%d servers took the lease, want 1", won)
 	}
 }
+
+func TestKeyCheck(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	got, err := db.KeyCheck(ctx, "secret", []byte("first"))
+	if err != nil || string(got) != "first" {
+		t.Fatalf("KeyCheck(first) = %q, %v; want first kept", got, err)
+	}
+	got, err = db.KeyCheck(ctx, "secret", []byte("second"))
+	if err != nil || string(got) != "first" {
+		t.Fatalf("KeyCheck(second) = %q, %v; want the first, still", got, err)
+	}
+}
