@@ -18,14 +18,21 @@ import (
 // real loopback TCP with 32 concurrent workers (the issue measured it with
 // wrk and 32 connections), in the same run. Each iteration is one batch of
 // each, interleaved, so machine noise falls on both alike. The figure to
-// read is api/bare.
+// read is api/bare. Sub-benchmarks: the store in SQLite, and in PostgreSQL
+// (a local server the benchmark starts, on loopback).
 func BenchmarkListAgents(b *testing.B) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		b.Run(engine, func(b *testing.B) { benchmarkListAgents(b, envOptions{postgres: engine == "postgres"}) })
+	}
+}
+
+func benchmarkListAgents(b *testing.B, opt envOptions) {
 	const (
 		workers = 32
 		batch   = 32 * 16
 		agents  = 20 // the reader sees this many
 	)
-	e := newEnv(b, envOptions{})
+	e := newEnv(b, opt)
 	owner := e.signup("owner@example.com", "Owner")
 	reader := e.signup("reader@example.com", "Reader")
 	other := e.signup("other@example.com", "Other")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"corral/internal/api"
 	"corral/internal/app"
+	"corral/internal/pgtest"
 	"corral/internal/toolstest"
 	"database/sql"
 	"encoding/json"
@@ -72,7 +73,10 @@ type env struct {
 
 type envOptions struct {
 	signup string
-	params auth.Params
+	// postgres keeps the store in a new PostgreSQL database (pgtest)
+	// instead of SQLite in the data directory.
+	postgres bool
+	params   auth.Params
 	// noModel leaves the model provider unconfigured.
 	noModel bool
 	// api is the API's own configuration (stream caps, trusted proxies).
@@ -187,6 +191,9 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		EmbedModel: opt.embedModel, RetrievalThreshold: opt.threshold, MetricsAddr: opt.metricsAddr, OTLPEndpoint: opt.otlp,
 		// The agent CLIs, as make tools installed them (cli_test.go).
 		ToolsDir: toolstest.Dir(),
+	}
+	if opt.postgres {
+		e.config.Database = pgtest.NewDatabase(t)
 	}
 	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api),
 		app.WithEgressResolver(opt.egressResolver)}

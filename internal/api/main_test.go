@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"corral/internal/pgtest"
 	"corral/internal/supervisor"
 )
 
@@ -12,5 +13,5 @@ import (
 func TestMain(m *testing.M) {
 	supervisor.Dispatch() // the sandbox's init and sessions' supervisors
 
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m)) // a PostgreSQL server, for the tests that ask for one
 }
