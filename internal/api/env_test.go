@@ -192,7 +192,8 @@ func newEnv(t testing.TB, opt envOptions) *env {
 		// The agent CLIs, as make tools installed them (cli_test.go).
 		ToolsDir: toolstest.Dir(),
 	}
-	if opt.postgres {
+	// CORRAL_STORE_TEST=postgres runs the whole suite so.
+	if opt.postgres || os.Getenv("CORRAL_STORE_TEST") == "postgres" {
 		e.config.Database = pgtest.NewDatabase(t)
 	}
 	e.options = []app.Option{app.WithClock(clock.Now), app.WithPasswordParams(opt.params), app.WithAPI(opt.api),

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,10 +123,12 @@ func TestReserveAndSettle(t *testing.T) {
 // TestReserveConcurrently: 100 calls at once, through two handles on one
 // file (two servers), on a budget that holds 10 of them: 10 go out, the
 // rest are refused, and what is spent never passes the budget.
+// TestReserveConcurrently: 100 calls at once through two handles on one
+// store (two servers: two processes on one SQLite file, or two controls
+// on one PostgreSQL database) never hold more than the budget.
 func TestReserveConcurrently(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "corral.db")
-	dbs := []*DB{openAt(t, path), openAt(t, path)}
+	dbs := newDBs(t, 2)
 	owner := mustUser(t, dbs[0], "owner")
 	a := mustAgent(t, dbs[0], owner, "a", 0)
 	a.Budget.Tokens = 1000

@@ -31,6 +31,24 @@ func newDB(t *testing.T) *DB {
 	return openAt(t, filepath.Join(t.TempDir(), "corral.db"))
 }
 
+// newDBs opens n handles on one fresh store, as n servers sharing it.
+func newDBs(t *testing.T, n int) []*DB {
+	t.Helper()
+	open := func() *DB { return nil }
+	if onPostgres() {
+		url := newPGDatabase(t)
+		open = func() *DB { return openPG(t, url) }
+	} else {
+		path := filepath.Join(t.TempDir(), "corral.db")
+		open = func() *DB { return openAt(t, path) }
+	}
+	var dbs []*DB
+	for range n {
+		dbs = append(dbs, open())
+	}
+	return dbs
+}
+
 // onPostgres says whether the suite runs on PostgreSQL.
 func onPostgres() bool { return os.Getenv("CORRAL_STORE_TEST") == "postgres" }
 
