@@ -39,8 +39,8 @@ func (db *DB) CreateChangeSet(ctx context.Context, cs corral.ChangeSet) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO change_entries (change_set_id, path, op, old_sha256, new_sha256, size, mode, old_mode, class, flags, state, note, diff)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			cs.ID, e.Path, e.Op, e.OldSHA256, e.NewSHA256, e.Size, int64(e.Mode), int64(e.OldMode), e.Class,
-			strings.Join(e.Flags, ","), e.State, e.Note, e.Diff); err != nil {
+			cs.ID, tx.bytes(e.Path), e.Op, e.OldSHA256, e.NewSHA256, e.Size, int64(e.Mode), int64(e.OldMode), e.Class,
+			strings.Join(e.Flags, ","), e.State, tx.bytes(e.Note), tx.bytes(e.Diff)); err != nil {
 			return corral.Internal(op, err)
 		}
 	}
@@ -196,6 +196,9 @@ func (db *DB) changeSets(ctx context.Context, op, query string, args ...any) ([]
 // diffs only when diffs is true (one change set, not a list).
 func (db *DB) withEntries(ctx context.Context, sets []corral.ChangeSet, diffs bool) ([]corral.ChangeSet, error) {
 	diffCol := "''"
+	if db.pg {
+		diffCol = "''::bytea"
+	}
 	if diffs {
 		diffCol = "diff"
 	}
@@ -255,7 +258,7 @@ func (db *DB) UpdateChangeSet(ctx context.Context, cs corral.ChangeSet, from cor
 	for _, e := range cs.Entries {
 		res, err := tx.ExecContext(ctx, `UPDATE change_entries SET state = ?
 			WHERE change_set_id = ? AND path = ? AND (state = 'pending' OR state = ?)`,
-			e.State, cs.ID, e.Path, e.State)
+			e.State, cs.ID, tx.bytes(e.Path), e.State)
 		if err != nil {
 			return corral.Internal(op, err)
 		}

@@ -75,3 +75,43 @@ func TestChangeSets(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// TestChangeEntryBytes: a path, note and diff that are not UTF-8 (what a
+// run may write) are kept byte for byte, sorted bytewise, and decided by
+// path.
+func TestChangeEntryBytes(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	owner := mustUser(t, db, "owner")
+	a := mustAgent(t, db, owner, "a", 0)
+	cs := corral.ChangeSet{
+		ID: corral.NewID("chg"), AgentID: a.ID, RunID: "run_1", Status: corral.ChangePending, Mode: corral.ChangesReview,
+		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+		Entries: []corral.ChangeEntry{
+			{Path: "caf\xe9.txt", Op: "create", NewSHA256: "aa", Size: 5, Mode: 0o644, Class: "protected", Flags: []string{"name"},
+				State: corral.EntryPending, Note: "named caf\xe9", Diff: "+caf\xe9\n"},
+			{Path: "bad\xffname", Op: "create", NewSHA256: "bb", Size: 1, Mode: 0o644, Class: "protected", State: corral.EntryPending},
+		},
+	}
+	if err := db.CreateChangeSet(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ChangeSet(ctx, cs.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cs
+	want.Entries = []corral.ChangeEntry{cs.Entries[1], cs.Entries[0]} // bytewise: 'b' < 'c'
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ChangeSet = %#v\nwant        %#v", got.Entries, want.Entries)
+	}
+	got.Status, got.Entries[1].State = corral.ChangeRejected, corral.EntryRejected
+	got.Entries[0].State = corral.EntryRejected
+	if err := db.UpdateChangeSet(ctx, got, corral.ChangePending); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := db.ChangeSet(ctx, cs.ID)
+	if again.Entries[0].State != corral.EntryRejected || again.Entries[1].State != corral.EntryRejected {
+		t.Fatalf("entries after the decision = %#v", again.Entries)
+	}
+}

@@ -362,6 +362,15 @@ func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	return t.Tx.QueryRowContext(ctx, query, args...)
 }
 
+// bytes passes s, bytes a run wrote that need not be UTF-8, for a
+// column that holds them: on PostgreSQL a BYTEA (its TEXT refuses them).
+func (t *txn) bytes(s string) any {
+	if t.pg {
+		return []byte(s)
+	}
+	return s
+}
+
 // begin starts a write transaction. On SQLite the writer pool's one
 // connection makes writers take turns; on PostgreSQL every write
 // transaction, on any replica, first takes one transaction-scoped

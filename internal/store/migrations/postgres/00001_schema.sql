@@ -154,9 +154,12 @@ CREATE TABLE runs (
     CHECK (driver IN ('', 'terminal', 'codex', 'claude-code', 'opencode')), token_hash BYTEA, root_run_id TEXT NOT NULL DEFAULT '', depth BIGINT NOT NULL DEFAULT 0 CHECK (depth >= 0), parent_call TEXT NOT NULL DEFAULT '', node_id TEXT NOT NULL DEFAULT '', violation TEXT NOT NULL DEFAULT ''
     CHECK (violation IN ('', 'timeout', 'memory', 'pids', 'cpu', 'output', 'disk', 'egress')));
 
+-- A path, its note and its diff are the bytes a run wrote, which need not
+-- be UTF-8 (a file named in Latin-1, a diff of one): BYTEA, which holds
+-- them as SQLite's TEXT does and sorts them bytewise as it does.
 CREATE TABLE change_entries (
     change_set_id TEXT NOT NULL REFERENCES change_sets(id) ON DELETE CASCADE,
-    path          TEXT NOT NULL,
+    path          BYTEA NOT NULL,
     op            TEXT NOT NULL CHECK (op IN ('create', 'modify', 'delete')),
     old_sha256    TEXT NOT NULL,
     new_sha256    TEXT NOT NULL,
@@ -166,9 +169,9 @@ CREATE TABLE change_entries (
     class         TEXT NOT NULL CHECK (class IN ('ordinary', 'risky', 'protected')),
     flags         TEXT NOT NULL,
     state         TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'rejected', 'denied', 'conflicted', 'dropped')),
-    note          TEXT NOT NULL DEFAULT '',
+    note          BYTEA NOT NULL DEFAULT '',
     -- Last: lists read the columns before it and never load a large diff.
-    diff          TEXT NOT NULL DEFAULT '',
+    diff          BYTEA NOT NULL DEFAULT '',
     PRIMARY KEY (change_set_id, path)
 );
 
