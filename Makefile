@@ -201,10 +201,11 @@ vulncheck: deps
 # hung test still ends well inside CI's limit.
 UNIT_TIMEOUT ?= 30m
 # The store's suite runs a second time on PostgreSQL (CORRAL_STORE_TEST):
-# the same tests, unchanged, are the conformance suite both engines pass.
+# the same tests, unchanged, are the conformance suite both engines pass;
+# and so does the API's, every route and run through a real server.
 unit:
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
-	CORRAL_STORE_TEST=postgres $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store
+	CORRAL_STORE_TEST=postgres $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store ./internal/api
 
 # The race detector over the packages whose own code runs goroutines and
 # locks: the gateway and the model API, the relay and its RPC, the fleet,

@@ -9,6 +9,7 @@ import (
 	"corral/internal/toolstest"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -387,16 +388,52 @@ func (c *client) link(agentID, level string) api.LinkView {
 	return l
 }
 
-// rawDB opens the test's database file directly, to look at what the API
-// must never show.
-func (e *env) rawDB(t testing.TB) *sql.DB {
+// rawDB opens the test's database directly, the file or the PostgreSQL
+// database, to look at what the API must never show.
+func (e *env) rawDB(t testing.TB) rawStore {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+e.dbPath+"?mode=ro")
+	driver, dsn := "sqlite", "file:"+e.dbPath+"?mode=ro"
+	if e.config.Database != "" {
+		driver, dsn = "pgx", e.config.Database
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return rawStore{db: db, pg: driver == "pgx"}
+}
+
+// rawStore reads the store with SQL written with SQLite's ? placeholders,
+// numbered for PostgreSQL when the store is there.
+type rawStore struct {
+	db *sql.DB
+	pg bool
+}
+
+func (r rawStore) q(query string) string {
+	if !r.pg {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (r rawStore) QueryRow(query string, args ...any) *sql.Row {
+	return r.db.QueryRow(r.q(query), args...)
+}
+
+func (r rawStore) Query(query string, args ...any) (*sql.Rows, error) {
+	return r.db.Query(r.q(query), args...)
 }
 
 func newAccountsForMode(mode string) (*service.Accounts, error) {

@@ -130,7 +130,7 @@ func TestNoAnswerCarriesSecrets(t *testing.T) {
 	script.do("GET", "/api/runs/"+done.ID+"/events", nil).want(http.StatusOK) // ended: the stream closes
 	script.do("GET", "/api/changes/"+*done.ChangeSetID, nil).want(http.StatusOK)
 	var traced int
-	if err := e.rawDB(t).QueryRow(`SELECT count(*) FROM trace_events WHERE instr(data, ?) > 0`, testModelKey).Scan(&traced); err != nil || traced != 0 {
+	if err := e.rawDB(t).QueryRow(`SELECT count(*) FROM trace_events WHERE data LIKE '%' || ? || '%'`, testModelKey).Scan(&traced); err != nil || traced != 0 {
 		t.Fatalf("trace events holding the model key: %d (%v)", traced, err)
 	}
 	script.do("GET", "/api/agents", nil).want(http.StatusOK)
