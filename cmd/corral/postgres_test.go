@@ -131,13 +131,13 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	}
 }
 
-// TestControlFailoverMidRun: two controls (role control) on one
-// PostgreSQL store and a sandbox node given both. Five runs' tool
-// commands sleep on the node when the serving control is killed
-// (SIGKILL): the standby takes over, the node moves its relay to it, the
-// runs' sessions are re-attached through the node, and no run is lost:
-// each completes with its command's whole output, run once, and every
-// trace verifies.
+// TestControlFailoverMidRun: three controls (role control) on one
+// PostgreSQL store and two sandbox nodes given all three. Ten runs' tool
+// commands sleep on the nodes when the serving control is killed
+// (SIGKILL): one standby takes over and the other stays a standby, the
+// nodes move their relays to it, the runs' sessions are re-attached
+// through the nodes, and no run is lost: each completes with its
+// command's whole output, run once, and every trace verifies.
 func TestControlFailoverMidRun(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
 		kerneltest.Skip(t, "runs need the sandbox: %v", err)
@@ -153,25 +153,34 @@ func TestControlFailoverMidRun(t *testing.T) {
 	defer model.Close()
 	env := []string{"CORRAL_ROLE=control", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_SECRET_KEY=" + newSecretKey(t)}
 	first := startServer(t, reachableTempDir(t), env...)
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
-	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
-	second := startProcess(t, cmd, "the second control never said it waits as a standby", func(line string) bool {
-		return strings.Contains(line, "standby")
-	})
-	m := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`).FindStringSubmatch(second.Log())
-	if m == nil {
-		t.Fatalf("the standby did not say where it answers:\n%s", second.Log())
+	standbyAt := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`)
+	var standbys []*server
+	urls := []string{first.base}
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", reachableTempDir(t))
+		cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1"), env...)
+		s := startProcess(t, cmd, "a control never said it waits as a standby", func(line string) bool {
+			return strings.Contains(line, "standby")
+		})
+		m := standbyAt.FindStringSubmatch(s.Log())
+		if m == nil {
+			t.Fatalf("the standby did not say where it answers:\n%s", s.Log())
+		}
+		standbys = append(standbys, s)
+		urls = append(urls, m[1])
 	}
-	secondBase := m[1]
 
-	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"node", "token", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
-		t.Fatalf("node token --db: %d %s", code, errOut.String())
+	var nodes []*server
+	for _, name := range []string{"node-a", "node-b"} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), []string{"node", "token", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
+			t.Fatalf("node token --db: %d %s", code, errOut.String())
+		}
+		nodes = append(nodes, startNamedNode(t, name, reachableTempDir(t), strings.Join(urls, ","), strings.TrimSpace(out.String())))
 	}
-	node := startNode(t, reachableTempDir(t), first.base+","+secondBase, strings.TrimSpace(out.String()))
 	c, agentID := signedIn(t, first)
-	c.nodesReady(1)
-	const runs = 5
+	c.nodesReady(2)
+	const runs = 10
 	agents := []string{agentID}
 	for len(agents) < runs {
 		var made struct{ ID string }
@@ -181,7 +190,7 @@ func TestControlFailoverMidRun(t *testing.T) {
 	var posted []string
 	for _, id := range agents {
 		var p struct{ Run runAnswer }
-		c.do("POST", "/agents/"+id+"/messages", map[string]string{"content": "sleep on the node"}, http.StatusAccepted, &p)
+		c.do("POST", "/agents/"+id+"/messages", map[string]string{"content": "sleep on a node"}, http.StatusAccepted, &p)
 		posted = append(posted, p.Run.ID)
 	}
 	// Each command's sleep, by its exact command line (its shell's holds
@@ -196,13 +205,34 @@ func TestControlFailoverMidRun(t *testing.T) {
 		}
 		return n
 	}
-	poll.Until(t, "every command to run on the node", func() bool { return sleeping() == runs })
+	poll.Until(t, "every command to run on the nodes", func() bool { return sleeping() == runs })
+	// Both nodes hold runs: the failover moves both.
+	var placed struct {
+		Items []struct {
+			Name string
+			Runs int
+		}
+	}
+	c.do("GET", "/nodes", nil, http.StatusOK, &placed)
+	if len(placed.Items) != 2 || placed.Items[0].Runs == 0 || placed.Items[1].Runs == 0 {
+		t.Fatalf("the nodes' runs = %+v, want runs on both", placed.Items)
+	}
 
 	crash(first)
 	killed := time.Now()
-	poll.Until(t, "the standby to take over", func() bool { return strings.Contains(second.Log(), "corral serving") })
-	t.Logf("the standby served %v after the first control was killed", time.Since(killed).Round(100*time.Millisecond))
-	c.base = secondBase
+	serving := -1
+	poll.Until(t, "a standby to take over", func() bool {
+		for i, s := range standbys {
+			if strings.Contains(s.Log(), "corral serving") {
+				serving = i
+			}
+		}
+		return serving >= 0
+	})
+	t.Logf("a standby served %v after the first control was killed (nodes: %+v)", time.Since(killed).Round(100*time.Millisecond), placed.Items)
+	c.base = urls[1+serving]
+	c.nodesReady(2)
+	t.Logf("both nodes were ready on it %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 	for _, id := range posted {
 		var r runAnswer
 		poll.Until(t, "the run to end", func() bool {
@@ -210,7 +240,7 @@ func TestControlFailoverMidRun(t *testing.T) {
 			return r.Status != "admitted" && r.Status != "running"
 		})
 		if r.Status != "completed" || r.ChangeSetID == nil {
-			t.Fatalf("run = %+v\nsecond control:\n%s\nnode:\n%s", r, second.Log(), node.Log())
+			t.Fatalf("run = %+v\nserving control:\n%s\nnode a:\n%s\nnode b:\n%s", r, standbys[serving].Log(), nodes[0].Log(), nodes[1].Log())
 		}
 		var cs struct{ Entries []struct{ Path, Diff string } }
 		c.do("GET", "/changes/"+*r.ChangeSetID, nil, http.StatusOK, &cs)
@@ -227,6 +257,9 @@ func TestControlFailoverMidRun(t *testing.T) {
 		}
 	}
 	t.Logf("all %d runs ended %v after the first control was killed", runs, time.Since(killed).Round(100*time.Millisecond))
+	if other := standbys[1-serving]; strings.Contains(other.Log(), "corral serving") {
+		t.Fatalf("both standbys serve:\n%s", other.Log())
+	}
 	reqs := model.Requests()
 	if len(reqs) != 2*runs {
 		t.Fatalf("model calls = %d, want %d (each run's tool call once, then its answer)", len(reqs), 2*runs)
@@ -236,7 +269,7 @@ func TestControlFailoverMidRun(t *testing.T) {
 			t.Fatalf("the model was told %q, want the command's whole output", last.Content)
 		}
 	}
-	out.Reset()
+	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("trace verify --db = %d %q", code, out.String())
 	}

@@ -45,7 +45,10 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	stopStandby := func() {}
 	defer func() { stopStandby() }()
 	for {
-		now := time.Now()
+		now, err := db.Clock(ctx)
+		if err != nil {
+			return err
+		}
 		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
 		if err != nil {
 			return err
@@ -83,6 +86,15 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	return nil
 }
 
+// renewLease renews the control lease for a term from the store's clock.
+func renewLease(ctx context.Context, db *store.DB, holder string) (bool, error) {
+	now, err := db.Clock(ctx)
+	if err != nil {
+		return false, err
+	}
+	return db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+}
+
 // renewControl renews the lease until done is closed.
 func (a *App) renewControl(db *store.DB, holder string, done <-chan struct{}) {
 	held := time.Now().Add(leaseTerm)
@@ -94,13 +106,15 @@ func (a *App) renewControl(db *store.DB, holder string, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		// held is reckoned on this process's monotonic clock, from before
+		// the renewal was asked for: never later than the store's term.
+		asked := time.Now()
 		ctx, cancel := context.WithTimeout(a.ctx, leaseRenew)
-		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+		ok, err := renewLease(ctx, db, holder)
 		cancel()
 		switch {
 		case err == nil && ok:
-			held = now.Add(leaseTerm)
+			held = asked.Add(leaseTerm)
 			continue
 		case err == nil:
 			a.leaseLost <- fmt.Errorf("another control holds the control lease now: this one stops")

@@ -10,9 +10,8 @@ import (
 )
 
 // A lease is held by one server at a time, until it expires unless its
-// holder renews it. Times are the holders' clocks: servers sharing a
-// store keep them in step (NTP), as every lease does, and a lease's term
-// is long against the skew.
+// holder renews it. Its times are Clock's: the database's own on
+// PostgreSQL, so servers sharing it need not keep their clocks in step.
 
 // TakeLease takes the lease name for holder until until, or renews it,
 // when it is free, expired at now, or already holder's; it reports
@@ -71,4 +70,19 @@ func (db *DB) KeyCheck(ctx context.Context, name string, sealed []byte) ([]byte,
 		return nil, corral.Internal("store.KeyCheck", err)
 	}
 	return kept, nil
+}
+
+// Clock is the time leases are reckoned by: on PostgreSQL the database's
+// own clock, which every server sharing it reads alike, so their clocks
+// need not agree; on SQLite, which one machine's servers share, the
+// store's.
+func (db *DB) Clock(ctx context.Context) (time.Time, error) {
+	if !db.pg {
+		return db.now(), nil
+	}
+	var ms int64
+	if err := db.queryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint`).Scan(&ms); err != nil {
+		return time.Time{}, corral.Internal("store.Clock", err)
+	}
+	return fromMillis(ms), nil
 }

@@ -96,3 +96,23 @@ func TestKeyCheck(t *testing.T) {
 		t.Fatalf("KeyCheck(second) = %q, %v; want the first, still", got, err)
 	}
 }
+
+// TestClock: on PostgreSQL the lease clock is the database's (it moves on
+// its own, near this machine's since both run here); on SQLite the store's
+// (t0 in the tests).
+func TestClock(t *testing.T) {
+	db := newDB(t)
+	got, err := db.Clock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !onPostgres() {
+		if !got.Equal(t0) {
+			t.Fatalf("Clock = %v, want the store's, %v", got, t0)
+		}
+		return
+	}
+	if d := time.Since(got); d < -time.Minute || d > time.Minute {
+		t.Fatalf("Clock = %v, %v from this machine's: not the database's clock", got, d)
+	}
+}
