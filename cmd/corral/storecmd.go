@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"corral/internal/app"
@@ -71,6 +72,8 @@ func storeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return 1, err
 	}
+	slices.Sort(got.AgentIDs)
+	slices.Sort(want.AgentIDs)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		fmt.Fprintf(stdout, "copied, but the counts differ: the source holds %+v, the copy %+v\n", want, got)
 		return 1, nil

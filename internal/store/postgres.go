@@ -168,7 +168,7 @@ var sqliteHints = regexp.MustCompile(`\bCROSS JOIN\b|\s+INDEXED BY \w+`)
 // pgQuery translates a query from SQLite's dialect: its placeholders (?
 // and ?NNN) become PostgreSQL's ($NNN), a bare ? numbered as SQLite does
 // (one more than the largest number so far), and the planner's hints go.
-// Text in quotes is left alone.
+// Text in quotes and comments is left alone.
 func pgQuery(q string) string {
 	if v, ok := pgQueries.Load(q); ok {
 		return v.(string)
@@ -186,6 +186,17 @@ func pgQuery(q string) string {
 	quoted := false
 	for i := 0; i < len(q); i++ {
 		c := q[i]
+		if !quoted && c == '-' && i+1 < len(q) && q[i+1] == '-' {
+			// A comment, to the end of its line: an apostrophe in it
+			// opens no string.
+			end := strings.IndexByte(q[i:], '\n')
+			if end < 0 {
+				end = len(q) - i
+			}
+			b.WriteString(q[i : i+end])
+			i += end - 1
+			continue
+		}
 		if c == '\'' {
 			quoted = !quoted // '' inside a string closes and reopens it
 		}

@@ -1,62 +1,63 @@
 -- The whole schema of migrations/sqlite up to 00023, for PostgreSQL:
 -- the same tables, columns, constraints and append-only triggers.
 -- Integers are BIGINT (SQLite's are 64-bit), blobs BYTEA, and each
--- AUTOINCREMENT key an identity.
+-- AUTOINCREMENT key an identity. Text compares and sorts bytewise
+-- (COLLATE "C") as SQLite's does, whatever the database's locale.
 
 -- +goose Up
 CREATE TABLE users (
-    id            TEXT PRIMARY KEY,
-    email         TEXT NOT NULL UNIQUE,
-    name          TEXT NOT NULL,
-    password_hash TEXT NOT NULL,
+    id            TEXT COLLATE "C" PRIMARY KEY,
+    email         TEXT COLLATE "C" NOT NULL UNIQUE,
+    name          TEXT COLLATE "C" NOT NULL,
+    password_hash TEXT COLLATE "C" NOT NULL,
     admin         BIGINT NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
     disabled      BIGINT NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),
     created_at    BIGINT NOT NULL
 );
 
 CREATE TABLE sessions (
-    id         TEXT PRIMARY KEY,
-    user_id    TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    user_id    TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     token_hash BYTEA NOT NULL UNIQUE,
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL
 );
 
 CREATE TABLE api_tokens (
-    id           TEXT PRIMARY KEY,
-    user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    name         TEXT NOT NULL,
+    id           TEXT COLLATE "C" PRIMARY KEY,
+    user_id      TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name         TEXT COLLATE "C" NOT NULL,
     token_hash   BYTEA NOT NULL UNIQUE,
     created_at   BIGINT NOT NULL,
     last_used_at BIGINT
 );
 
 CREATE TABLE invites (
-    id         TEXT PRIMARY KEY,
-    created_by TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    created_by TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     token_hash BYTEA NOT NULL UNIQUE,
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
-    used_by    TEXT REFERENCES users(id) ON DELETE SET NULL,
+    used_by    TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
     used_at    BIGINT
 );
 
 CREATE TABLE nodes (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
+    id TEXT COLLATE "C" PRIMARY KEY,
+    name TEXT COLLATE "C" NOT NULL,
     draining BIGINT NOT NULL DEFAULT 0 CHECK (draining IN (0, 1)),
     last_seen_at BIGINT,
     created_at BIGINT NOT NULL
 );
 
 CREATE TABLE agents (
-    id               TEXT PRIMARY KEY,
-    owner_id         TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    name             TEXT NOT NULL,
-    instructions     TEXT NOT NULL DEFAULT '',
-    model            TEXT NOT NULL DEFAULT '',
-    fs               TEXT NOT NULL CHECK (fs IN ('read-only', 'read-write')),
-    changes          TEXT NOT NULL CHECK (changes IN ('review', 'auto')),
+    id               TEXT COLLATE "C" PRIMARY KEY,
+    owner_id         TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name             TEXT COLLATE "C" NOT NULL,
+    instructions     TEXT COLLATE "C" NOT NULL DEFAULT '',
+    model            TEXT COLLATE "C" NOT NULL DEFAULT '',
+    fs               TEXT COLLATE "C" NOT NULL CHECK (fs IN ('read-only', 'read-write')),
+    changes          TEXT COLLATE "C" NOT NULL CHECK (changes IN ('review', 'auto')),
     max_prompt_bytes BIGINT NOT NULL DEFAULT 0 CHECK (max_prompt_bytes >= 0),
     max_runs         BIGINT NOT NULL DEFAULT 0 CHECK (max_runs >= 0),
     run_timeout_s    BIGINT NOT NULL DEFAULT 0 CHECK (run_timeout_s >= 0),
@@ -66,109 +67,109 @@ CREATE TABLE agents (
     output_bytes     BIGINT NOT NULL DEFAULT 0 CHECK (output_bytes >= 0),
     budget_tokens    BIGINT NOT NULL DEFAULT 0 CHECK (budget_tokens >= 0),
     budget_used      BIGINT NOT NULL DEFAULT 0 CHECK (budget_used >= 0),
-    state            TEXT NOT NULL CHECK (state IN ('active', 'paused', 'quarantined')),
+    state            TEXT COLLATE "C" NOT NULL CHECK (state IN ('active', 'paused', 'quarantined')),
     created_at       BIGINT NOT NULL,
     updated_at       BIGINT NOT NULL
-, globs TEXT NOT NULL DEFAULT '{}', disk_bytes BIGINT NOT NULL DEFAULT 0 CHECK (disk_bytes >= 0), disk_inodes BIGINT NOT NULL DEFAULT 0 CHECK (disk_inodes >= 0), pending_disk_bytes BIGINT NOT NULL DEFAULT 0 CHECK (pending_disk_bytes >= 0), driver TEXT NOT NULL DEFAULT 'builtin'
-    CHECK (driver IN ('builtin', 'codex', 'claude-code', 'opencode')), created_by_run TEXT NOT NULL DEFAULT '', node_id TEXT REFERENCES nodes(id) ON DELETE SET NULL, budget_reserved BIGINT NOT NULL DEFAULT 0 CHECK (budget_reserved >= 0), library BIGINT NOT NULL DEFAULT 0 CHECK (library IN (0, 1)), network TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'allowlist')));
+, globs TEXT COLLATE "C" NOT NULL DEFAULT '{}', disk_bytes BIGINT NOT NULL DEFAULT 0 CHECK (disk_bytes >= 0), disk_inodes BIGINT NOT NULL DEFAULT 0 CHECK (disk_inodes >= 0), pending_disk_bytes BIGINT NOT NULL DEFAULT 0 CHECK (pending_disk_bytes >= 0), driver TEXT COLLATE "C" NOT NULL DEFAULT 'builtin'
+    CHECK (driver IN ('builtin', 'codex', 'claude-code', 'opencode')), created_by_run TEXT COLLATE "C" NOT NULL DEFAULT '', node_id TEXT COLLATE "C" REFERENCES nodes(id) ON DELETE SET NULL, budget_reserved BIGINT NOT NULL DEFAULT 0 CHECK (budget_reserved >= 0), library BIGINT NOT NULL DEFAULT 0 CHECK (library IN (0, 1)), network TEXT COLLATE "C" NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'allowlist')));
 
 CREATE TABLE grants (
-    agent_id   TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    user_id    TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    level      TEXT NOT NULL CHECK (level IN ('viewer', 'runner', 'editor')),
+    agent_id   TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    user_id    TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    level      TEXT COLLATE "C" NOT NULL CHECK (level IN ('viewer', 'runner', 'editor')),
     created_at BIGINT NOT NULL, accepted BIGINT NOT NULL DEFAULT 0 CHECK (accepted IN (0, 1)),
     PRIMARY KEY (agent_id, user_id)
 );
 
 CREATE TABLE links (
-    id         TEXT PRIMARY KEY,
-    agent_id   TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    level      TEXT NOT NULL CHECK (level IN ('viewer', 'runner')),
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    agent_id   TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    level      TEXT COLLATE "C" NOT NULL CHECK (level IN ('viewer', 'runner')),
     token_hash BYTEA NOT NULL UNIQUE,
-    created_by TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_by TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     created_at BIGINT NOT NULL
 );
 
 CREATE TABLE link_members (
-    link_id   TEXT NOT NULL REFERENCES links(id) ON DELETE CASCADE,
-    user_id   TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    link_id   TEXT COLLATE "C" NOT NULL REFERENCES links(id) ON DELETE CASCADE,
+    user_id   TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     joined_at BIGINT NOT NULL,
     PRIMARY KEY (link_id, user_id)
 );
 
 CREATE TABLE messages (
     seq        BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    id         TEXT NOT NULL UNIQUE,
-    agent_id   TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    role       TEXT NOT NULL,
-    content    TEXT NOT NULL,
-    author_id  TEXT REFERENCES users(id) ON DELETE SET NULL,
-    run_id     TEXT NOT NULL DEFAULT '',
+    id         TEXT COLLATE "C" NOT NULL UNIQUE,
+    agent_id   TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    role       TEXT COLLATE "C" NOT NULL,
+    content    TEXT COLLATE "C" NOT NULL,
+    author_id  TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    run_id     TEXT COLLATE "C" NOT NULL DEFAULT '',
     created_at BIGINT NOT NULL
-, sources TEXT);
+, sources TEXT COLLATE "C");
 
 CREATE TABLE change_sets (
-    id         TEXT PRIMARY KEY,
-    agent_id   TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    run_id     TEXT NOT NULL DEFAULT '',
-    status     TEXT NOT NULL CHECK (status IN ('pending', 'applied', 'rejected', 'denied', 'conflicted', 'expired', 'failed')),
-    mode       TEXT NOT NULL CHECK (mode IN ('review', 'auto')),
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    agent_id   TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    run_id     TEXT COLLATE "C" NOT NULL DEFAULT '',
+    status     TEXT COLLATE "C" NOT NULL CHECK (status IN ('pending', 'applied', 'rejected', 'denied', 'conflicted', 'expired', 'failed')),
+    mode       TEXT COLLATE "C" NOT NULL CHECK (mode IN ('review', 'auto')),
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
-    decided_by TEXT REFERENCES users(id) ON DELETE SET NULL,
+    decided_by TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
     decided_at BIGINT
 , disk_bytes BIGINT NOT NULL DEFAULT 0 CHECK (disk_bytes >= 0));
 
 CREATE TABLE trace_events (
-    run_id    TEXT NOT NULL,
+    run_id    TEXT COLLATE "C" NOT NULL,
     seq       BIGINT NOT NULL CHECK (seq >= 1),
-    at        TEXT NOT NULL,
-    type      TEXT NOT NULL,
-    data      TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash      TEXT NOT NULL,
+    at        TEXT COLLATE "C" NOT NULL,
+    type      TEXT COLLATE "C" NOT NULL,
+    data      TEXT COLLATE "C" NOT NULL,
+    prev_hash TEXT COLLATE "C" NOT NULL,
+    hash      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
 
 CREATE TABLE runs (
     seq           BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    id            TEXT NOT NULL UNIQUE,
-    agent_id      TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    status        TEXT NOT NULL CHECK (status IN ('admitted', 'running', 'paused',
+    id            TEXT COLLATE "C" NOT NULL UNIQUE,
+    agent_id      TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    status        TEXT COLLATE "C" NOT NULL CHECK (status IN ('admitted', 'running', 'paused',
                       'completed', 'cancelled', 'killed', 'errored', 'reconciled')),
-    triggered_by  TEXT REFERENCES users(id) ON DELETE SET NULL,
-    parent_run_id TEXT NOT NULL DEFAULT '',
-    message_id    TEXT NOT NULL DEFAULT '',
-    stage_id      TEXT NOT NULL DEFAULT '',
-    change_set_id TEXT NOT NULL DEFAULT '',
+    triggered_by  TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    parent_run_id TEXT COLLATE "C" NOT NULL DEFAULT '',
+    message_id    TEXT COLLATE "C" NOT NULL DEFAULT '',
+    stage_id      TEXT COLLATE "C" NOT NULL DEFAULT '',
+    change_set_id TEXT COLLATE "C" NOT NULL DEFAULT '',
     tokens_input  BIGINT NOT NULL DEFAULT 0 CHECK (tokens_input >= 0),
     tokens_output BIGINT NOT NULL DEFAULT 0 CHECK (tokens_output >= 0),
-    reason        TEXT NOT NULL DEFAULT '',
+    reason        TEXT COLLATE "C" NOT NULL DEFAULT '',
     created_at    BIGINT NOT NULL,
     started_at    BIGINT,
     ended_at      BIGINT,
     -- Last, so that reading the columns before it never loads a large
     -- checkpoint's overflow pages.
     checkpoint    BYTEA
-, driver TEXT NOT NULL DEFAULT ''
-    CHECK (driver IN ('', 'terminal', 'codex', 'claude-code', 'opencode')), token_hash BYTEA, root_run_id TEXT NOT NULL DEFAULT '', depth BIGINT NOT NULL DEFAULT 0 CHECK (depth >= 0), parent_call TEXT NOT NULL DEFAULT '', node_id TEXT NOT NULL DEFAULT '', violation TEXT NOT NULL DEFAULT ''
+, driver TEXT COLLATE "C" NOT NULL DEFAULT ''
+    CHECK (driver IN ('', 'terminal', 'codex', 'claude-code', 'opencode')), token_hash BYTEA, root_run_id TEXT COLLATE "C" NOT NULL DEFAULT '', depth BIGINT NOT NULL DEFAULT 0 CHECK (depth >= 0), parent_call TEXT COLLATE "C" NOT NULL DEFAULT '', node_id TEXT COLLATE "C" NOT NULL DEFAULT '', violation TEXT COLLATE "C" NOT NULL DEFAULT ''
     CHECK (violation IN ('', 'timeout', 'memory', 'pids', 'cpu', 'output', 'disk', 'egress')));
 
 -- A path, its note and its diff are the bytes a run wrote, which need not
 -- be UTF-8 (a file named in Latin-1, a diff of one): BYTEA, which holds
 -- them as SQLite's TEXT does and sorts them bytewise as it does.
 CREATE TABLE change_entries (
-    change_set_id TEXT NOT NULL REFERENCES change_sets(id) ON DELETE CASCADE,
+    change_set_id TEXT COLLATE "C" NOT NULL REFERENCES change_sets(id) ON DELETE CASCADE,
     path          BYTEA NOT NULL,
-    op            TEXT NOT NULL CHECK (op IN ('create', 'modify', 'delete')),
-    old_sha256    TEXT NOT NULL,
-    new_sha256    TEXT NOT NULL,
+    op            TEXT COLLATE "C" NOT NULL CHECK (op IN ('create', 'modify', 'delete')),
+    old_sha256    TEXT COLLATE "C" NOT NULL,
+    new_sha256    TEXT COLLATE "C" NOT NULL,
     size          BIGINT NOT NULL CHECK (size >= 0),
     mode          BIGINT NOT NULL,
     old_mode      BIGINT NOT NULL,
-    class         TEXT NOT NULL CHECK (class IN ('ordinary', 'risky', 'protected')),
-    flags         TEXT NOT NULL,
-    state         TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'rejected', 'denied', 'conflicted', 'dropped')),
+    class         TEXT COLLATE "C" NOT NULL CHECK (class IN ('ordinary', 'risky', 'protected')),
+    flags         TEXT COLLATE "C" NOT NULL,
+    state         TEXT COLLATE "C" NOT NULL CHECK (state IN ('pending', 'applied', 'rejected', 'denied', 'conflicted', 'dropped')),
     note          BYTEA NOT NULL DEFAULT '',
     -- Last: lists read the columns before it and never load a large diff.
     diff          BYTEA NOT NULL DEFAULT '',
@@ -176,63 +177,63 @@ CREATE TABLE change_entries (
 );
 
 CREATE TABLE credentials (
-    id         TEXT PRIMARY KEY,
-    user_id    TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    name       TEXT NOT NULL,
-    host       TEXT NOT NULL,
-    username   TEXT NOT NULL,
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    user_id    TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name       TEXT COLLATE "C" NOT NULL,
+    host       TEXT COLLATE "C" NOT NULL,
+    username   TEXT COLLATE "C" NOT NULL,
     sealed     BYTEA NOT NULL,
-    created_at BIGINT NOT NULL, repositories TEXT NOT NULL DEFAULT '[]',
+    created_at BIGINT NOT NULL, repositories TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     UNIQUE (user_id, name)
 );
 
 CREATE TABLE repositories (
-    agent_id      TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
-    url           TEXT NOT NULL,
-    ref           TEXT NOT NULL DEFAULT '',
-    credential_id TEXT NOT NULL DEFAULT '',
-    head          TEXT NOT NULL DEFAULT '',
-    status        TEXT NOT NULL CHECK (status IN ('cloning', 'ready', 'failed')),
-    error         TEXT NOT NULL DEFAULT '',
-    pending       TEXT NOT NULL DEFAULT '[]',
-    created_by    TEXT NOT NULL,
+    agent_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    url           TEXT COLLATE "C" NOT NULL,
+    ref           TEXT COLLATE "C" NOT NULL DEFAULT '',
+    credential_id TEXT COLLATE "C" NOT NULL DEFAULT '',
+    head          TEXT COLLATE "C" NOT NULL DEFAULT '',
+    status        TEXT COLLATE "C" NOT NULL CHECK (status IN ('cloning', 'ready', 'failed')),
+    error         TEXT COLLATE "C" NOT NULL DEFAULT '',
+    pending       TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    created_by    TEXT COLLATE "C" NOT NULL,
     created_at    BIGINT NOT NULL,
     updated_at    BIGINT NOT NULL,
-    push_branch   TEXT NOT NULL DEFAULT '',
-    push_head     TEXT NOT NULL DEFAULT '',
+    push_branch   TEXT COLLATE "C" NOT NULL DEFAULT '',
+    push_head     TEXT COLLATE "C" NOT NULL DEFAULT '',
     push_at       BIGINT,
-    push_by       TEXT NOT NULL DEFAULT '',
-    push_by_name  TEXT NOT NULL DEFAULT ''
+    push_by       TEXT COLLATE "C" NOT NULL DEFAULT '',
+    push_by_name  TEXT COLLATE "C" NOT NULL DEFAULT ''
 );
 
 CREATE TABLE node_join_tokens (
     token_hash BYTEA PRIMARY KEY,
     expires_at BIGINT NOT NULL,
-    used_by TEXT REFERENCES nodes(id) ON DELETE SET NULL,
+    used_by TEXT COLLATE "C" REFERENCES nodes(id) ON DELETE SET NULL,
     used_at BIGINT
 );
 
 CREATE TABLE node_credentials (
     credential_hash BYTEA PRIMARY KEY,
-    node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    node_id TEXT COLLATE "C" NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
     expires_at BIGINT NOT NULL
 );
 
 CREATE TABLE reservations (
-    id TEXT PRIMARY KEY,
-    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    run_id TEXT REFERENCES runs(id) ON DELETE CASCADE,
+    id TEXT COLLATE "C" PRIMARY KEY,
+    agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    run_id TEXT COLLATE "C" REFERENCES runs(id) ON DELETE CASCADE,
     tokens BIGINT NOT NULL CHECK (tokens > 0),
     created_at BIGINT NOT NULL
-, model TEXT NOT NULL DEFAULT '', user_id TEXT NOT NULL DEFAULT '');
+, model TEXT COLLATE "C" NOT NULL DEFAULT '', user_id TEXT COLLATE "C" NOT NULL DEFAULT '');
 
 CREATE TABLE admissions (
     seq                       BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    id                        TEXT NOT NULL UNIQUE,
-    agent_id                  TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    user_id                   TEXT REFERENCES users(id) ON DELETE SET NULL,
-    run_id                    TEXT NOT NULL DEFAULT '',
-    reason                    TEXT NOT NULL DEFAULT '' CHECK (reason IN ('', 'quarantined', 'paused',
+    id                        TEXT COLLATE "C" NOT NULL UNIQUE,
+    agent_id                  TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    user_id                   TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    run_id                    TEXT COLLATE "C" NOT NULL DEFAULT '',
+    reason                    TEXT COLLATE "C" NOT NULL DEFAULT '' CHECK (reason IN ('', 'quarantined', 'paused',
                                   'prompt_too_large', 'budget_exhausted', 'disk_quota',
                                   'pending_disk_user', 'pending_disk_server', 'run_limit', 'busy',
                                   'delegation_depth', 'delegation_fanout', 'delegation_concurrency')),
@@ -241,7 +242,7 @@ CREATE TABLE admissions (
     active_runs               BIGINT NOT NULL CHECK (active_runs >= 0),
     tokens_used               BIGINT NOT NULL CHECK (tokens_used >= 0),
     tokens_budget             BIGINT NOT NULL CHECK (tokens_budget >= 0),
-    agent_state               TEXT NOT NULL CHECK (agent_state IN ('active', 'paused', 'quarantined')),
+    agent_state               TEXT COLLATE "C" NOT NULL CHECK (agent_state IN ('active', 'paused', 'quarantined')),
     at                        BIGINT NOT NULL,
     pending_disk_bytes        BIGINT NOT NULL DEFAULT 0 CHECK (pending_disk_bytes >= 0),
     owner_pending_disk_bytes  BIGINT NOT NULL DEFAULT 0 CHECK (owner_pending_disk_bytes >= 0),
@@ -250,11 +251,11 @@ CREATE TABLE admissions (
 );
 
 CREATE TABLE agent_secrets (
-    id         TEXT PRIMARY KEY,
-    agent_id   TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    name       TEXT NOT NULL,
-    host       TEXT NOT NULL,
-    header     TEXT NOT NULL,
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    agent_id   TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    name       TEXT COLLATE "C" NOT NULL,
+    host       TEXT COLLATE "C" NOT NULL,
+    header     TEXT COLLATE "C" NOT NULL,
     sealed     BYTEA NOT NULL,
     created_at BIGINT NOT NULL,
     UNIQUE (agent_id, name)
@@ -263,11 +264,11 @@ CREATE TABLE agent_secrets (
 CREATE TABLE usage (
     seq      BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
     at       BIGINT NOT NULL,
-    agent_id TEXT NOT NULL,
-    owner_id TEXT NOT NULL,
-    user_id  TEXT NOT NULL,
-    run_id   TEXT NOT NULL,
-    model    TEXT NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    owner_id TEXT COLLATE "C" NOT NULL,
+    user_id  TEXT COLLATE "C" NOT NULL,
+    run_id   TEXT COLLATE "C" NOT NULL,
+    model    TEXT COLLATE "C" NOT NULL,
     input    BIGINT NOT NULL CHECK (input >= 0),
     output   BIGINT NOT NULL CHECK (output >= 0)
 );
@@ -275,17 +276,17 @@ CREATE TABLE usage (
 CREATE TABLE account_events (
     seq      BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
     at       BIGINT NOT NULL,
-    type     TEXT NOT NULL,
-    actor_id TEXT NOT NULL,
-    user_id  TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    object   TEXT NOT NULL,
-    detail   TEXT NOT NULL
+    type     TEXT COLLATE "C" NOT NULL,
+    actor_id TEXT COLLATE "C" NOT NULL,
+    user_id  TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    object   TEXT COLLATE "C" NOT NULL,
+    detail   TEXT COLLATE "C" NOT NULL
 );
 
 CREATE TABLE audit (
     seq       BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    run_id    TEXT,
+    run_id    TEXT COLLATE "C",
     trace_seq BIGINT,
     account   BIGINT REFERENCES account_events(seq),
     CHECK ((run_id IS NOT NULL AND trace_seq IS NOT NULL) <> (account IS NOT NULL))

@@ -3,8 +3,8 @@
 
 -- +goose Up
 CREATE TABLE leases (
-    name       TEXT PRIMARY KEY,
-    holder     TEXT NOT NULL,
+    name       TEXT COLLATE "C" PRIMARY KEY,
+    holder     TEXT COLLATE "C" NOT NULL,
     expires_at BIGINT NOT NULL
 );
 

@@ -3,7 +3,7 @@
 
 -- +goose Up
 CREATE TABLE key_checks (
-    name   TEXT PRIMARY KEY,
+    name   TEXT COLLATE "C" PRIMARY KEY,
     sealed BYTEA NOT NULL
 );
 
