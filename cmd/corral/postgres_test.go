@@ -283,3 +283,33 @@ func newSecretKey(t *testing.T) string {
 	}
 	return base64.StdEncoding.EncodeToString(b)
 }
+
+// TestStoreCopyCommand: `corral store copy` moves a SQLite store into an
+// empty PostgreSQL database and says what it verified; into one that
+// holds Corral data it refuses; a wrong --to is a usage error.
+func TestStoreCopyCommand(t *testing.T) {
+	data := traceData(t)
+	db := pgtest.NewDatabase(t)
+	copyTo := func(to string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"store", "copy", "--from", "sqlite:" + data, "--to", to}, nil, &out, &errOut, noenv)
+		if code == 0 {
+			return code, out.String() // the report; the progress went to stderr
+		}
+		return code, out.String() + errOut.String()
+	}
+	code, out := copyTo(db)
+	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "8 trace events in 2 runs verified") {
+		t.Fatalf("store copy = %d\n%s", code, out)
+	}
+	if code, out := copyTo(db); code != 1 || !strings.Contains(out, "already holds Corral data") {
+		t.Fatalf("store copy into a copied database = %d\n%s", code, out)
+	}
+	if code, out := copyTo("/var/lib/elsewhere"); code != 2 || !strings.Contains(out, "--to must be a postgres:// URL") {
+		t.Fatalf("store copy --to a directory = %d\n%s", code, out)
+	}
+	var verified bytes.Buffer
+	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &verified, &verified, noenv); code != 0 || verified.String() != "ok: 8 events in 2 runs\n" {
+		t.Fatalf("trace verify --db on the copy = %d %q", code, verified.String())
+	}
+}
