@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"corral/internal/pgtest"
 	"corral/internal/supervisor"
 )
 
@@ -16,7 +17,7 @@ import (
 // server binary does.
 func TestMain(m *testing.M) {
 	supervisor.Dispatch()
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // TestNewBuildsEveryPart: role all built through New has every part a

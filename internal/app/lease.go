@@ -44,12 +44,10 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	said := false
 	stopStandby := func() {}
 	defer func() { stopStandby() }()
+	var asked time.Time // when the lease was asked for, on this process's clock
 	for {
-		now, err := db.Clock(ctx)
-		if err != nil {
-			return err
-		}
-		ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+		asked = time.Now()
+		ok, err := renewLease(ctx, db, holder)
 		if err != nil {
 			return err
 		}
@@ -76,7 +74,7 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	log.Info("holding the control lease", "holder", holder)
 	a.leaseLost = make(chan error, 1)
 	done := make(chan struct{})
-	go a.renewControl(db, holder, done)
+	go a.renewControl(db, holder, asked.Add(leaseTerm), done)
 	a.defer_(func() {
 		close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -86,7 +84,8 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	return nil
 }
 
-// renewLease renews the control lease for a term from the store's clock.
+// renewLease takes or renews the control lease for a term from the
+// store's clock.
 func renewLease(ctx context.Context, db *store.DB, holder string) (bool, error) {
 	now, err := db.Clock(ctx)
 	if err != nil {
@@ -95,9 +94,9 @@ func renewLease(ctx context.Context, db *store.DB, holder string) (bool, error) 
 	return db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
 }
 
-// renewControl renews the lease until done is closed.
-func (a *App) renewControl(db *store.DB, holder string, done <-chan struct{}) {
-	held := time.Now().Add(leaseTerm)
+// renewControl renews the lease, held until held by this process's
+// clock, until done is closed.
+func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-chan struct{}) {
 	t := time.NewTicker(leaseRenew)
 	defer t.Stop()
 	for {

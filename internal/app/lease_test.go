@@ -1,0 +1,64 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"corral"
+	"corral/internal/pgtest"
+	"corral/internal/store"
+)
+
+// TestControlLease: a control on a PostgreSQL store holds the control
+// lease while it serves and gives it up when it closes; one that finds
+// the lease taken by another (its term stolen) stops serving at once.
+func TestControlLease(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db, err := store.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cfg := Config{Role: "control", Data: t.TempDir(), Addr: "127.0.0.1:0", Database: url}
+
+	a, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, _, err := db.Lease(ctx, controlLease)
+	if err != nil || holder == "" {
+		t.Fatalf("the lease while the control is built: %q, %v; want held", holder, err)
+	}
+	a.Close()
+	if _, _, err := db.Lease(ctx, controlLease); corral.ErrorCode(err) != corral.ENOTFOUND {
+		t.Fatalf("the lease after Close: %v, want given up", err)
+	}
+
+	a, err = New(ctx, cfg) // the same data directory, and so the same secret key
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx, nil) }()
+	now, err := db.Clock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another control's, from a clock an hour on: as if this one had been
+	// away past its term and the other had taken over.
+	if ok, err := db.TakeLease(ctx, controlLease, "thief", now.Add(time.Hour), now.Add(2*time.Hour)); !ok || err != nil {
+		t.Fatalf("TakeLease(thief) = %v, %v", ok, err)
+	}
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "another control holds the control lease") {
+			t.Fatalf("Run = %v, want it stopped for the lease", err)
+		}
+	case <-time.After(3 * leaseRenew):
+		t.Fatal("the control served on with its lease taken")
+	}
+}
