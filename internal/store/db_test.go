@@ -34,7 +34,7 @@ func newDB(t *testing.T) *DB {
 // newDBs opens n handles on one fresh store, as n servers sharing it.
 func newDBs(t *testing.T, n int) []*DB {
 	t.Helper()
-	open := func() *DB { return nil }
+	var open func() *DB
 	if onPostgres() {
 		url := newPGDatabase(t)
 		open = func() *DB { return openPG(t, url) }
