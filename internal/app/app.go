@@ -71,6 +71,9 @@ type App struct {
 	// leaseLost receives why this control stopped holding the control
 	// lease of a shared store (lease.go): Run returns it.
 	leaseLost chan error
+	// egressCA is the CA the egress proxy signs with (roles all and
+	// control).
+	egressCA *proxy.CA
 
 	// The metrics address's listener (nil without one), and the
 	// readiness checks whose answers are kept a while.

@@ -205,6 +205,12 @@ func (a *App) buildServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Database != "" {
+		if ca, err = sharedCA(ctx, db, key, ca); err != nil {
+			return err
+		}
+	}
+	a.egressCA = ca
 	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
 		Delegator: a.Delegation, Retriever: a.Documents, Tracer: a.Tracer},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log,

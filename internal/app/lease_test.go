@@ -1,13 +1,18 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"corral"
 	"corral/internal/pgtest"
+	"corral/internal/secrets"
 	"corral/internal/store"
 )
 
@@ -60,5 +65,34 @@ func TestControlLease(t *testing.T) {
 		}
 	case <-time.After(3 * leaseRenew):
 		t.Fatal("the control served on with its lease taken")
+	}
+}
+
+// TestControlsShareTheEgressCA: two controls on one PostgreSQL store
+// (each its own data directory, one secret key) sign with one egress CA,
+// the first's, so a run one takes over from the other trusts its proxy.
+func TestControlsShareTheEgressCA(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, secrets.KeySize))
+	var certs [][]byte
+	var dirs []string
+	for range 2 {
+		dir := t.TempDir()
+		a, err := New(ctx, Config{Role: "control", Data: dir, Database: url, SecretKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs, dirs = append(certs, a.egressCA.CertPEM()), append(dirs, dir)
+		a.Close() // the next takes the lease at once
+	}
+	if !bytes.Equal(certs[0], certs[1]) {
+		t.Fatal("two controls on one store sign with two egress CAs")
+	}
+	// The second made a CA of its own in its data directory, and does
+	// not sign with it.
+	own, err := os.ReadFile(filepath.Join(dirs[1], "egress-ca.pem"))
+	if err != nil || bytes.Equal(own, certs[1]) {
+		t.Fatalf("the second control's own CA: %v; want one, not the one it signs with", err)
 	}
 }

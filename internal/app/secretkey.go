@@ -1,11 +1,15 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
 	"corral"
+	"corral/internal/proxy"
 	"corral/internal/secrets"
 	"corral/internal/store"
 )
@@ -45,7 +49,7 @@ func loadSecretKey(c Config, log *slog.Logger) (*secrets.Key, error) {
 // open it.
 func checkSharedKey(ctx context.Context, db *store.DB, key *secrets.Key) error {
 	ad := secrets.AD("key-check", "secret")
-	kept, err := db.KeyCheck(ctx, "secret", key.Seal([]byte("corral"), ad))
+	kept, err := db.SharedKey(ctx, "secret-key-check", key.Seal([]byte("corral"), ad))
 	if err != nil {
 		return err
 	}
@@ -54,4 +58,49 @@ func checkSharedKey(ctx context.Context, db *store.DB, key *secrets.Key) error {
 			"give every control the same CORRAL_SECRET_KEY (or the same DATA/%s)", secrets.KeyFile)
 	}
 	return nil
+}
+
+// sharedCA is the egress CA of every control sharing the store: the first
+// one's, kept in the store with its key sealed by the secret key. A run
+// trusts the CA its control installed when it started, so a control that
+// takes it over must sign with the same one. local (this control's own,
+// in its data directory) is kept if it is the first.
+func sharedCA(ctx context.Context, db *store.DB, key *secrets.Key, local *proxy.CA) (*proxy.CA, error) {
+	keyPEM, err := local.KeyPEM()
+	if err != nil {
+		return nil, corral.Internal("egress CA", err)
+	}
+	ad := secrets.AD("shared-key", "egress-ca")
+	mine, err := json.Marshal(sharedCAValue{Cert: local.CertPEM(), Key: key.Seal(keyPEM, ad)})
+	clear(keyPEM)
+	if err != nil {
+		return nil, corral.Internal("egress CA", err)
+	}
+	kept, err := db.SharedKey(ctx, "egress-ca", mine)
+	if err != nil {
+		return nil, err
+	}
+	var v sharedCAValue
+	if err := json.Unmarshal(kept, &v); err != nil {
+		return nil, corral.Internal("egress CA", fmt.Errorf("the store's: %w", err))
+	}
+	if bytes.Equal(v.Cert, local.CertPEM()) {
+		return local, nil
+	}
+	keyPEM, err = key.Open(v.Key, ad)
+	if err != nil {
+		return nil, corral.Internal("egress CA", fmt.Errorf("the store's key: %w", err))
+	}
+	defer clear(keyPEM)
+	ca, err := proxy.ParseCA(v.Cert, keyPEM)
+	if err != nil {
+		return nil, corral.Internal("egress CA", fmt.Errorf("the store's: %w", err))
+	}
+	return ca, nil
+}
+
+// sharedCAValue is the egress CA as the store keeps it.
+type sharedCAValue struct {
+	Cert []byte `json:"cert"` // PEM
+	Key  []byte `json:"key"`  // the key's PEM, sealed
 }

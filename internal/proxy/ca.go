@@ -176,6 +176,20 @@ func parseCA(certPEM, keyPEM []byte) (*CA, error) {
 		now: time.Now, leaves: map[string]*tls.Certificate{}}, nil
 }
 
+// ParseCA is the CA whose certificate and key (PEM) are given, as LoadCA
+// reads them from its files.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) { return parseCA(certPEM, keyPEM) }
+
+// KeyPEM is the CA's key (PKCS #8, PEM): for a store that seals it, so
+// that several servers sign alike; never for a sandbox.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("egress CA: key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
 // CertPEM is the CA's certificate, for a sandbox to trust.
 func (ca *CA) CertPEM() []byte { return append([]byte(nil), ca.certPEM...) }
 

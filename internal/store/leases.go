@@ -58,16 +58,17 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 	return nil
 }
 
-// KeyCheck keeps sealed as the key check name unless one is kept
-// already, and returns the one kept: the first server's, which every
-// other server sharing the store must be able to open.
-func (db *DB) KeyCheck(ctx context.Context, name string, sealed []byte) ([]byte, error) {
-	if _, err := db.exec(ctx, `INSERT INTO key_checks (name, sealed) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, sealed); err != nil {
-		return nil, corral.Internal("store.KeyCheck", err)
+// SharedKey keeps value as name unless a value is kept already, and
+// returns the one kept: the first server's, which every other server
+// sharing the store uses (a sealed check of the secret key, the egress
+// CA).
+func (db *DB) SharedKey(ctx context.Context, name string, value []byte) ([]byte, error) {
+	if _, err := db.exec(ctx, `INSERT INTO shared_keys (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, value); err != nil {
+		return nil, corral.Internal("store.SharedKey", err)
 	}
 	var kept []byte
-	if err := db.queryRow(ctx, `SELECT sealed FROM key_checks WHERE name = ?`, name).Scan(&kept); err != nil {
-		return nil, corral.Internal("store.KeyCheck", err)
+	if err := db.queryRow(ctx, `SELECT value FROM shared_keys WHERE name = ?`, name).Scan(&kept); err != nil {
+		return nil, corral.Internal("store.SharedKey", err)
 	}
 	return kept, nil
 }

@@ -84,16 +84,16 @@ func TestLeaseOneHolder(t *testing.T) {
 	}
 }
 
-func TestKeyCheck(t *testing.T) {
+func TestSharedKey(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	got, err := db.KeyCheck(ctx, "secret", []byte("first"))
+	got, err := db.SharedKey(ctx, "secret", []byte("first"))
 	if err != nil || string(got) != "first" {
-		t.Fatalf("KeyCheck(first) = %q, %v; want first kept", got, err)
+		t.Fatalf("SharedKey(first) = %q, %v; want first kept", got, err)
 	}
-	got, err = db.KeyCheck(ctx, "secret", []byte("second"))
+	got, err = db.SharedKey(ctx, "secret", []byte("second"))
 	if err != nil || string(got) != "first" {
-		t.Fatalf("KeyCheck(second) = %q, %v; want the first, still", got, err)
+		t.Fatalf("SharedKey(second) = %q, %v; want the first, still", got, err)
 	}
 }
 
