@@ -276,7 +276,7 @@ func TestControlFailoverMidRun(t *testing.T) {
 }
 
 // newSecretKey is a CORRAL_SECRET_KEY: controls sharing a store share it.
-func newSecretKey(t *testing.T) string {
+func newSecretKey(t testing.TB) string {
 	b := make([]byte, secrets.KeySize)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)

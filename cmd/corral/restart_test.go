@@ -111,7 +111,7 @@ func (c *httpClient) nodesReady(n int) {
 }
 
 // signedIn signs a new person up on srv and creates an agent.
-func signedIn(t *testing.T, srv *server) (*httpClient, string) {
+func signedIn(t testing.TB, srv *server) (*httpClient, string) {
 	jar, _ := cookiejar.New(nil)
 	c := &httpClient{t: t, base: srv.base, c: &http.Client{Jar: jar}}
 	c.do("POST", "/auth/signup", map[string]string{"email": "a@example.com", "name": "A", "password": "correct horse battery"}, http.StatusCreated, nil)

@@ -27,13 +27,13 @@ import (
 
 // startNode runs `corral serve --role sandbox` on data, joining control
 // with token, env added, and returns once it says it is connected.
-func startNode(t *testing.T, data, control, token string, env ...string) *server {
+func startNode(t testing.TB, data, control, token string, env ...string) *server {
 	t.Helper()
 	return startNamedNode(t, "node-a", data, control, token, env...)
 }
 
 // startNamedNode is startNode for a node called name.
-func startNamedNode(t *testing.T, name, data, control, token string, env ...string) *server {
+func startNamedNode(t testing.TB, name, data, control, token string, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--role", "sandbox", "--control", control, "--data", data, "--node-name", name)
 	cmd.Env = append(append(os.Environ(), "CORRAL_TEST_AS_MAIN=1", "CORRAL_JOIN="+token), env...)

@@ -29,6 +29,10 @@ type Config struct {
 	// empty keeps it in SQLite at DATA/corral.db. Never logged: it may
 	// hold a password (PGPASSWORD or a ~/.pgpass keep it out of the URL).
 	Database string
+	// FailoverAfter is how long the control lease outlives its holder's
+	// last renewal (--failover-after): how soon a standby takes over from
+	// a control that died. 0: 15 s; at least 3 s.
+	FailoverAfter time.Duration
 	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there
 	// without credentials (every role; a sandbox node listens on nothing
 	// else).
@@ -194,6 +198,8 @@ func checkDurations(c *Config) error {
 	switch {
 	case c.SessionGrace < 0:
 		return configError("--session-grace must be positive")
+	case c.FailoverAfter != 0 && c.FailoverAfter < minFailoverAfter:
+		return configError("--failover-after must be at least %v: a lease shorter than that lapses under load, and two controls would drive the same runs", minFailoverAfter)
 	case c.ChangeTTL < 0:
 		return configError("--change-ttl must be positive")
 	case c.QuarantineAfter < 0 || c.QuarantineWindow < 0:

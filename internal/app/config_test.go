@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"corral"
 )
@@ -30,6 +31,15 @@ func TestConfigCheck(t *testing.T) {
 		{"sandbox without control", func(c *Config) { c.Role = "sandbox" }, "--role sandbox needs --control", true},
 		{"sandbox with a control that is no URL", func(c *Config) { c.Role, c.Control = "sandbox", "ftp://x" }, "--control must be control's http or https URL", true},
 		{"sandbox with control", func(c *Config) { c.Role, c.Control = "sandbox", "https://corral.example.org" }, "", false},
+		{"sandbox with control replicas", func(c *Config) {
+			c.Role, c.Control = "sandbox", "https://a.example.org,https://b.example.org"
+		}, "", false},
+		{"sandbox with a replica that is no URL", func(c *Config) {
+			c.Role, c.Control = "sandbox", "https://a.example.org,ftp://b"
+		}, "--control must be control's http or https URL", true},
+		{"a database that is not PostgreSQL", func(c *Config) { c.Database = "mysql://x" }, "--db must be a postgres:// URL", true},
+		{"a failover faster than a lease holds", func(c *Config) { c.FailoverAfter = time.Second }, "--failover-after must be at least 3s", true},
+		{"a failover of 3 s", func(c *Config) { c.FailoverAfter = 3 * time.Second }, "", false},
 		{"no data directory", func(c *Config) { c.Data = "" }, "--data must name a directory", true},
 		{"a git CA that is not there", func(c *Config) { c.GitCAFile = ca + ".missing" }, "--git-ca-file", true},
 		{"a git CA", func(c *Config) { c.GitCAFile = ca }, "", false},

@@ -24,15 +24,25 @@ import (
 
 const (
 	controlLease = "control"
-	// leaseTerm is how long a lease outlives its holder's last renewal:
+	// defaultFailoverAfter is the lease's term when Config.FailoverAfter
+	// is 0: how long a lease outlives its holder's last renewal, and so
 	// how long a standby waits after its holder dies.
-	leaseTerm = 15 * time.Second
-	// leaseRenew is how often the holder renews: it has two more tries
-	// before the lease can lapse.
-	leaseRenew = leaseTerm / 3
-	// standbyPoll is how often a standby looks for a lapsed lease.
-	standbyPoll = time.Second
+	defaultFailoverAfter = 15 * time.Second
+	// minFailoverAfter bounds it below: the holder renews three times a
+	// term, and stops if none gets through in two thirds of one.
+	minFailoverAfter = 3 * time.Second
 )
+
+// leaseTimes are the control lease's term, how often its holder renews
+// it (it has two more tries before the lease can lapse) and how often a
+// standby looks for a lapsed one.
+func (a *App) leaseTimes() (term, renew, poll time.Duration) {
+	term = a.cfg.FailoverAfter
+	if term == 0 {
+		term = defaultFailoverAfter
+	}
+	return term, term / 3, min(time.Second, term/10)
+}
 
 // holdControl waits until this server holds the control lease, then
 // keeps renewing it until Close, which gives it up. Losing it (a renewal
@@ -44,10 +54,11 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	said := false
 	stopStandby := func() {}
 	defer func() { stopStandby() }()
+	term, _, poll := a.leaseTimes()
 	var asked time.Time // when the lease was asked for, on this process's clock
 	for {
 		asked = time.Now()
-		ok, err := renewLease(ctx, db, holder)
+		ok, err := renewLease(ctx, db, holder, term)
 		if err != nil {
 			return err
 		}
@@ -68,13 +79,13 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(standbyPoll):
+		case <-time.After(poll):
 		}
 	}
 	log.Info("holding the control lease", "holder", holder)
 	a.leaseLost = make(chan error, 1)
 	done := make(chan struct{})
-	go a.renewControl(db, holder, asked.Add(leaseTerm), done)
+	go a.renewControl(db, holder, asked.Add(term), done)
 	a.defer_(func() {
 		close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -86,18 +97,19 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 
 // renewLease takes or renews the control lease for a term from the
 // store's clock.
-func renewLease(ctx context.Context, db *store.DB, holder string) (bool, error) {
+func renewLease(ctx context.Context, db *store.DB, holder string, term time.Duration) (bool, error) {
 	now, err := db.Clock(ctx)
 	if err != nil {
 		return false, err
 	}
-	return db.TakeLease(ctx, controlLease, holder, now, now.Add(leaseTerm))
+	return db.TakeLease(ctx, controlLease, holder, now, now.Add(term))
 }
 
 // renewControl renews the lease, held until held by this process's
 // clock, until done is closed.
 func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-chan struct{}) {
-	t := time.NewTicker(leaseRenew)
+	term, renew, _ := a.leaseTimes()
+	t := time.NewTicker(renew)
 	defer t.Stop()
 	for {
 		select {
@@ -108,19 +120,19 @@ func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-c
 		// held is reckoned on this process's monotonic clock, from before
 		// the renewal was asked for: never later than the store's term.
 		asked := time.Now()
-		ctx, cancel := context.WithTimeout(a.ctx, leaseRenew)
-		ok, err := renewLease(ctx, db, holder)
+		ctx, cancel := context.WithTimeout(a.ctx, renew)
+		ok, err := renewLease(ctx, db, holder, term)
 		cancel()
 		switch {
 		case err == nil && ok:
-			held = asked.Add(leaseTerm)
+			held = asked.Add(term)
 			continue
 		case err == nil:
 			a.leaseLost <- fmt.Errorf("another control holds the control lease now: this one stops")
-		case time.Now().After(held.Add(-leaseRenew)):
+		case time.Now().After(held.Add(-renew)):
 			// The store cannot be reached: stop before the lease can have
 			// lapsed and a standby started driving the same runs.
-			a.leaseLost <- fmt.Errorf("could not renew the control lease for %v: this one stops: %w", leaseTerm-leaseRenew, err)
+			a.leaseLost <- fmt.Errorf("could not renew the control lease for %v: this one stops: %w", term-renew, err)
 		default:
 			a.opt.log.Warn("could not renew the control lease; trying again", "err", err)
 			continue

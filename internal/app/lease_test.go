@@ -63,7 +63,7 @@ func TestControlLease(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "another control holds the control lease") {
 			t.Fatalf("Run = %v, want it stopped for the lease", err)
 		}
-	case <-time.After(3 * leaseRenew):
+	case <-time.After(defaultFailoverAfter):
 		t.Fatal("the control served on with its lease taken")
 	}
 }
