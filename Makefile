@@ -254,7 +254,7 @@ fuzz:
 	done
 
 # The sandbox benchmark compares against bubblewrap, installed here only.
-bench: deps
+bench: deps postgres
 	@command -v bwrap >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
@@ -279,6 +279,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench Download100MB -benchtime 6x -count 3 ./internal/proxy/
 	$(GO) test -run '^$$' -bench StageDisk -benchtime 40x -count 3 ./internal/workspace/
 	$(GO) test -run '^$$' -bench BackupDuringRuns -benchtime 4x ./cmd/corral/
+	$(GO) test -run '^$$' -bench Failover -benchtime 10x ./cmd/corral/
 	$(GO) test -run '^$$' -bench '^Benchmark(Search|Index)$$' -benchtime 1x -count 3 ./internal/retrieval/
 	$(GO) test -run '^$$' -bench RetrievalEval -benchtime 1x ./internal/retrieval/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
