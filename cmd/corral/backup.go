@@ -28,6 +28,11 @@ func backupCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if *to == "" {
 		return 2, fmt.Errorf("%w: corral backup --data DIR --to FILE", errUsage)
 	}
+	// A store in PostgreSQL is the database's to back up: this command
+	// copies a SQLite file, and would find none.
+	if getenv("CORRAL_DATABASE_URL") != "" {
+		return 2, fmt.Errorf("%w: the store is in PostgreSQL (CORRAL_DATABASE_URL): back it up with pg_dump; corral backup copies a SQLite store and its data directory", errUsage)
+	}
 	dir, err := absData(*data)
 	if err != nil {
 		return 2, err

@@ -313,3 +313,19 @@ func TestStoreCopyCommand(t *testing.T) {
 		t.Fatalf("trace verify --db on the copy = %d %q", code, verified.String())
 	}
 }
+
+// TestBackupRefusesAPostgresStore: corral backup copies a SQLite store;
+// given a control whose store is in PostgreSQL it says to use pg_dump.
+func TestBackupRefusesAPostgresStore(t *testing.T) {
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		if k == "CORRAL_DATABASE_URL" {
+			return "postgres://corral@127.0.0.1/corral"
+		}
+		return ""
+	}
+	code := run(context.Background(), []string{"backup", "--data", t.TempDir(), "--to", filepath.Join(t.TempDir(), "b.tar")}, nil, &out, &errOut, env)
+	if code != 2 || !strings.Contains(errOut.String(), "back it up with pg_dump") {
+		t.Fatalf("backup of a PostgreSQL control = %d %q", code, errOut.String())
+	}
+}

@@ -70,7 +70,8 @@ type App struct {
 
 	// leaseLost receives why this control stopped holding the control
 	// lease of a shared store (lease.go): Run returns it.
-	leaseLost chan error
+	leaseLost  chan error
+	holdsLease atomic.Bool
 	// egressCA is the CA the egress proxy signs with (roles all and
 	// control).
 	egressCA *proxy.CA

@@ -52,12 +52,23 @@ func (a *App) readyChecks() []check {
 	if a.Fleet != nil {
 		sandboxCheck = a.readyNode
 	}
-	return []check{
+	checks := []check{
 		{"server", func(context.Context) error { return nil }}, // open: see readyState
 		{"store", func(ctx context.Context) error { return a.Store.Ping(ctx) }},
 		{"sandbox", sandboxCheck},
 		{"provider", a.providerProbe.run},
 	}
+	if a.leaseLost != nil {
+		// A store shared with other controls: this one serves while it
+		// holds the control lease (lease.go).
+		checks = append(checks, check{"lease", func(ctx context.Context) error {
+			if !a.holdsLease.Load() {
+				return corral.Errorf(corral.EUNAVAIL, "this control no longer holds the control lease")
+			}
+			return nil
+		}})
+	}
+	return checks
 }
 
 // readiness is the answer of /readyz.

@@ -84,6 +84,7 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	}
 	log.Info("holding the control lease", "holder", holder)
 	a.leaseLost = make(chan error, 1)
+	a.holdsLease.Store(true)
 	done := make(chan struct{})
 	go a.renewControl(db, holder, asked.Add(term), done)
 	a.defer_(func() {
@@ -128,10 +129,12 @@ func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-c
 			held = asked.Add(term)
 			continue
 		case err == nil:
+			a.holdsLease.Store(false)
 			a.leaseLost <- fmt.Errorf("another control holds the control lease now: this one stops")
 		case time.Now().After(held.Add(-renew)):
 			// The store cannot be reached: stop before the lease can have
 			// lapsed and a standby started driving the same runs.
+			a.holdsLease.Store(false)
 			a.leaseLost <- fmt.Errorf("could not renew the control lease for %v: this one stops: %w", term-renew, err)
 		default:
 			a.opt.log.Warn("could not renew the control lease; trying again", "err", err)

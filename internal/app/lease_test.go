@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +50,15 @@ func TestControlLease(t *testing.T) {
 	}
 	defer a.Close()
 	ran := make(chan error, 1)
-	go func() { ran <- a.Run(ctx, nil) }()
+	ready := make(chan string, 1)
+	go func() { ran <- a.Run(ctx, ready) }()
+	<-ready
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var state readiness
+	if err := json.Unmarshal(rec.Body.Bytes(), &state); err != nil || state.Checks["lease"] != "ok" {
+		t.Fatalf("/readyz = %s, %v; want the lease check ok", rec.Body, err)
+	}
 	now, err := db.Clock(ctx)
 	if err != nil {
 		t.Fatal(err)
