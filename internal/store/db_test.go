@@ -61,7 +61,7 @@ func sqliteOnly(t *testing.T) {
 	}
 }
 
-func openPG(t *testing.T, url string) *DB {
+func openPG(t testing.TB, url string) *DB {
 	t.Helper()
 	db, err := OpenPostgres(context.Background(), url)
 	if err != nil {
@@ -76,7 +76,7 @@ func openPG(t *testing.T, url string) *DB {
 	return db
 }
 
-func openAt(t *testing.T, path string) *DB {
+func openAt(t testing.TB, path string) *DB {
 	t.Helper()
 	db, err := Open(context.Background(), path)
 	if err != nil {
@@ -111,7 +111,7 @@ func wantNotFound(t *testing.T, err error, kind string) {
 var userSeq int
 
 // mustUser creates an account with a unique email.
-func mustUser(t *testing.T, db *DB, name string) corral.User {
+func mustUser(t testing.TB, db *DB, name string) corral.User {
 	t.Helper()
 	userSeq++
 	u, err := db.CreateUser(context.Background(), corral.NewUser{
@@ -357,4 +357,4 @@ func TestOpenExisting(t *testing.T) {
 // a test first asks for a database (the suite on PostgreSQL, the copy).
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func newPGDatabase(t *testing.T) string { return pgtest.NewDatabase(t) }
+func newPGDatabase(t testing.TB) string { return pgtest.NewDatabase(t) }

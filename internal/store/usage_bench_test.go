@@ -16,7 +16,7 @@ import (
 // to the writes they ride on, each against a baseline in the same run,
 // interleaved:
 //
-//	go test -run '^$' -bench BenchmarkAuditWrites -benchtime 500x -count 3 ./internal/store/sqlite/
+//	go test -run '^$' -bench BenchmarkAuditWrites -benchtime 500x -count 3 ./internal/store/
 //
 // trace-ratio: a trace event appended with the audit trigger ÷ on a twin
 // database whose trigger was dropped. settle-ratio: a call reserved and
@@ -104,7 +104,7 @@ func median(xs []float64) float64 {
 // runs, against the least any per-agent sum must do (one GROUP BY of the
 // same rows, tokens and calls only), in the same run:
 //
-//	go test -run '^$' -bench BenchmarkUsageQuery -benchtime 20x -count 3 ./internal/store/sqlite/
+//	go test -run '^$' -bench BenchmarkUsageQuery -benchtime 20x -count 3 ./internal/store/
 //
 // Read ms/query (the whole answer of GET /api/usage?group_by=agent) and
 // sum-ratio (that ÷ the bare sum: what the days and the distinct runs
