@@ -55,6 +55,9 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	if !strings.Contains(first.Log(), "store=postgres") {
 		t.Fatalf("the server did not say it keeps its store in PostgreSQL:\n%s", first.Log())
 	}
+	if !strings.Contains(first.Log(), "for failover run --role control with sandbox nodes") {
+		t.Fatalf("role all on a shared store did not warn that a takeover elsewhere lacks its workspaces:\n%s", first.Log())
+	}
 	c, agentID := signedIn(t, first)
 	if r := c.send(agentID, "go"); r.Status != "completed" {
 		t.Fatalf("the run on the first control = %+v, want completed\n%s", r, first.Log())

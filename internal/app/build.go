@@ -83,6 +83,10 @@ func (a *App) buildServer(ctx context.Context) error {
 	// sharing a PostgreSQL store, the one holding the lease serves; one
 	// whose key is not theirs says so now, not once it takes over.
 	if c.Database != "" {
+		if role.HoldsWorktree(r) {
+			log.Warn("role all on a shared store: this control's workspaces and runs' sessions are in its data directory, " +
+				"and a control that takes over elsewhere will not have them; for failover run --role control with sandbox nodes")
+		}
 		if err := checkSharedKey(ctx, db, key); err != nil {
 			return err
 		}
