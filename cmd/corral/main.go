@@ -24,7 +24,7 @@ import (
 )
 
 const usage = `usage:
-  corral serve [--addr 127.0.0.1:8080] [--data ./data] [--db postgres://…] [--role all|control|sandbox] [--signup open|invite|closed]
+  corral serve [--addr 127.0.0.1:8080] [--data ./data] [--db postgres://… [--failover-after 15s] [--advertise URL]] [--role all|control|sandbox] [--signup open|invite|closed]
                [--change-ttl 168h] [--quarantine-after 3] [--quarantine-window 1h] [--session-grace 10m]
                [--max-conns N] [--max-conns-per-addr 128] [--trusted-proxy CIDR]...
   corral exec --workspace DIR [--fs read-only|read-write] [--memory BYTES] [--pids N] [--cpu MILLIS]

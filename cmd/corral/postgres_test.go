@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,12 +81,15 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	if strings.Contains(second.Log(), "corral serving") {
 		t.Fatalf("the standby serves while the first holds the lease:\n%s", second.Log())
 	}
-	// It says so at once: alive, not ready, and every request refused.
+	// It says so at once, and forwards.
 	m := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`).FindStringSubmatch(second.Log())
 	if m == nil {
 		t.Fatalf("the standby did not say where it answers:\n%s", second.Log())
 	}
-	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable, "/api/agents": http.StatusServiceUnavailable} {
+	// Alive, ready (it forwards), a request forwarded to the serving
+	// control (which asks for credentials), a node's relay refused so that
+	// the node moves on to the serving control.
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/api/agents": http.StatusUnauthorized, "/relay": http.StatusServiceUnavailable} {
 		res, err := http.Get(m[1] + path)
 		if err != nil {
 			t.Fatalf("GET %s on the standby: %v", path, err)
@@ -93,6 +98,11 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 		if res.StatusCode != want {
 			t.Errorf("GET %s on the standby = %d, want %d", path, res.StatusCode, want)
 		}
+	}
+	var listed struct{ Items []struct{ ID string } }
+	(&httpClient{t: t, base: m[1], c: c.c}).do("GET", "/agents", nil, http.StatusOK, &listed)
+	if len(listed.Items) != 1 || listed.Items[0].ID != agentID {
+		t.Fatalf("the agents through the standby = %+v, want the one made on the first", listed.Items)
 	}
 
 	crash(first)
@@ -155,7 +165,8 @@ func TestControlFailoverMidRun(t *testing.T) {
 		return modeltest.Text("done")
 	})
 	defer model.Close()
-	env := []string{"CORRAL_ROLE=control", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_SECRET_KEY=" + newSecretKey(t)}
+	// A 5 s term: the nodes reach a survivor within 10 s of the kill.
+	env := []string{"CORRAL_ROLE=control", "CORRAL_FAILOVER_AFTER=5s", "CORRAL_DATABASE_URL=" + db, "CORRAL_MODEL_BASE_URL=" + model.URL(), "CORRAL_MODEL=scripted", "CORRAL_SECRET_KEY=" + newSecretKey(t)}
 	first := startServer(t, reachableTempDir(t), env...)
 	standbyAt := regexp.MustCompile(`standby.* addr=(http://[0-9.]+:\d+)`)
 	var standbys []*server
@@ -184,17 +195,20 @@ func TestControlFailoverMidRun(t *testing.T) {
 	}
 	c, agentID := signedIn(t, first)
 	c.nodesReady(2)
-	const runs = 10
+	const runs = 20
 	agents := []string{agentID}
 	for len(agents) < runs {
 		var made struct{ ID string }
 		c.do("POST", "/agents", map[string]string{"name": fmt.Sprintf("worker-%d", len(agents))}, http.StatusCreated, &made)
 		agents = append(agents, made.ID)
 	}
+	// Any request to any control: the standbys forward theirs to the one
+	// that serves.
 	var posted []string
-	for _, id := range agents {
+	for i, id := range agents {
+		via := &httpClient{t: t, base: urls[i%len(urls)], c: c.c}
 		var p struct{ Run runAnswer }
-		c.do("POST", "/agents/"+id+"/messages", map[string]string{"content": "sleep on a node"}, http.StatusAccepted, &p)
+		via.do("POST", "/agents/"+id+"/messages", map[string]string{"content": "sleep on a node"}, http.StatusAccepted, &p)
 		posted = append(posted, p.Run.ID)
 	}
 	// Each command's sleep, by its exact command line (its shell's holds
@@ -220,6 +234,26 @@ func TestControlFailoverMidRun(t *testing.T) {
 		}
 	}
 	c.do("GET", "/nodes", nil, http.StatusOK, &placed)
+
+	// A browser's event stream on each standby, open before the kill.
+	type followed struct {
+		seqs []int64
+		err  error
+	}
+	streams := make([]chan followed, len(standbys))
+	for i := range standbys {
+		streams[i] = make(chan followed, 1)
+		started := make(chan struct{})
+		go func() {
+			seqs, err := followEvents(c.c, urls[1+i], posted[0], started)
+			streams[i] <- followed{seqs, err}
+		}()
+		select {
+		case <-started:
+		case f := <-streams[i]:
+			t.Fatalf("the event stream on standby %d ended before the kill: %v %v", i, f.seqs, f.err)
+		}
+	}
 
 	crash(first)
 	killed := time.Now()
@@ -260,6 +294,20 @@ func TestControlFailoverMidRun(t *testing.T) {
 		}
 	}
 	t.Logf("all %d runs ended %v after the first control was killed", runs, time.Since(killed).Round(100*time.Millisecond))
+	// Both streams went on across the failover to the run's end: every
+	// event once, in order, none missing.
+	var events struct{ Items []struct{ Seq int64 } }
+	c.do("GET", "/runs/"+posted[0]+"/trace", nil, http.StatusOK, &events)
+	for i := range streams {
+		f := <-streams[i]
+		ok := f.err == nil && len(f.seqs) == len(events.Items)
+		for j, seq := range f.seqs {
+			ok = ok && seq == int64(j+1)
+		}
+		if !ok {
+			t.Fatalf("the stream held on standby %d got seqs %v (%v); want 1 to %d once each", i, f.seqs, f.err, len(events.Items))
+		}
+	}
 	if other := standbys[1-serving]; strings.Contains(other.Log(), "corral serving") {
 		t.Fatalf("both standbys serve:\n%s", other.Log())
 	}
@@ -276,6 +324,38 @@ func TestControlFailoverMidRun(t *testing.T) {
 	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("trace verify --db = %d %q", code, out.String())
 	}
+}
+
+// followEvents follows a run's event stream as a browser's EventSource
+// does, until the stream ends, and returns the seq of each trace event;
+// started is closed once the first has come.
+func followEvents(client *http.Client, base, runID string, started chan<- struct{}) ([]int64, error) {
+	req, _ := http.NewRequest("GET", base+"/api/runs/"+runID+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var seqs []int64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			seq, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return seqs, err
+			}
+			if len(seqs) == 0 {
+				close(started)
+			}
+			seqs = append(seqs, seq)
+		}
+	}
+	return seqs, sc.Err()
 }
 
 // newSecretKey is a CORRAL_SECRET_KEY: controls sharing a store share it.

@@ -36,6 +36,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (se
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&c.Data, "data", "./data", "data directory")
 	fs.DurationVar(&c.FailoverAfter, "failover-after", 15*time.Second, "with --db: how long after the serving control's last lease renewal a standby takes over (at least 3s)")
+	fs.StringVar(&c.Advertise, "advertise", "", "with --db: the URL the other controls forward requests to while this one serves, such as http://10.0.0.5:8080 (default: the listen address; env CORRAL_ADVERTISE)")
 	fs.StringVar(&c.Database, "db", "", "a postgres:// URL: the store in PostgreSQL, shared by control replicas (default: SQLite in the data directory; env CORRAL_DATABASE_URL)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz here without credentials, such as 127.0.0.1:9090 (every role; off: /metrics on the main address for an admin)")
 	fs.StringVar(&c.Role, "role", string(role.All), "all, control or sandbox")

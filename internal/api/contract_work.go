@@ -168,7 +168,8 @@ func workOperations() map[string]operation {
 				"tool's result follow as trace events. The stream closes after the run's `ended` event. " +
 				"Access is checked again before every event and every 2 seconds: a watcher who loses access " +
 				"gets one `event: error` (`data:` an Error) and the stream closes. A client that stops " +
-				"reading is dropped once a write has waited 30 seconds.",
+				"reading is dropped once a write has waited 30 seconds. A client whose stream broke asks again with " +
+				"`Last-Event-ID` set to the last `id:` it got (EventSource does so itself): the trace events after it follow.",
 			replies: []reply{
 				{status: 200, media: []string{"text/event-stream"}, doc: "The event stream."},
 				{status: 401},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"corral"
@@ -202,7 +203,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 		}()
 	}
 	writeFailed := false // the client is gone or stopped reading: nothing more to tell it
-	err = s.runs.Watch(ctx, actor, r.PathValue("id"), func(e service.RunEvent) error {
+	// A client whose stream broke asks again with the last id it got
+	// (EventSource does so itself): it gets the events after it.
+	after, _ := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64)
+	err = s.runs.Watch(ctx, actor, r.PathValue("id"), after, func(e service.RunEvent) error {
 		var err error
 		deadline()
 		switch {

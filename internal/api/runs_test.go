@@ -663,9 +663,19 @@ type sse struct {
 // at most: a run that never ends fails the test instead of hanging it.
 func (c *client) events(runID string) *sse {
 	c.e.t.Helper()
+	return c.eventsAfter(runID, "")
+}
+
+// eventsAfter opens a run's event stream as a client resuming after the
+// event last (a Last-Event-ID, when not empty).
+func (c *client) eventsAfter(runID, last string) *sse {
+	c.e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	c.e.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.e.srv.URL+"/api/runs/"+runID+"/events", nil)
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
 	req.AddCookie(&http.Cookie{Name: api.CookieName, Value: c.cookie})
 	res, err := c.e.srv.Client().Do(req)
 	if err != nil {
@@ -767,6 +777,29 @@ func TestEventsStreamLiveAndEndWithTheRun(t *testing.T) {
 	}
 	if n != len(seen) {
 		t.Fatalf("replayed %d events, want %d", n, len(seen))
+	}
+
+	// A client resuming after event 3 (a broken stream's Last-Event-ID)
+	// gets the ones after it; one naming nothing sensible gets them all.
+	for _, tc := range []struct {
+		last string
+		from int64
+	}{{"3", 4}, {"0", 1}, {"junk", 1}} {
+		resumed := owner.eventsAfter(run.ID, tc.last)
+		var seqs []int64
+		for {
+			typ, data, ok := resumed.next()
+			if !ok {
+				break
+			}
+			var ev api.TraceView
+			if typ == "trace" && json.Unmarshal([]byte(data), &ev) == nil {
+				seqs = append(seqs, ev.Seq)
+			}
+		}
+		if len(seqs) != len(seen)-int(tc.from)+1 || seqs[0] != tc.from {
+			t.Fatalf("resumed after %q: seqs %v, want %d to %d", tc.last, seqs, tc.from, len(seen))
+		}
 	}
 }
 

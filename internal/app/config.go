@@ -33,6 +33,10 @@ type Config struct {
 	// last renewal (--failover-after): how soon a standby takes over from
 	// a control that died. 0: 15 s; at least 3 s.
 	FailoverAfter time.Duration
+	// Advertise is the URL the other controls on the store forward
+	// requests to while this one serves (--advertise); empty: the listen
+	// address, with this machine's name for an unspecified host.
+	Advertise string
 	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there
 	// without credentials (every role; a sandbox node listens on nothing
 	// else).
@@ -175,6 +179,11 @@ func checkPaths(c *Config) error {
 	}
 	if c.Database != "" && !store.IsPostgresURL(c.Database) {
 		return configError("--db must be a postgres:// URL (or empty, for SQLite in the data directory)")
+	}
+	if c.Advertise != "" {
+		if _, err := sanitize.ServerURL(c.Advertise); err != nil {
+			return configError("--advertise must be this control's http or https URL as the other controls reach it, such as http://10.0.0.5:8080")
+		}
 	}
 	if c.ToolsDir != "" {
 		if c.ToolsDir, err = filepath.Abs(c.ToolsDir); err != nil {

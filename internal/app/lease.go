@@ -2,11 +2,9 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +47,7 @@ func (a *App) leaseTimes() (term, renew, poll time.Duration) {
 // refused, or none getting through for a whole term) ends Run.
 func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 	log := a.opt.log
-	host, _ := os.Hostname()
-	holder := host + "/" + corral.NewID("ctl")
+	holder := holderOf(corral.NewID("ctl"), a.advertise())
 	said := false
 	stopStandby := func() {}
 	defer func() { stopStandby() }()
@@ -71,10 +68,12 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 			if a.guard != nil {
 				addr = "http://" + a.guard.Addr().String()
 			}
-			log.Info("standby: another control serves from this store; this one takes over when its lease lapses",
+			log.Info("standby: another control serves from this store; this one forwards requests to it, and takes over when its lease lapses",
 				"holder", other, "until", until.Format(time.RFC3339), "addr", addr)
 			said = true
-			stopStandby = a.standby()
+			// It serves once it holds the lease and its handler is open.
+			serving := func() bool { return a.holdsLease.Load() && a.opened.Load() }
+			stopStandby = a.standby(newForwarder(db, holder, serving, term, poll))
 		}
 		select {
 		case <-ctx.Done():
@@ -144,12 +143,13 @@ func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-c
 	}
 }
 
-// standby answers on the server's address while it waits for the lease,
-// until stop: /healthz 200 (the process is alive), everything else 503
-// (/readyz too), so that a load balancer's check and a node's relay learn
-// at once that this control is not the one serving, instead of waiting
-// on a port nobody answers.
-func (a *App) standby() (stop func()) {
+// standby answers on the server's address while it waits for the
+// lease, until stop: /healthz 200 (the process is alive), /readyz 200
+// while a control serves to forward to, and everything else forwarded
+// to that control (forward.go). stop hands the address to the real
+// server at once: requests in flight go on being forwarded, now to this
+// control itself.
+func (a *App) standby(fwd *forwarder) (stop func()) {
 	if a.guard == nil {
 		return func() {}
 	}
@@ -159,16 +159,21 @@ func (a *App) standby() (stop func()) {
 	}
 	ln := &pausable{Listener: a.guard, tcp: tcp}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		switch r.URL.Path {
+		case "/healthz":
 			writeHealth(w, http.StatusOK, map[string]string{"status": "ok"})
-			return
+		case "/readyz":
+			ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+			defer cancel()
+			if _, ok := fwd.look(ctx); !ok {
+				writeHealth(w, http.StatusServiceUnavailable, readiness{Status: "unavailable",
+					Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
+				return
+			}
+			writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: forwards to the serving control"}})
+		default:
+			fwd.ServeHTTP(w, r)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Retry-After", "5")
-		w.Header().Set("Connection", "close")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": corral.EUNAVAIL,
-			"message": "this control is a standby: another one serves from the same store, and this one takes over if it stops"}})
 	})}
 	done := make(chan struct{})
 	go func() {
@@ -176,9 +181,8 @@ func (a *App) standby() (stop func()) {
 		srv.Serve(ln)
 	}()
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
+		srv.SetKeepAlivesEnabled(false) // each connection closes after the request it serves
+		ln.Close()
 		<-done
 		tcp.SetDeadline(time.Time{}) // the real server accepts from here on
 	}

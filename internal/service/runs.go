@@ -239,15 +239,17 @@ func (s *Runs) Kill(ctx context.Context, actor corral.User, runID string) (corra
 // recheck is how often a live watch re-checks access while no event comes.
 const recheck = 2 * time.Second
 
-// Watch streams a run's trace to emit: the events so far, then each new
-// one as it happens, until the run ends or ctx is done. Access is checked
+// Watch streams a run's trace to emit: the events so far after seq after
+// (0: all of them; a client resuming after a broken stream names the
+// last it got), then each new one as it happens, until the run ends or
+// ctx is done. Access is checked
 // afresh before every event and every few seconds, so a watcher whose
 // access is revoked is cut off on the next one (the error says so).
-func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, emit func(corral.RunEvent) error) error {
+func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, after int64, emit func(corral.RunEvent) error) error {
 	if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
 		return err
 	}
-	var last int64
+	last := max(after, 0)
 	sent := map[string]int{} // bytes of each tool call's output sent
 	send := func(e corral.RunEvent) error {
 		if e.Trace != nil && e.Trace.Seq <= last {

@@ -101,7 +101,7 @@ func TestWatchSendsEachOutputByteOnce(t *testing.T) {
 
 	runs := service.NewRuns(service.RunsDeps{Store: db, Engine: eng}, service.Config{})
 	var got []string
-	err = runs.Watch(ctx, u, run.ID, func(e runner.Event) error {
+	err = runs.Watch(ctx, u, run.ID, 0, func(e runner.Event) error {
 		switch {
 		case e.Output != nil:
 			got = append(got, "out:"+e.Output.Text)

@@ -1,0 +1,389 @@
+package app
+
+// A standby forwards: every request that reaches a control which does
+// not hold the control lease is passed to the one that does (its
+// address is in the lease), so a load balancer may send anything to any
+// control, as Vault's standbys forward to its active node. A request
+// that arrives while no control serves (the holder died and its lease
+// has not lapsed yet) waits for the next one, up to a term and a bit,
+// instead of failing; one that could not reach the holder is tried again
+// on the next, since it was never sent. An event stream (GET with Accept:
+// text/event-stream) is followed across a failover: when the serving
+// control goes away mid-stream the standby asks the next one for the
+// events after the last it passed on (Last-Event-ID), so the client's
+// stream goes on without a gap or a repeat.
+//
+// Nodes are not forwarded: their relay belongs on the serving control,
+// and a 503 sends them along their --control list to find it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"corral"
+	"corral/internal/api"
+	"corral/internal/fleet"
+	"corral/internal/store"
+)
+
+// forwardedHeader marks a request a standby forwarded: a control that
+// gets one while it stands by itself answers 503 rather than forward it
+// again, so two controls that each believe the other serves cannot pass
+// a request back and forth.
+const forwardedHeader = "Corral-Forwarded"
+
+// holderOf is what a control writes into the control lease: an id of
+// its own and the URL the others forward to. urlOf reads the URL back.
+func holderOf(id, advertise string) string { return id + " " + advertise }
+
+func urlOf(holder string) (*url.URL, bool) {
+	_, s, ok := strings.Cut(holder, " ")
+	if !ok {
+		return nil, false
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
+}
+
+// advertise is the URL other controls forward requests to:
+// Config.Advertise, else the listen address, whose unspecified host
+// (0.0.0.0, ::) is replaced by this machine's name.
+func (a *App) advertise() string {
+	if a.cfg.Advertise != "" {
+		return strings.TrimSuffix(a.cfg.Advertise, "/")
+	}
+	if a.guard == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(a.guard.Addr().String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = name
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// forwarder passes a standby's requests to the serving control.
+type forwarder struct {
+	db      *store.DB
+	self    string      // this control's holder string
+	serving func() bool // whether this control holds the lease now
+	// wait bounds how long a request waits for a control to serve: a
+	// lease's term and a bit, the longest a failover takes.
+	wait, poll time.Duration
+	transport  *http.Transport
+
+	mu     sync.Mutex
+	target *url.URL // the serving control's, as last read
+	read   time.Time
+}
+
+func newForwarder(db *store.DB, self string, serving func() bool, term, poll time.Duration) *forwarder {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.ResponseHeaderTimeout = 0 // a long call or a stream answers when it answers
+	t.Proxy = nil               // controls reach each other directly, never through HTTP_PROXY
+	return &forwarder{db: db, self: self, serving: serving, wait: term + 2*poll + 2*time.Second, poll: poll, transport: t}
+}
+
+var errNoControl = corral.Errorf(corral.EUNAVAIL, "no control serves from this store now: the one that did stopped, and none has taken over yet; try again")
+
+// current is the serving control's URL: the lease's holder while its
+// lease lasts (this control's own once it serves), read again at most
+// every poll; it waits for one until deadline.
+func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, error) {
+	for {
+		f.mu.Lock()
+		u, fresh := f.target, time.Since(f.read) < f.poll
+		f.mu.Unlock()
+		if u != nil && fresh {
+			return u, nil
+		}
+		if u, ok := f.look(ctx); ok {
+			f.mu.Lock()
+			f.target, f.read = u, time.Now()
+			f.mu.Unlock()
+			return u, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errNoControl
+		}
+		if !f.pause(ctx) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// look reads the lease: the URL of a holder whose lease lasts.
+func (f *forwarder) look(ctx context.Context) (*url.URL, bool) {
+	holder, until, err := f.db.Lease(ctx, controlLease)
+	if err != nil {
+		return nil, false
+	}
+	now, err := f.db.Clock(ctx)
+	if err != nil || !until.After(now) {
+		return nil, false
+	}
+	if holder == f.self && !f.serving() {
+		return nil, false // taking over: not serving yet
+	}
+	return urlOf(holder)
+}
+
+// pause waits a poll before the next look; false when ctx ended first.
+func (f *forwarder) pause(ctx context.Context) bool {
+	t := time.NewTimer(f.poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// forget drops the target u, which could not be reached: the next
+// request reads the lease again.
+func (f *forwarder) forget(u *url.URL) {
+	f.mu.Lock()
+	if f.target == u {
+		f.target = nil
+	}
+	f.mu.Unlock()
+}
+
+func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(forwardedHeader) != "" || strings.HasPrefix(r.URL.Path, fleet.RelayPath) {
+		unavailable(w, corral.Errorf(corral.EUNAVAIL, "this control is a standby: another one serves from the same store, and this one takes over if it stops"))
+		return
+	}
+	deadline := time.Now().Add(f.wait)
+	if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		f.stream(w, r, deadline)
+		return
+	}
+	// The body is read first (bounded as the API bounds it), so that a
+	// request the serving control never got can be sent to the next.
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, corral.Errorf(corral.ETOOLARGE, "the request body is larger than %d bytes", api.MaxBody))
+			return
+		}
+		body = b
+	}
+	for {
+		target, err := f.current(r.Context(), deadline)
+		if err != nil {
+			unavailable(w, err)
+			return
+		}
+		unreached := false
+		p := &httputil.ReverseProxy{
+			Rewrite:   func(pr *httputil.ProxyRequest) { f.rewrite(pr.In, pr.Out, target) },
+			Transport: f.transport,
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				if unsent(err) {
+					unreached = true
+					return
+				}
+				if r.Context().Err() == nil {
+					writeError(w, http.StatusBadGateway, corral.Errorf(corral.EUNAVAIL, "the serving control went away before it answered: the request may or may not have taken effect"))
+				}
+			},
+		}
+		in := r.Clone(r.Context())
+		in.Body = io.NopCloser(bytes.NewReader(body))
+		in.ContentLength = int64(len(body))
+		p.ServeHTTP(w, in)
+		if !unreached {
+			return
+		}
+		f.forget(target)
+		if time.Now().After(deadline) {
+			unavailable(w, errNoControl)
+			return
+		}
+		if !f.pause(r.Context()) {
+			return
+		}
+	}
+}
+
+// rewrite aims out at target: the client's Host is kept (the serving
+// control checks Origin against it), the client's address appended to
+// X-Forwarded-For (list the controls in --trusted-proxy so that the
+// serving one believes it), and the request marked as forwarded.
+func (f *forwarder) rewrite(in, out *http.Request, target *url.URL) {
+	out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
+	out.Host = in.Host
+	hops := slices.Clone(in.Header.Values("X-Forwarded-For"))
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		hops = append(hops, ip)
+	}
+	out.Header.Del("X-Forwarded-For")
+	if len(hops) > 0 {
+		out.Header.Set("X-Forwarded-For", strings.Join(hops, ", "))
+	}
+	out.Header.Set(forwardedHeader, "1")
+}
+
+// unsent says whether a round trip failed before the request could have
+// reached the serving control: it could not be dialled.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// stream forwards an event stream, following it across a failover.
+func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time.Time) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	last := r.Header.Get("Last-Event-ID")
+	started := false
+	client := &http.Client{Transport: f.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for {
+		target, err := f.current(ctx, deadline)
+		if err != nil {
+			if !started {
+				unavailable(w, err)
+			}
+			return
+		}
+		out := r.Clone(ctx)
+		out.RequestURI = ""
+		out.Body = http.NoBody
+		f.rewrite(r, out, target)
+		if last != "" {
+			out.Header.Set("Last-Event-ID", last)
+		}
+		resp, err := client.Do(out)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			f.forget(target)
+			if !f.pause(ctx) {
+				return
+			}
+			continue
+		}
+		if !started {
+			started = true
+			for k, v := range resp.Header {
+				if !hopByHop[http.CanonicalHeaderKey(k)] {
+					w.Header()[k] = v
+				}
+			}
+			w.WriteHeader(resp.StatusCode)
+			rc.Flush()
+			if resp.StatusCode != http.StatusOK {
+				io.Copy(w, resp.Body)
+				resp.Body.Close()
+				return
+			}
+		} else if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			resp.Body.Close() // a control still starting
+			f.forget(target)
+			if !f.pause(ctx) {
+				return
+			}
+			continue
+		} else if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return // the stream cannot go on (the run is gone, access lost): the client asks again if it wants
+		}
+		err = relayEvents(w, rc, resp.Body, &last)
+		resp.Body.Close()
+		if err == nil || errors.Is(err, errClientGone) || ctx.Err() != nil {
+			return // ended by the serving control (the run ended), or the client left
+		}
+		// The serving control went away mid-stream: the next one goes on
+		// after the last event passed on.
+		f.forget(target)
+		deadline = time.Now().Add(f.wait)
+	}
+}
+
+// hopByHop are the headers of one connection, not passed on (RFC 9110,
+// 7.6.1).
+var hopByHop = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true}
+
+var errClientGone = errors.New("the client went away")
+
+// relayEvents copies whole events (each ends with a blank line) from
+// body to w, and records the id of each one passed on in last. It
+// returns nil when body ended cleanly, errClientGone when w failed, and
+// the read error when the stream broke (a half event is never passed
+// on: the next control sends it whole).
+func relayEvents(w io.Writer, rc *http.ResponseController, body io.Reader, last *string) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	var event bytes.Buffer
+	id := ""
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			if err == io.EOF && len(line) == 0 && event.Len() == 0 {
+				return nil
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		event.Write(line)
+		if v, ok := bytes.CutPrefix(line, []byte("id:")); ok {
+			id = strings.TrimSpace(string(v))
+		}
+		if len(bytes.TrimRight(line, "\r\n")) > 0 {
+			continue
+		}
+		if _, err := w.Write(event.Bytes()); err != nil {
+			return errClientGone
+		}
+		if err := rc.Flush(); err != nil {
+			return errClientGone
+		}
+		event.Reset()
+		if id != "" {
+			*last = id
+			id = ""
+		}
+	}
+}
+
+// unavailable answers 503 with why, asking to try again shortly.
+func unavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, err)
+}
+
+// writeError answers with an error body as the API writes one.
+func writeError(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
+		"code": corral.ErrorCode(err), "message": corral.ErrorMessage(err)}})
+}

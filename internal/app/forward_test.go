@@ -1,0 +1,227 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"corral/internal/store"
+)
+
+// forwardStore is a store with the control lease held by holder from a
+// clock offset hours on (each move of the lease a later one, as a
+// takeover after the term would be).
+func forwardStore(t *testing.T) (*store.DB, func(holder string)) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var mu sync.Mutex
+	hours := 0
+	return db, func(holder string) {
+		mu.Lock()
+		defer mu.Unlock()
+		hours++
+		now := time.Now().Add(time.Duration(hours) * time.Hour)
+		if ok, err := db.TakeLease(ctx, controlLease, holder, now, now.Add(time.Hour)); !ok || err != nil {
+			t.Errorf("TakeLease(%s) = %v, %v", holder, ok, err)
+		}
+	}
+}
+
+// TestForwarderFollowsTheServingControl: a standby passes requests to the
+// lease's holder, the client's Host kept and its address appended to
+// X-Forwarded-For; a request it could not deliver goes to the next holder;
+// a forwarded request is not forwarded again, nor a node's relay; with no
+// control serving it answers 503 once its wait is over.
+func TestForwarderFollowsTheServingControl(t *testing.T) {
+	db, hold := forwardStore(t)
+	type seen struct{ host, xff, mark, body string }
+	got := make(chan seen, 10)
+	upstream := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got <- seen{r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get(forwardedHeader), string(b)}
+			io.WriteString(w, name)
+		}))
+	}
+	one, two := upstream("one"), upstream("two")
+	defer two.Close()
+	hold(holderOf("ctl_one", one.URL))
+	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+	front := httptest.NewServer(f)
+	defer front.Close()
+
+	do := func(method, path string, header http.Header, body string) (int, string) {
+		req, _ := http.NewRequest(method, front.URL+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		req.Host = "corral.example.org"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := do("POST", "/api/agents", http.Header{"X-Forwarded-For": {"192.0.2.7"}}, `{"name":"a"}`); code != 200 || body != "one" {
+		t.Fatalf("forwarded POST = %d %q, want 200 from the holder", code, body)
+	}
+	if s := <-got; s.host != "corral.example.org" || s.xff != "192.0.2.7, 127.0.0.1" || s.mark != "1" || s.body != `{"name":"a"}` {
+		t.Fatalf("the holder saw %+v", s)
+	}
+
+	// The holder dies; its lease moves to the next one meanwhile.
+	one.Close()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		hold(holderOf("ctl_two", two.URL))
+	}()
+	if code, body := do("POST", "/api/agents", nil, `{"name":"b"}`); code != 200 || body != "two" {
+		t.Fatalf("POST across the failover = %d %q, want 200 from the next holder", code, body)
+	}
+	if s := <-got; s.body != `{"name":"b"}` {
+		t.Fatalf("the next holder saw %+v", s)
+	}
+
+	for _, tc := range []struct {
+		name, path string
+		header     http.Header
+	}{
+		{"forwarded again", "/api/me", http.Header{forwardedHeader: {"1"}}},
+		{"a node's relay", "/relay", nil},
+	} {
+		if code, body := do("GET", tc.path, tc.header, ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+			t.Errorf("%s: %d %q, want 503 saying this is a standby", tc.name, code, body)
+		}
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("a request that must not be forwarded was: %+v", s)
+	default:
+	}
+
+	if err := db.ReleaseLease(context.Background(), controlLease, holderOf("ctl_two", two.URL)); err != nil {
+		t.Fatal(err)
+	}
+	f.wait = 100 * time.Millisecond
+	f.forget(f.target)
+	if code, body := do("GET", "/api/me", nil, ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "no control serves") {
+		t.Fatalf("with no control serving: %d %q, want 503", code, body)
+	}
+}
+
+// TestForwarderResumesAStream: an event stream forwarded by a standby
+// goes on across a failover in one response: the serving control dies
+// mid-event, the next is asked for the events after the last one passed
+// on, and the client gets each event once, whole.
+func TestForwarderResumesAStream(t *testing.T) {
+	db, hold := forwardStore(t)
+	event := func(w io.Writer, id int) {
+		fmt.Fprintf(w, "id: %d\nevent: trace\ndata: {\"seq\":%d}\n\n", id, id)
+	}
+	lastAsked := make(chan string, 1)
+	var two *httptest.Server
+	one := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for id := 1; id <= 3; id++ {
+			event(w, id)
+		}
+		io.WriteString(w, "id: 4\nevent: trace\n") // half of the fourth
+		w.(http.Flusher).Flush()
+		hold(holderOf("ctl_two", two.URL))
+		panic(http.ErrAbortHandler) // the connection breaks, as when the process is killed
+	}))
+	defer one.Close()
+	two = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last := r.Header.Get("Last-Event-ID")
+		lastAsked <- last
+		w.Header().Set("Content-Type", "text/event-stream")
+		var from int
+		fmt.Sscan(last, &from)
+		for id := from + 1; id <= 5; id++ {
+			event(w, id)
+		}
+	}))
+	defer two.Close()
+	hold(holderOf("ctl_one", one.URL))
+	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+	front := httptest.NewServer(f)
+	defer front.Close()
+
+	req, _ := http.NewRequest("GET", front.URL+"/api/runs/run_1/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream = %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var ids []string
+	sc := bufio.NewScanner(resp.Body)
+	lines := 0
+	for sc.Scan() {
+		line := sc.Text()
+		lines++
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("the stream broke: %v", err)
+	}
+	if got := strings.Join(ids, ","); got != "1,2,3,4,5" || lines != 5*4 {
+		t.Fatalf("ids = %s in %d lines, want 1,2,3,4,5 each whole (20 lines)", got, lines)
+	}
+	if last := <-lastAsked; last != "3" {
+		t.Fatalf("the next control was asked for events after %q, want 3", last)
+	}
+}
+
+// TestRewriteForwardedFor: the client's address is appended to what
+// X-Forwarded-For it came with (the serving control believes only what
+// its trusted proxies vouch for, reading from the right).
+func TestRewriteForwardedFor(t *testing.T) {
+	f := &forwarder{}
+	for _, tc := range []struct {
+		prior []string
+		want  string
+	}{
+		{nil, "198.51.100.9"},
+		{[]string{"192.0.2.1"}, "192.0.2.1, 198.51.100.9"},
+		{[]string{"192.0.2.1", "203.0.113.4"}, "192.0.2.1, 203.0.113.4, 198.51.100.9"},
+	} {
+		in := httptest.NewRequest("GET", "http://front/api/me", nil)
+		in.RemoteAddr = "198.51.100.9:4711"
+		in.Header["X-Forwarded-For"] = tc.prior
+		out := in.Clone(context.Background())
+		out.Header = http.Header{}
+		f.rewrite(in, out, mustURL(t, "http://10.0.0.5:8080"))
+		if got := out.Header.Get("X-Forwarded-For"); got != tc.want || out.URL.Host != "10.0.0.5:8080" || out.Host != "front" {
+			t.Errorf("prior %v: X-Forwarded-For %q to %s (Host %s), want %q to 10.0.0.5:8080 (Host front)", tc.prior, got, out.URL.Host, out.Host, tc.want)
+		}
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
