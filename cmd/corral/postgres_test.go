@@ -320,6 +320,11 @@ func TestControlFailoverMidRun(t *testing.T) {
 			t.Fatalf("the model was told %q, want the command's whole output", last.Content)
 		}
 	}
+	// A terminal (a WebSocket) through the standby left, which forwards
+	// it to the new serving control, which reaches the node.
+	t.Run("a terminal through a standby", func(t *testing.T) {
+		terminalOnNode(t, &httpClient{t: t, base: urls[1+(1-serving)], c: c.c}, agents[0])
+	})
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"trace", "verify", "--db", db}, nil, &out, &errOut, noenv); code != 0 {
 		t.Fatalf("trace verify --db = %d %q", code, out.String())

@@ -111,7 +111,8 @@ func TestTraceVerifyFindsACutOffEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := trace.NewRecorder(db, nil)
-	for _, typ := range []string{trace.Admitted, trace.Started, trace.Message, trace.Ended} {
+	// A terminal open when the run ended closes after its ended event.
+	for _, typ := range []string{trace.Admitted, trace.Started, trace.Message, trace.Ended, trace.TerminalClosed} {
 		if _, err := rec.Append(ctx, run.ID, typ, map[string]string{"what": typ}); err != nil {
 			t.Fatal(err)
 		}
