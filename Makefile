@@ -282,6 +282,7 @@ bench: deps postgres
 	$(GO) test -run '^$$' -bench StageDisk -benchtime 40x -count 3 ./internal/workspace/
 	$(GO) test -run '^$$' -bench BackupDuringRuns -benchtime 4x ./cmd/corral/
 	$(GO) test -run '^$$' -bench Failover -benchtime 10x ./cmd/corral/
+	$(GO) test -run '^$$' -bench RunCreation -benchtime 3x ./cmd/corral/
 	$(GO) test -run '^$$' -bench '^Benchmark(Search|Index)$$' -benchtime 1x -count 3 ./internal/retrieval/
 	$(GO) test -run '^$$' -bench RetrievalEval -benchtime 1x ./internal/retrieval/
 	CORRAL_BENCH_FULL=1 $(GO) test -run '^$$' -bench StageManifestVsNaive -benchtime 3x -timeout 60m ./internal/workspace/
