@@ -10,7 +10,6 @@ import (
 
 	"corral"
 	"corral/internal/api"
-	"corral/internal/auth"
 	"corral/internal/driver"
 	"corral/internal/fleet"
 	"corral/internal/gateway"
@@ -110,7 +109,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.handler = gated(mux, &a.opened)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
-	a.Accounts, err = service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: a.opt.now}), a.opt.params, cfg)
+	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {
 		return err
 	}
