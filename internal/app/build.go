@@ -10,6 +10,7 @@ import (
 
 	"corral"
 	"corral/internal/api"
+	"corral/internal/auth"
 	"corral/internal/driver"
 	"corral/internal/fleet"
 	"corral/internal/gateway"
@@ -109,6 +110,12 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.handler = gated(mux, &a.opened)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
+	if c.Database != "" {
+		// Controls sharing the store share the login throttles' records:
+		// each sees the locks the others set, and a takeover forgets none.
+		// On SQLite, one server's, they stay in its memory.
+		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name) }
+	}
 	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {
 		return err
