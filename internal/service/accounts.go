@@ -59,6 +59,10 @@ const (
 	sprayHold   = time.Second
 )
 
+// recordTimeout bounds how long a login waits to record its outcome in
+// the throttles, which it does even after its client has gone.
+const recordTimeout = 30 * time.Second
+
 // NewAccounts returns the accounts use cases. params are the password
 // hashing parameters; cfg.ThrottleState keeps the throttles' records.
 func NewAccounts(store AccountStore, params auth.Params, cfg Config) (*Accounts, error) {
@@ -321,7 +325,8 @@ func (s *Accounts) login(ctx context.Context, norm, password, addr string) (corr
 	}
 	// The records outlast the request: a client that hangs up once its
 	// password is checked must not leave its failure uncounted.
-	record := context.WithoutCancel(ctx)
+	record, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	if !ok || tooLong || cred.Disabled {
 		if err := errors.Join(s.throttle.Fail(record, keys...), s.spray.Fail(record, addr)); err != nil {
 			return corral.User{}, "", errThrottleState(err)
