@@ -163,7 +163,7 @@ func user(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	defer db.Close()
 	log := newLogger(stderr, getenv)
-	accounts, err := service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{}), auth.DefaultParams, service.Config{Log: log})
+	accounts, err := service.NewAccounts(db, auth.DefaultParams, service.Config{Log: log})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ func operations() map[string]operation {
 				{status: 403},
 				{status: 409},
 				{status: 413},
+				{status: 503, of: errorBody{}, doc: "503 `unavailable`: the server cannot count the signup (the store keeping the throttles' records is away), so it makes no account; try again later."},
 			},
 		},
 		"POST /api/auth/login": {
@@ -39,6 +40,7 @@ func operations() map[string]operation {
 				{status: 401},
 				{status: 413},
 				{status: 429},
+				{status: 503, of: errorBody{}, doc: "503 `unavailable`: the server cannot count the attempt (the store keeping the throttles' records is away), so it checks no password; try again later."},
 			},
 		},
 		"POST /api/auth/logout": {

@@ -437,7 +437,7 @@ func (r rawStore) Query(query string, args ...any) (*sql.Rows, error) {
 }
 
 func newAccountsForMode(mode string) (*service.Accounts, error) {
-	return service.NewAccounts(nil, auth.NewThrottle(auth.ThrottleConfig{}), cheapParams, service.Config{Signup: mode})
+	return service.NewAccounts(nil, cheapParams, service.Config{Signup: mode})
 }
 
 // loopbackEgress lets the tests' git servers on 127.0.0.1 be reached,

@@ -110,7 +110,13 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.handler = gated(mux, &a.opened)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
-	a.Accounts, err = service.NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: a.opt.now}), a.opt.params, cfg)
+	if c.Database != "" {
+		// Controls sharing the store share the login throttles' records:
+		// each sees the locks the others set, and a takeover forgets none.
+		// On SQLite, one server's, they stay in its memory.
+		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name) }
+	}
+	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@
 //
 // It does no I/O beyond reading crypto/rand and keeps no state of its own
 // apart from one dummy password hash, computed once, that makes a login for
-// an unknown email cost as much as one for a known email. Time comes from an
-// injected clock so that throttling is tested without sleeping.
+// an unknown email cost as much as one for a known email, and the login
+// throttles' records when they are kept in memory (a ThrottleState may
+// keep them elsewhere: the store, when servers share one). Time comes
+// from an injected clock so that throttling is tested without sleeping.
 package auth

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"time"
 
@@ -58,29 +59,47 @@ const (
 	sprayHold   = time.Second
 )
 
-// NewAccounts returns the accounts use cases. throttle decides login
-// attempts; params are the password hashing parameters.
-func NewAccounts(store AccountStore, throttle *auth.Throttle, params auth.Params, cfg Config) (*Accounts, error) {
+// recordTimeout bounds how long a login waits to record its outcome in
+// the throttles, which it does even after its client has gone.
+const recordTimeout = 30 * time.Second
+
+// NewAccounts returns the accounts use cases. params are the password
+// hashing parameters; cfg.ThrottleState keeps the throttles' records.
+func NewAccounts(store AccountStore, params auth.Params, cfg Config) (*Accounts, error) {
 	cfg.defaults()
 	switch cfg.Signup {
 	case SignupOpen, SignupInvite, SignupClosed:
 	default:
 		return nil, corral.Errorf(corral.EINVALID, "unknown signup mode %q: want open, invite or closed", cfg.Signup)
 	}
+	state := func(name string) auth.ThrottleState {
+		if cfg.ThrottleState == nil {
+			return nil // the throttle's own memory
+		}
+		return cfg.ThrottleState(name)
+	}
 	return &Accounts{
-		store: store, throttle: throttle, params: params,
+		store: store, params: params,
+		throttle: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, State: state("login")}),
 		// A hot address stays hot from a minute up to an hour, doubling
 		// with each failure past the streak, or until its hourly count
 		// falls back under the cap.
 		spray: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: sprayFree,
-			BaseDelay: time.Minute, MaxDelay: time.Hour, HourlyCap: sprayHourly}),
+			BaseDelay: time.Minute, MaxDelay: time.Hour, HourlyCap: sprayHourly, State: state("spray")}),
 		// Signups are counted like failures: a burst from one address is
 		// free, a flood slows down and stops at the hourly cap.
-		signups: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: 20, HourlyCap: 100}),
+		signups: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: 20, HourlyCap: 100, State: state("signup")}),
 		slots:   make(chan struct{}, cfg.HashSlots),
 		sleep:   sleep,
 		cfg:     cfg,
 	}, nil
+}
+
+// errThrottleState is the answer to a login or signup whose throttle's
+// records cannot be read or written (the store away): it is refused,
+// whatever its password, since it could not be counted.
+func errThrottleState(err error) error {
+	return &corral.Error{Code: corral.EUNAVAIL, Message: "the server cannot check sign-ins right now: try again later", Err: err}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -139,10 +158,16 @@ func (s *Accounts) Signup(ctx context.Context, in SignupInput, client netip.Addr
 		return corral.User{}, "", corral.Errorf(corral.EFORBIDDEN, "signup needs a valid invite on this server")
 	}
 	key := addrKey(client)
-	if wait, ok := s.signups.Allow(key); !ok {
+	wait, ok, err := s.signups.Allow(ctx, key)
+	if err != nil {
+		return corral.User{}, "", errThrottleState(err)
+	}
+	if !ok {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many signups from your address: try again later", RetryAfter: wait}
 	}
-	s.signups.Fail(key)
+	if err := s.signups.Fail(ctx, key); err != nil {
+		return corral.User{}, "", errThrottleState(err)
+	}
 	nu, err := s.newUser(ctx, in.Email, in.Name, in.Password, false)
 	if err != nil {
 		return corral.User{}, "", err
@@ -234,6 +259,10 @@ func errBadLogin() error {
 // one account are checked one at a time, so attempts sent at
 // once are counted in order and the hourly caps hold. Unknown and
 // malformed emails are counted exactly like known ones.
+//
+// A login whose records cannot be read or written (the throttles' state
+// in a store that is away) is refused with EUNAVAIL, the right password
+// too: nothing is checked that is not counted.
 func (s *Accounts) Login(ctx context.Context, email, password string, client netip.Addr) (corral.User, string, error) {
 	norm, err := sanitize.Email(email)
 	if err != nil {
@@ -242,7 +271,11 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 		norm = "(malformed)"
 	}
 	addr := addrKey(client)
-	if _, calm := s.spray.Allow(addr); calm {
+	_, calm, err := s.spray.Allow(ctx, addr)
+	if err != nil {
+		return corral.User{}, "", errThrottleState(err)
+	}
+	if calm {
 		return s.login(ctx, norm, password, addr)
 	}
 	leave, err := s.hot.enter(ctx, addr)
@@ -264,7 +297,11 @@ func (s *Accounts) Login(ctx context.Context, email, password string, client net
 func (s *Accounts) login(ctx context.Context, norm, password, addr string) (corral.User, string, error) {
 	keys := []string{"acct:" + norm, addr + " acct:" + norm}
 	defer s.logins.Lock(keys[0])()
-	if wait, ok := s.throttle.Allow(keys...); !ok {
+	wait, allowed, err := s.throttle.Allow(ctx, keys...)
+	if err != nil {
+		return corral.User{}, "", errThrottleState(err)
+	}
+	if !allowed {
 		return corral.User{}, "", &corral.Error{Code: corral.ETHROTTLED, Message: "too many failed logins: try again later", RetryAfter: wait}
 	}
 	// No stored password is longer than sanitize.Password allows; a longer
@@ -286,13 +323,19 @@ func (s *Accounts) login(ctx context.Context, norm, password, addr string) (corr
 	} else if err := s.dummyVerify(ctx, password); err != nil {
 		return corral.User{}, "", err
 	}
+	// The records outlast the request: a client that hangs up once its
+	// password is checked must not leave its failure uncounted.
+	record, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	if !ok || tooLong || cred.Disabled {
-		s.throttle.Fail(keys...)
-		s.spray.Fail(addr)
+		if err := errors.Join(s.throttle.Fail(record, keys...), s.spray.Fail(record, addr)); err != nil {
+			return corral.User{}, "", errThrottleState(err)
+		}
 		return corral.User{}, "", errBadLogin()
 	}
-	s.throttle.Succeed(keys...)
-	s.spray.Succeed(addr)
+	if err := errors.Join(s.throttle.Succeed(record, keys...), s.spray.Succeed(record, addr)); err != nil {
+		return corral.User{}, "", errThrottleState(err)
+	}
 	u, err := s.store.UserByID(ctx, cred.UserID)
 	if err != nil {
 		return corral.User{}, "", err

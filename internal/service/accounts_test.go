@@ -48,6 +48,13 @@ type loginEnv struct {
 
 func newLoginEnv(t *testing.T) *loginEnv {
 	t.Helper()
+	return newLoginEnvConfig(t, Config{})
+}
+
+// newLoginEnvConfig is newLoginEnv with cfg's settings (its clock is the
+// env's).
+func newLoginEnvConfig(t *testing.T, cfg Config) *loginEnv {
+	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
@@ -56,7 +63,8 @@ func newLoginEnv(t *testing.T) *loginEnv {
 	t.Cleanup(func() { db.Close() })
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	cheap := auth.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
-	s, err := NewAccounts(db, auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now}), cheap, Config{Now: clock.Now})
+	cfg.Now = clock.Now
+	s, err := NewAccounts(db, cheap, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ package service
 import (
 	"log/slog"
 	"time"
+
+	"corral/internal/auth"
 )
 
 // Signup modes.
@@ -29,8 +31,14 @@ type Config struct {
 	// PendingDisk bounds what pending change sets hold on the host's disk
 	// beyond each agent's own limit (zero fields: the defaults).
 	PendingDisk PendingDiskBounds
-	Now         func() time.Time
-	Log         *slog.Logger
+	// ThrottleState returns where the login throttle named name ("login",
+	// "spray" or "signup") keeps its records: the store, when servers
+	// share one, so that each sees the failures counted by every other
+	// and a takeover forgets none. Nil keeps them in this process's
+	// memory, which is what one server alone needs.
+	ThrottleState func(name string) auth.ThrottleState
+	Now           func() time.Time
+	Log           *slog.Logger
 }
 
 func (c *Config) defaults() {

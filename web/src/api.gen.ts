@@ -2677,6 +2677,15 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            /** @description 503 `unavailable`: the server cannot count the signup (the store keeping the throttles' records is away), so it makes no account; try again later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     login: {
@@ -2707,6 +2716,15 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["Throttled"];
+            /** @description 503 `unavailable`: the server cannot count the attempt (the store keeping the throttles' records is away), so it checks no password; try again later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     logout: {
