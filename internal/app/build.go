@@ -114,7 +114,7 @@ func (a *App) buildServer(ctx context.Context) error {
 		// Controls sharing the store share the login throttles' records:
 		// each sees the locks the others set, and a takeover forgets none.
 		// On SQLite, one server's, they stay in its memory.
-		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name) }
+		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name, key.Digest) }
 	}
 	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {

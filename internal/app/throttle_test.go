@@ -3,12 +3,14 @@ package app
 import (
 	"context"
 	"net/netip"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"corral"
 	"corral/internal/auth"
 	"corral/internal/pgtest"
+	"corral/internal/secrets"
 )
 
 // TestLoginThrottlesAcrossATakeover: on a PostgreSQL store the login
@@ -52,7 +54,11 @@ func TestLoginThrottlesAcrossATakeover(t *testing.T) {
 					t.Fatalf("failure %d: Login = %v, want unauthenticated", i+1, err)
 				}
 			}
-			entries, err := a.Store.ThrottleState("login").Entries(ctx, []string{key})
+			secret, _, err := secrets.LoadKeyFile(filepath.Join(cfg.Data, secrets.KeyFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := a.Store.ThrottleState("login", secret.Digest).Entries(ctx, []string{key})
 			if err != nil {
 				t.Fatal(err)
 			}

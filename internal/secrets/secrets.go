@@ -10,7 +10,10 @@ package secrets
 
 import (
 	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -40,6 +43,7 @@ const version = 1
 // so logging a value that holds a Key by mistake shows nothing of it.
 type Key struct {
 	aead cipher.AEAD
+	mac  []byte // a subkey of the key's, for Digest alone
 }
 
 // NewKey returns a Key for raw, which must be KeySize bytes. The AEAD
@@ -52,7 +56,11 @@ func NewKey(raw []byte) (*Key, error) {
 	if err != nil {
 		return nil, corral.Internal("secrets.NewKey", err)
 	}
-	return &Key{aead: aead}, nil
+	mac, err := hkdf.Key(sha256.New, raw, nil, "corral keyed digests", sha256.Size)
+	if err != nil {
+		return nil, corral.Internal("secrets.NewKey", err)
+	}
+	return &Key{aead: aead, mac: mac}, nil
 }
 
 // ParseKey reads a key given as the base64 (standard alphabet, padded or
@@ -193,6 +201,18 @@ func AD(fields ...string) []byte {
 		b = append(b, f...)
 	}
 	return b
+}
+
+// Digest is a keyed hash of data for purpose: HMAC-SHA-256 under a
+// subkey derived from the key (HKDF-SHA-256), so that a value kept only as
+// its digest (a client address, an email) cannot be found again by trying
+// every candidate, as a plain hash of it could, without the key. The same
+// key gives the same digest on every server that shares it.
+func (k *Key) Digest(purpose string, data []byte) []byte {
+	m := hmac.New(sha256.New, k.mac)
+	m.Write(AD(purpose))
+	m.Write(data)
+	return m.Sum(nil)
 }
 
 // String hides the key from fmt.

@@ -2,6 +2,7 @@ package secrets
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -217,4 +218,36 @@ func newTestKey(t *testing.T) *Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestDigest: the same key gives the same digest on every server; another
+// key, another purpose or other data gives another, and none is the plain
+// hash a guesser could compute without the key.
+func TestDigest(t *testing.T) {
+	newKey := func(b byte) *Key {
+		k, err := NewKey(bytes.Repeat([]byte{b}, KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, again, other := newKey(1), newKey(1), newKey(2)
+	base := a.Digest("throttle login", []byte("acct:a@example.com"))
+	if !bytes.Equal(base, again.Digest("throttle login", []byte("acct:a@example.com"))) {
+		t.Fatal("two servers with one key disagree on a digest")
+	}
+	plain := sha256.Sum256([]byte("acct:a@example.com"))
+	for _, tc := range []struct {
+		name string
+		got  []byte
+	}{
+		{"another key", other.Digest("throttle login", []byte("acct:a@example.com"))},
+		{"another purpose", a.Digest("throttle spray", []byte("acct:a@example.com"))},
+		{"other data", a.Digest("throttle login", []byte("acct:b@example.com"))},
+		{"the plain hash", plain[:]},
+	} {
+		if bytes.Equal(tc.got, base) {
+			t.Errorf("%s gives the same digest", tc.name)
+		}
+	}
 }

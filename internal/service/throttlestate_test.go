@@ -10,6 +10,7 @@ import (
 
 	"corral"
 	"corral/internal/auth"
+	"corral/internal/secrets"
 	"corral/internal/store"
 )
 
@@ -28,7 +29,12 @@ func TestLoginFailsClosed(t *testing.T) {
 	// states returns the throttles' states in a store of their own, apart
 	// from the accounts' store.
 	states := func(t *testing.T, closed, readOnly bool) func(string) auth.ThrottleState {
-		db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "throttles.db"))
+		dir := t.TempDir()
+		db, err := store.Open(context.Background(), filepath.Join(dir, "throttles.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _, err := secrets.LoadKeyFile(filepath.Join(dir, secrets.KeyFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,9 +47,9 @@ func TestLoginFailsClosed(t *testing.T) {
 		}
 		return func(name string) auth.ThrottleState {
 			if readOnly {
-				return unwritable{db.ThrottleState(name)}
+				return unwritable{db.ThrottleState(name, key.Digest)}
 			}
-			return db.ThrottleState(name)
+			return db.ThrottleState(name, key.Digest)
 		}
 	}
 	tests := []struct {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
@@ -20,7 +19,7 @@ import (
 // servers share it: every server then reads the locks the others set, and
 // a standby that takes over forgets none. A row is one key of one
 // throttle; the key itself (an email, a client address) is not kept, only
-// a hash of it.
+// a keyed hash of it.
 
 // Stale entries are swept by the updates themselves, at most one batch
 // each and a batch a minute while there are few, so that no update waits
@@ -36,8 +35,9 @@ const (
 // Update is one write transaction, so failures recorded at once, on any
 // number of servers, are all counted.
 type ThrottleState struct {
-	db   *DB
-	name string
+	db     *DB
+	name   string
+	digest func(purpose string, data []byte) []byte
 	// sweepAt is when, in unix milliseconds by the throttle's clock,
 	// Update next drops stale entries.
 	sweepAt atomic.Int64
@@ -47,16 +47,17 @@ var _ auth.ThrottleState = (*ThrottleState)(nil)
 
 // ThrottleState returns the entries of the throttle called name ("login",
 // "spray", "signup"): throttles of different names keep different
-// entries for the same key.
-func (db *DB) ThrottleState(name string) *ThrottleState {
-	return &ThrottleState{db: db, name: name}
+// entries for the same key. A key (an email, a client address) is kept
+// only as digest(name, key), a keyed hash (secrets.Key.Digest), so that
+// the table cannot be read back by hashing every address or a list of
+// emails.
+func (db *DB) ThrottleState(name string, digest func(purpose string, data []byte) []byte) *ThrottleState {
+	return &ThrottleState{db: db, name: name, digest: digest}
 }
 
-// hash is the row's key for key: the SHA-256 of the throttle's name and
-// the key, so that the table holds no email or address in clear.
+// hash is the row's key for key.
 func (s *ThrottleState) hash(key string) string {
-	sum := sha256.Sum256([]byte(s.name + "\x00" + key))
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(s.digest("throttle "+s.name, []byte(key)))
 }
 
 // hashes returns the distinct hashes of keys, in their first order, as

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,7 +22,7 @@ func TestThrottleState(t *testing.T) {
 	n := 0
 	throttletest.Run(t, func(*testing.T) auth.ThrottleState {
 		n++
-		return db.ThrottleState(fmt.Sprint("test-", n))
+		return db.ThrottleState(fmt.Sprint("test-", n), digest)
 	})
 }
 
@@ -31,7 +34,7 @@ func sharedThrottles(t *testing.T, n int, cfg auth.ThrottleConfig) ([]*auth.Thro
 	var ths []*auth.Throttle
 	for _, db := range dbs {
 		c := cfg
-		c.State = db.ThrottleState("login")
+		c.State = db.ThrottleState("login", digest)
 		ths = append(ths, auth.NewThrottle(c))
 	}
 	return ths, dbs
@@ -57,12 +60,12 @@ func TestThrottleSharedByServers(t *testing.T) {
 		t.Fatalf("6th attempt through server 2: Allow = %v, %v, %v; want refused for 1s", retry, ok, err)
 	}
 	// A server that starts now, as a standby taking over, reads the lock.
-	later := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: dbs[0].ThrottleState("login")})
+	later := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: dbs[0].ThrottleState("login", digest)})
 	if _, ok, err := later.Allow(ctx, k); ok || err != nil {
 		t.Fatalf("through a new throttle: Allow = %v, %v; want refused", ok, err)
 	}
 	// The names keep apart: the spray throttle has no record of the key.
-	spray := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: dbs[1].ThrottleState("spray")})
+	spray := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: dbs[1].ThrottleState("spray", digest)})
 	if _, ok, err := spray.Allow(ctx, k); !ok || err != nil {
 		t.Fatalf("through another throttle's name: Allow = %v, %v; want allowed", ok, err)
 	}
@@ -98,7 +101,7 @@ func TestThrottleNoFailureLostAcrossServers(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	es, err := dbs[0].ThrottleState("login").Entries(ctx, []string{"k", "addr:192.0.2.1"})
+	es, err := dbs[0].ThrottleState("login", digest).Entries(ctx, []string{"k", "addr:192.0.2.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +130,9 @@ func TestThrottleSweep(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := throttletest.NewClock()
-	short := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: db.ThrottleState("short")})
+	short := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, State: db.ThrottleState("short", digest)})
 	long := auth.NewThrottle(auth.ThrottleConfig{Now: clock.Now, FreeFailures: 1, BaseDelay: 3 * time.Hour, MaxDelay: 3 * time.Hour,
-		State: db.ThrottleState("long")})
+		State: db.ThrottleState("long", digest)})
 	stale := throttleSweepBatch + 10
 	keys := make([]string, stale)
 	for i := range keys {
@@ -176,20 +179,30 @@ func TestThrottleSweep(t *testing.T) {
 	}
 }
 
-// TestThrottleKeysHashed: the table holds no email or address in clear.
+// digest is a keyed hash, as the server's secret key gives one
+// (secrets.Key.Digest).
+func digest(purpose string, data []byte) []byte {
+	m := hmac.New(sha256.New, []byte("a test's key"))
+	m.Write([]byte(purpose))
+	m.Write(data)
+	return m.Sum(nil)
+}
+
+// TestThrottleKeysHashed: the table holds no email or address in clear,
+// only its keyed digest.
 func TestThrottleKeysHashed(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	const k = "addr:192.0.2.1 acct:someone@example.com"
-	if err := auth.NewThrottle(auth.ThrottleConfig{State: db.ThrottleState("login")}).Fail(ctx, k); err != nil {
+	if err := auth.NewThrottle(auth.ThrottleConfig{State: db.ThrottleState("login", digest)}).Fail(ctx, k); err != nil {
 		t.Fatal(err)
 	}
 	var h string
 	if err := db.queryRow(ctx, `SELECT key_hash FROM throttle_entries`).Scan(&h); err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 64 || strings.Contains(h, "example") || strings.Contains(h, "192.0.2.1") {
-		t.Fatalf("key_hash = %q, want a SHA-256 in hex", h)
+	if want := hex.EncodeToString(digest("throttle login", []byte(k))); h != want || strings.Contains(h, "example") || strings.Contains(h, "192.0.2.1") {
+		t.Fatalf("key_hash = %q, want the keyed digest %s", h, want)
 	}
 }
 
@@ -197,7 +210,7 @@ func TestThrottleKeysHashed(t *testing.T) {
 func TestThrottleStateClosed(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	s := db.ThrottleState("login")
+	s := db.ThrottleState("login", digest)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
