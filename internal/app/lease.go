@@ -82,6 +82,9 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 		}
 	}
 	log.Info("holding the control lease", "holder", holder)
+	// From here every write checks the lease is still this control's: one
+	// paused past its term writes nothing once another has taken over.
+	db.Fence(controlLease, holder)
 	a.leaseLost = make(chan error, 1)
 	a.holdsLease.Store(true)
 	done := make(chan struct{})

@@ -19,8 +19,9 @@ import (
 )
 
 // TestControlLease: a control on a PostgreSQL store holds the control
-// lease while it serves and gives it up when it closes; one that finds
-// the lease taken by another (its term stolen) stops serving at once.
+// lease while it serves and gives it up when it closes; one whose lease
+// is taken by another (its term stolen) writes nothing more and stops
+// serving at once.
 func TestControlLease(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -67,6 +68,12 @@ func TestControlLease(t *testing.T) {
 	// away past its term and the other had taken over.
 	if ok, err := db.TakeLease(ctx, controlLease, "thief", now.Add(time.Hour), now.Add(2*time.Hour)); !ok || err != nil {
 		t.Fatalf("TakeLease(thief) = %v, %v", ok, err)
+	}
+	// The fence: from the theft on, this control writes nothing, even
+	// before it notices.
+	if _, err := a.Store.CreateUser(ctx, corral.NewUser{Email: "late@example.com", Name: "Late", PasswordHash: "x"}); err == nil ||
+		!strings.Contains(err.Error(), "no longer holds its lease") {
+		t.Fatalf("a write after the lease was taken: %v, want refused by the fence", err)
 	}
 	select {
 	case err := <-ran:

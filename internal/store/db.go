@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,9 @@ type DB struct {
 	// once in SQLite's dialect, are translated as they are prepared, and
 	// write transactions take one lock, as SQLite's single writer does.
 	pg bool
+	// fence, once set (Fence), is the lease every write transaction on
+	// PostgreSQL checks it still holds.
+	fence atomic.Pointer[fence]
 }
 
 // The compiler checks that *DB implements every storage interface.
@@ -378,6 +382,12 @@ func (t *txn) bytes(s string) any {
 // written for SQLite's serial writer (compare-and-set reads, the audit
 // log's seq order being commit order) holds unchanged.
 func (db *DB) begin(ctx context.Context) (*txn, error) {
+	return db.beginWrite(ctx, true)
+}
+
+// beginWrite is begin; a write transaction that is not fenced (fenced
+// false) is one of the lease's own (taking, renewing, giving it up).
+func (db *DB) beginWrite(ctx context.Context, fenced bool) (*txn, error) {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -387,6 +397,12 @@ func (db *DB) begin(ctx context.Context) (*txn, error) {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLock); err != nil {
 			tx.Rollback()
 			return nil, err
+		}
+		if f := db.fence.Load(); f != nil && fenced {
+			if err := f.check(ctx, t); err != nil {
+				tx.Rollback()
+				return nil, err
+			}
 		}
 	}
 	return t, nil
@@ -546,8 +562,13 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 // exec runs a cached write statement outside a transaction (on
 // PostgreSQL, in one of its own, under the write lock: see begin).
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.execWrite(ctx, true, query, args...)
+}
+
+// execWrite is exec, fenced or not (see beginWrite).
+func (db *DB) execWrite(ctx context.Context, fenced bool, query string, args ...any) (sql.Result, error) {
 	if db.pg {
-		tx, err := db.begin(ctx)
+		tx, err := db.beginWrite(ctx, fenced)
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ func newDB(t *testing.T) *DB {
 }
 
 // newDBs opens n handles on one fresh store, as n servers sharing it.
-func newDBs(t *testing.T, n int) []*DB {
+func newDBs(t testing.TB, n int) []*DB {
 	t.Helper()
 	var open func() *DB
 	if onPostgres() {

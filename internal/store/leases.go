@@ -20,7 +20,7 @@ func (db *DB) TakeLease(ctx context.Context, name, holder string, now, until tim
 	if name == "" || holder == "" || !until.After(now) {
 		return false, corral.Errorf(corral.EINVALID, "a lease needs a name, a holder and a term")
 	}
-	res, err := db.exec(ctx, `
+	res, err := db.execWrite(ctx, false, `
 		INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?4)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?3`,
@@ -52,7 +52,7 @@ func (db *DB) Lease(ctx context.Context, name string) (holder string, until time
 // ReleaseLease gives the lease up if holder holds it, so that another
 // server need not wait for it to expire.
 func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := db.exec(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
+	if _, err := db.execWrite(ctx, false, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
 		return corral.Internal("store.ReleaseLease", err)
 	}
 	return nil
@@ -86,4 +86,41 @@ func (db *DB) Clock(ctx context.Context) (time.Time, error) {
 		return time.Time{}, corral.Internal("store.Clock", err)
 	}
 	return fromMillis(ms), nil
+}
+
+// A fence keeps a server that lost its lease from writing: once Fence is
+// called, every write transaction on PostgreSQL (under the write lock, so
+// in turn with any takeover) first checks, by the database's clock, that
+// the lease is still the holder's and has not lapsed, and fails with
+// EUNAVAIL when it is not. So a control that was paused past its term (a
+// frozen VM, a stopped process) and wakes while another serves changes
+// nothing before it notices and stops. The lease's own writes (TakeLease,
+// ReleaseLease) are not fenced. On SQLite, which one process holds, Fence
+// does nothing.
+type fence struct{ name, holder string }
+
+// Fence makes every later write transaction check that holder holds the
+// lease name.
+func (db *DB) Fence(name, holder string) {
+	if db.pg {
+		db.fence.Store(&fence{name: name, holder: holder})
+	}
+}
+
+// errFenced is a write refused by the fence.
+var errFenced = corral.Errorf(corral.EUNAVAIL, "this server no longer holds its lease: another serves from this store now")
+
+// check is the fence's test, in the write transaction t.
+func (f *fence) check(ctx context.Context, t *txn) error {
+	var holds bool
+	err := t.QueryRowContext(ctx, `
+		SELECT EXISTS (SELECT 1 FROM leases WHERE name = ? AND holder = ?
+			AND expires_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`, f.name, f.holder).Scan(&holds)
+	switch {
+	case err != nil:
+		return err
+	case !holds:
+		return errFenced
+	}
+	return nil
 }
