@@ -202,10 +202,10 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"corral.go":                         "package corral\n\nimport _ \"corral/internal/trace\"\n",
 		"internal/trace/trace.go":           "package trace\n",
 		"internal/sandbox/sandbox.go":       "package sandbox\n",
-		"internal/sandbox/sandbox_test.go":  "package sandbox\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/sandbox/sandbox_test.go":  "package sandbox\n\nimport _ \"corral/internal/store\"\n",
 		"internal/runner/runner.go":         "package runner\n\nimport (\n\t\"fmt\"\n\n\t_ \"corral/internal/workspace\"\n)\n",
-		"internal/workspace/ws_other.go":    "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store/sqlite\"\n",
-		"internal/store/sqlite/db.go":       "package sqlite\n",
+		"internal/workspace/ws_other.go":    "//go:build !linux\n\npackage workspace\n\nimport _ \"corral/internal/store\"\n",
+		"internal/store/db.go":              "package store\n",
 		"internal/api/api.go":               "package api\n\nimport (\n\t_ \"corral\"\n\t_ \"corral/internal/service\"\n\t_ \"corral/internal/runner\"\n\t_ \"corral/internal/auth\"\n)\n",
 		"internal/service/service.go":       "package service\n\nimport _ \"corral/internal/gittest\"\n",
 		"internal/service/runs.go":          "package service\n\nimport _ \"corral/internal/sandbox\"\n",
@@ -231,7 +231,7 @@ func TestImportRulesNameTheChain(t *testing.T) {
 		"internal/proxy/proxy.go":           "package proxy\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/backup/backup.go":         "package backup\n\nimport _ \"corral/internal/secrets\"\n",
 		"internal/openapi/openapi.go":       "package openapi\n\nimport _ \"corral/internal/trace\"\n",
-		"internal/metrics/metrics.go":       "package metrics\n\nimport _ \"corral/internal/store/sqlite\"\n",
+		"internal/metrics/metrics.go":       "package metrics\n\nimport _ \"corral/internal/store\"\n",
 		"internal/telemetry/telemetry.go":   "package telemetry\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
 		"internal/access/access.go":         "package access\n",
 		"internal/sanitize/sanitize.go":     "package sanitize\n",
@@ -245,11 +245,11 @@ func TestImportRulesNameTheChain(t *testing.T) {
 	g := loadImports(t, root)
 	got := g.violations()
 	want := []string{
-		"corral/internal/workspace must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
-			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
-		"corral/internal/runner must not import corral/internal/store/sqlite (what runs agents' code must not reach storage, accounts or HTTP):\n" +
+		"corral/internal/workspace must not import corral/internal/store (what runs agents' code must not reach storage, accounts or HTTP):\n" +
+			"\tcorral/internal/workspace imports corral/internal/store (internal/workspace/ws_other.go)",
+		"corral/internal/runner must not import corral/internal/store (what runs agents' code must not reach storage, accounts or HTTP):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)\n" +
-			"\tcorral/internal/workspace imports corral/internal/store/sqlite (internal/workspace/ws_other.go)",
+			"\tcorral/internal/workspace imports corral/internal/store (internal/workspace/ws_other.go)",
 		"corral/internal/runner must not import corral/internal/workspace (runs reach the sandboxes only through corral.Sessions, and their trees through the change-set service):\n" +
 			"\tcorral/internal/runner imports corral/internal/workspace (internal/runner/runner.go)",
 		"corral/internal/service must not import corral/internal/sandbox (the services reach runs through their Engine, workspaces and trees only through corral.Trees, and sandboxes only through corral.Sessions):\n" +
@@ -285,8 +285,8 @@ func TestImportRulesNameTheChain(t *testing.T) {
 			"\tcorral imports corral/internal/trace (corral.go)",
 		"corral/internal/openapi must not import corral/internal/trace (the OpenAPI writer is a library for internal/api: it knows nothing of the project):\n" +
 			"\tcorral/internal/openapi imports corral/internal/trace (internal/openapi/openapi.go)",
-		"corral/internal/metrics must not import corral/internal/store/sqlite (the metrics are definitions: what they count and read is handed to them by the composition root, so no part's data can become a label by an import):\n" +
-			"\tcorral/internal/metrics imports corral/internal/store/sqlite (internal/metrics/metrics.go)",
+		"corral/internal/metrics must not import corral/internal/store (the metrics are definitions: what they count and read is handed to them by the composition root, so no part's data can become a label by an import):\n" +
+			"\tcorral/internal/metrics imports corral/internal/store (internal/metrics/metrics.go)",
 		"only cmd/corral may import internal/app, the composition root:\n" +
 			"\tcorral/internal/fleet imports corral/internal/app (internal/fleet/fleet.go)",
 		"only internal/telemetry (and internal/otlptest, the tests' collector) may import OpenTelemetry:\n" +
