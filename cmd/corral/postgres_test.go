@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -104,6 +105,18 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	if len(listed.Items) != 1 || listed.Items[0].ID != agentID {
 		t.Fatalf("the agents through the standby = %+v, want the one made on the first", listed.Items)
 	}
+	// A grant and its revocation asked of the standby bite on the very
+	// next request the grantee makes of the serving control.
+	jar, _ := cookiejar.New(nil)
+	viewer := &httpClient{t: t, base: first.base, c: &http.Client{Jar: jar}}
+	viewer.do("POST", "/auth/signup", map[string]string{"email": "v@example.com", "name": "V", "password": "correct horse battery"}, http.StatusCreated, nil)
+	viaStandby := &httpClient{t: t, base: m[1], c: c.c}
+	viaStandby.do("POST", "/agents/"+agentID+"/grants", map[string]string{"email": "v@example.com", "level": "viewer"}, http.StatusOK, nil)
+	viewer.do("GET", "/agents/"+agentID, nil, http.StatusOK, nil)
+	var me struct{ User struct{ ID string } }
+	viewer.do("GET", "/me", nil, http.StatusOK, &me)
+	viaStandby.do("DELETE", "/agents/"+agentID+"/grants/"+me.User.ID, nil, http.StatusNoContent, nil)
+	viewer.do("GET", "/agents/"+agentID, nil, http.StatusNotFound, nil)
 
 	crash(first)
 	killed := time.Now()
