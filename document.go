@@ -26,6 +26,17 @@ type Document struct {
 	Embedded bool
 }
 
+// DocumentChunk is one passage of a document as it was indexed: its place,
+// its headings, its text and its vector (nil when the document was not
+// embedded). The store keeps a document's chunks when controls share it,
+// so that each control's index can be made again from them.
+type DocumentChunk struct {
+	Ord     int
+	Heading string
+	Text    string
+	Vector  []float32
+}
+
 // Passage is one retrieved chunk of a document.
 type Passage struct {
 	DocumentID string

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -205,8 +206,21 @@ func (a *App) buildServer(ctx context.Context) error {
 		return err
 	}
 	a.defer_(func() { a.Stores.Close() })
-	a.Documents = service.NewDocuments(db, a.Stores, a.Model, service.DocumentsConfig{
-		MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log})
+	docCfg := service.DocumentsConfig{MaxBytes: c.DocumentMaxBytes, EmbeddingModel: c.EmbedModel, Threshold: c.RetrievalThreshold, Log: log}
+	if c.Database != "" {
+		// Controls sharing the store keep every document's passages
+		// there too, and this one, serving now, makes its indexes hold
+		// exactly those before it takes a request.
+		docCfg.Copies = db
+	}
+	a.Documents = service.NewDocuments(db, a.Stores, a.Model, docCfg)
+	if docCfg.Copies != nil {
+		r, err := a.Documents.Sync(ctx)
+		if err != nil {
+			return fmt.Errorf("making the document indexes match the store: %w", err)
+		}
+		log.Info("document indexes match the store", "copied", r.Copied, "indexed", r.Indexed, "removed", r.Removed)
+	}
 
 	// The egress proxy's CA: the sandboxes trust it for the hosts the
 	// proxy terminates (those with a secret, or a rule on methods or

@@ -192,6 +192,9 @@ func (x *Index) reterm(ctx context.Context) error {
 	return tx.Commit()
 }
 
+// Owner is the store's owner: an agent's id, or LibraryOwner.
+func (x *Index) Owner() string { return x.owner }
+
 // Close closes the store's file.
 func (x *Index) Close() error { return x.db.Close() }
 
@@ -362,6 +365,38 @@ func (x *Index) Document(ctx context.Context, id string) (corral.Document, error
 		return corral.Document{}, corral.NotFound("document")
 	}
 	return ds[0], nil
+}
+
+// Chunks reads back document id's chunks, in order, and their vectors
+// (nil when it was not embedded): what Add was given, for a copy of the
+// document kept elsewhere (service.Documents.Sync).
+func (x *Index) Chunks(ctx context.Context, id string) ([]Chunk, [][]float32, error) {
+	const op = "retrieval.Chunks"
+	rows, err := x.db.QueryContext(ctx, `SELECT ord, heading, text, vector FROM chunks WHERE owner = ? AND document_id = ? ORDER BY ord`, x.owner, id)
+	if err != nil {
+		return nil, nil, corral.Internal(op, err)
+	}
+	defer rows.Close()
+	var chunks []Chunk
+	var vectors [][]float32
+	embedded := true
+	for rows.Next() {
+		var c Chunk
+		var blob []byte
+		if err := rows.Scan(&c.Ord, &c.Heading, &c.Text, &blob); err != nil {
+			return nil, nil, corral.Internal(op, err)
+		}
+		chunks = append(chunks, c)
+		embedded = embedded && blob != nil
+		vectors = append(vectors, decodeVector(blob))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, corral.Internal(op, err)
+	}
+	if !embedded {
+		vectors = nil
+	}
+	return chunks, vectors, nil
 }
 
 func (x *Index) documents(ctx context.Context, where string, args ...any) ([]corral.Document, error) {

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -90,6 +91,25 @@ func (s *Stores) Close() error {
 		delete(s.private, id)
 	}
 	return errors.Join(errs...)
+}
+
+// Agents lists the agents that have a private store on this server's
+// disk, opened or not.
+func (s *Stores) Agents() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "agents"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && sanitize.ID("agent", e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
 }
 
 func (s *Stores) privatePath(agentID string) string {

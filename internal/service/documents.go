@@ -39,8 +39,12 @@ type DocumentsConfig struct {
 	// Threshold is the confidence below which a search is not answerable;
 	// 0 means retrieval.Threshold, the calibrated default.
 	Threshold float64
-	Log       *slog.Logger
-	Now       func() time.Time
+	// Copies, when controls share the store, keeps a copy of every
+	// document's passages and vectors there (doccopies.go); nil on a
+	// store one server holds, whose indexes are then the documents.
+	Copies DocumentCopies
+	Log    *slog.Logger
+	Now    func() time.Time
 }
 
 // Documents are the use cases of retrieval: an agent's private documents,
@@ -131,7 +135,7 @@ func (d *Documents) DeleteDocument(ctx context.Context, actor corral.User, agent
 	if err != nil {
 		return err
 	}
-	return x.Delete(ctx, docID)
+	return d.delete(ctx, x, docID)
 }
 
 // Publish indexes a document into the shared library.
@@ -178,7 +182,7 @@ func (d *Documents) Unpublish(ctx context.Context, actor corral.User, docID stri
 	if err := libraryCheck(actor, authored(doc, actor), access.DeleteLibrary); err != nil {
 		return err
 	}
-	return lib.Delete(ctx, docID)
+	return d.delete(ctx, lib, docID)
 }
 
 // Search searches what the agent draws from, its private documents and
@@ -239,7 +243,14 @@ func (d *Documents) search(ctx context.Context, a corral.Agent, query string, k 
 }
 
 // DropAgent deletes a deleted agent's private store.
-func (d *Documents) DropAgent(agentID string) error { return d.stores.Drop(agentID) }
+func (d *Documents) DropAgent(agentID string) error {
+	if d.cfg.Copies != nil {
+		if err := d.cfg.Copies.DropDocumentCopies(context.Background(), agentID); err != nil {
+			return err
+		}
+	}
+	return d.stores.Drop(agentID)
+}
 
 // index reads, checks, chunks, embeds and stores one document, in place
 // of the documents of its name that replaceable allows.
@@ -280,7 +291,7 @@ func (d *Documents) index(ctx context.Context, x *retrieval.Index, actor corral.
 			replace = append(replace, old.ID)
 		}
 	}
-	if err := x.Add(ctx, doc, chunks, vectors, replace...); err != nil {
+	if err := d.add(ctx, x, doc, chunks, vectors, replace); err != nil {
 		return corral.Document{}, err
 	}
 	return doc, nil

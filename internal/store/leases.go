@@ -124,3 +124,12 @@ func (f *fence) check(ctx context.Context, t *txn) error {
 	}
 	return nil
 }
+
+// HasSharedKey says whether a value is kept as name.
+func (db *DB) HasSharedKey(ctx context.Context, name string) (bool, error) {
+	var n int
+	if err := db.queryRow(ctx, `SELECT count(*) FROM shared_keys WHERE name = ?`, name).Scan(&n); err != nil {
+		return false, corral.Internal("store.HasSharedKey", err)
+	}
+	return n > 0, nil
+}

@@ -1,6 +1,6 @@
 -- The login throttles' records, kept in the store when servers share it,
 -- so that every server counts the same failures and a takeover forgets
--- none. key_hash is the SHA-256, in hex, of the throttle's name and the
+-- none. key_hash is a keyed HMAC-SHA-256, in hex, of the throttle's name and the
 -- key, which holds an email or a client address; times are unix
 -- milliseconds; fails is the last hour's failure times, big-endian
 -- int64s, oldest first.
