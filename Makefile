@@ -219,7 +219,7 @@ RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/re
 	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
 	./internal/nodeagent ./internal/egress ./internal/proxy ./internal/egresstest ./internal/archive ./internal/protocol ./internal/runner \
 	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
-	./internal/sanitize ./internal/gitrepo ./internal/pgtest
+	./internal/sanitize ./internal/gitrepo ./internal/pgtest ./internal/auth/...
 race: cc
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(RACE_PKGS)
 	CORRAL_STORE_TEST=postgres CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store

@@ -119,7 +119,11 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, 
 		if u != nil && fresh {
 			return u, nil
 		}
-		if u, ok := f.look(ctx); ok {
+		u, ok, err := f.look(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			f.mu.Lock()
 			f.target, f.read = u, time.Now()
 			f.mu.Unlock()
@@ -134,21 +138,30 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, 
 	}
 }
 
-// look reads the lease: the URL of a holder whose lease lasts.
-func (f *forwarder) look(ctx context.Context) (*url.URL, bool) {
+// look reads the lease: the URL of a holder whose lease lasts, false
+// while none does, and an error for a live holder that wrote no URL (a
+// control of an older version, which no request need wait for).
+func (f *forwarder) look(ctx context.Context) (*url.URL, bool, error) {
 	holder, until, err := f.db.Lease(ctx, controlLease)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	now, err := f.db.Clock(ctx)
 	if err != nil || !until.After(now) {
-		return nil, false
+		return nil, false, nil
 	}
 	if holder == f.self && !f.serving() {
-		return nil, false // taking over: not serving yet
+		return nil, false, nil // taking over: not serving yet
 	}
-	return urlOf(holder)
+	u, ok := urlOf(holder)
+	if !ok {
+		return nil, false, errNoAddress
+	}
+	return u, true, nil
 }
+
+var errNoAddress = corral.Errorf(corral.EUNAVAIL, "the serving control does not say where it answers (a version before forwarding): "+
+	"send requests to it directly, or upgrade it")
 
 // pause waits a poll before the next look; false when ctx ended first.
 func (f *forwarder) pause(ctx context.Context) bool {

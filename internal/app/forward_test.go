@@ -114,12 +114,31 @@ func TestForwarderFollowsTheServingControl(t *testing.T) {
 	default:
 	}
 
-	if err := db.ReleaseLease(context.Background(), controlLease, holderOf("ctl_two", two.URL)); err != nil {
+	// A holder of a version before forwarding wrote no URL: said at once.
+	// (A new forwarder each, with a short wait, set before it serves.)
+	fresh := func() func(string) (int, string) {
+		f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+		f.wait = 100 * time.Millisecond
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		return func(path string) (int, string) {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+	}
+	hold("host/ctl_old")
+	if code, body := fresh()("/api/me"); code != http.StatusServiceUnavailable || !strings.Contains(body, "does not say where it answers") {
+		t.Fatalf("with an older holder: %d %q, want 503 saying so", code, body)
+	}
+	if err := db.ReleaseLease(context.Background(), controlLease, "host/ctl_old"); err != nil {
 		t.Fatal(err)
 	}
-	f.wait = 100 * time.Millisecond
-	f.forget(f.target)
-	if code, body := do("GET", "/api/me", nil, ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "no control serves") {
+	if code, body := fresh()("/api/me"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no control serves") {
 		t.Fatalf("with no control serving: %d %q, want 503", code, body)
 	}
 }

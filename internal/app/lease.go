@@ -168,7 +168,7 @@ func (a *App) standby(fwd *forwarder) (stop func()) {
 		case "/readyz":
 			ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 			defer cancel()
-			if _, ok := fwd.look(ctx); !ok {
+			if _, ok, _ := fwd.look(ctx); !ok {
 				writeHealth(w, http.StatusServiceUnavailable, readiness{Status: "unavailable",
 					Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
 				return
