@@ -91,7 +91,9 @@ type forwarder struct {
 	// wait bounds how long a request waits for a control to serve: a
 	// lease's term and a bit, the longest a failover takes.
 	wait, poll time.Duration
-	transport  *http.Transport
+	// streamWrite bounds each write of a forwarded event to the client.
+	streamWrite time.Duration
+	transport   *http.Transport
 
 	mu     sync.Mutex
 	target *url.URL // the serving control's, as last read
@@ -103,7 +105,8 @@ func newForwarder(db *store.DB, self string, serving func() bool, term, poll tim
 	t.MaxIdleConnsPerHost = 64
 	t.ResponseHeaderTimeout = 0 // a long call or a stream answers when it answers
 	t.Proxy = nil               // controls reach each other directly, never through HTTP_PROXY
-	return &forwarder{db: db, self: self, serving: serving, wait: term + 2*poll + 2*time.Second, poll: poll, transport: t}
+	return &forwarder{db: db, self: self, serving: serving, wait: term + 2*poll + 2*time.Second, poll: poll,
+		streamWrite: api.DefaultStreamWriteTimeout, transport: t}
 }
 
 var errNoControl = corral.Errorf(corral.EUNAVAIL, "no control serves from this store now: the one that did stopped, and none has taken over yet; try again")
@@ -309,6 +312,7 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time
 					w.Header()[k] = v
 				}
 			}
+			rc.SetWriteDeadline(time.Now().Add(f.streamWrite))
 			w.WriteHeader(resp.StatusCode)
 			rc.Flush()
 			if resp.StatusCode != http.StatusOK {
@@ -327,7 +331,7 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time
 			resp.Body.Close()
 			return // the stream cannot go on (the run is gone, access lost): the client asks again if it wants
 		}
-		err = relayEvents(w, rc, resp.Body, &last)
+		err = relayEvents(w, rc, resp.Body, &last, f.streamWrite)
 		resp.Body.Close()
 		if err == nil || errors.Is(err, errClientGone) || ctx.Err() != nil {
 			return // ended by the serving control (the run ended), or the client left
@@ -351,7 +355,7 @@ var errClientGone = errors.New("the client went away")
 // returns nil when body ended cleanly, errClientGone when w failed, and
 // the read error when the stream broke (a half event is never passed
 // on: the next control sends it whole).
-func relayEvents(w io.Writer, rc *http.ResponseController, body io.Reader, last *string) error {
+func relayEvents(w io.Writer, rc *http.ResponseController, body io.Reader, last *string, timeout time.Duration) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var event bytes.Buffer
 	id := ""
@@ -373,6 +377,9 @@ func relayEvents(w io.Writer, rc *http.ResponseController, body io.Reader, last 
 		if len(bytes.TrimRight(line, "\r\n")) > 0 {
 			continue
 		}
+		// A client that stops reading is dropped, as the API drops it,
+		// rather than holding this stream and the serving control's.
+		rc.SetWriteDeadline(time.Now().Add(timeout))
 		if _, err := w.Write(event.Bytes()); err != nil {
 			return errClientGone
 		}

@@ -244,3 +244,40 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestForwarderDropsAStalledClient: a client that stops reading a
+// forwarded stream is dropped once a write has waited the stream's write
+// timeout, and so is the stream it held on the serving control.
+func TestForwarderDropsAStalledClient(t *testing.T) {
+	db, hold := forwardStore(t)
+	ended := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(ended)
+		w.Header().Set("Content-Type", "text/event-stream")
+		big := strings.Repeat("x", 64<<10)
+		for id := 1; r.Context().Err() == nil; id++ {
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", id, big); err != nil {
+				return
+			}
+		}
+	}))
+	defer upstream.Close()
+	hold(holderOf("ctl_one", upstream.URL))
+	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+	f.streamWrite = 100 * time.Millisecond
+	front := httptest.NewServer(f)
+	defer front.Close()
+
+	req, _ := http.NewRequest("GET", front.URL+"/api/runs/run_1/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // never read: the client has stalled
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the serving control's stream still runs a minute after its client stalled")
+	}
+}

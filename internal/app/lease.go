@@ -161,7 +161,9 @@ func (a *App) standby(fwd *forwarder) (stop func()) {
 		return func() {}
 	}
 	ln := &pausable{Listener: a.guard, tcp: tcp}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The server's own limits: slow clients are cut off, and each answer
+	// has a write deadline (a forwarded stream moves it as it writes).
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
 			writeHealth(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -177,7 +179,7 @@ func (a *App) standby(fwd *forwarder) (stop func()) {
 		default:
 			fwd.ServeHTTP(w, r)
 		}
-	})}
+	}), a.opt.log, defaultTimeouts)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
