@@ -198,17 +198,21 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.stream(w, r, deadline)
 		return
 	}
-	// The body is read first (bounded as the API bounds it), so that a
-	// request the serving control never got can be sent to the next.
-	var body []byte
-	if r.Body != nil {
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
+	// The body's first MaxBody bytes are read first (all of it, for any
+	// request but an upload), so that a request the serving control never
+	// got can be sent to the next. A longer body streams on after them,
+	// and can be sent again only while none of the rest has been read.
+	var prefix []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(r.Body, api.MaxBody+1))
 		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, corral.Errorf(corral.ETOOLARGE, "the request body is larger than %d bytes", api.MaxBody))
+			writeError(w, http.StatusBadRequest, corral.Errorf(corral.EINVALID, "the request body could not be read"))
 			return
 		}
-		body = b
+		prefix = b
 	}
+	streamed := len(prefix) > api.MaxBody
+	rest := &countingReader{r: r.Body}
 	for {
 		target, err := f.current(r.Context(), deadline)
 		if err != nil {
@@ -230,10 +234,16 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			},
 		}
 		in := r.Clone(r.Context())
-		in.Body = io.NopCloser(bytes.NewReader(body))
-		in.ContentLength = int64(len(body))
+		in.Body, in.ContentLength = io.NopCloser(bytes.NewReader(prefix)), int64(len(prefix))
+		if streamed {
+			in.Body, in.ContentLength = io.NopCloser(io.MultiReader(bytes.NewReader(prefix), rest)), r.ContentLength
+		}
 		p.ServeHTTP(w, in)
 		if !unreached {
+			return
+		}
+		if rest.n > 0 {
+			writeError(w, http.StatusBadGateway, corral.Errorf(corral.EUNAVAIL, "the serving control went away while the request's body was sent: send it again"))
 			return
 		}
 		f.forget(target)
@@ -245,6 +255,18 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// countingReader counts what was read of r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // rewrite aims out at target: the client's Host is kept (the serving

@@ -2,7 +2,9 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -279,5 +281,41 @@ func TestForwarderDropsAStalledClient(t *testing.T) {
 	case <-ended:
 	case <-time.After(time.Minute):
 		t.Fatal("the serving control's stream still runs a minute after its client stalled")
+	}
+}
+
+// TestForwarderPassesLargeBodies: a body longer than the API's bound for
+// JSON (an upload, an edited file up to corral.MaxFile) is forwarded
+// whole, streamed after its first part; one the first holder could not be
+// dialled for goes whole to the next.
+func TestForwarderPassesLargeBodies(t *testing.T) {
+	db, hold := forwardStore(t)
+	got := make(chan string, 1)
+	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, _ := io.Copy(h, r.Body)
+		got <- fmt.Sprintf("%d %x", n, h.Sum(nil))
+	}))
+	defer next.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // dialling it fails
+	hold(holderOf("ctl_dead", dead.URL))
+	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+	front := httptest.NewServer(f)
+	defer front.Close()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		hold(holderOf("ctl_next", next.URL))
+	}()
+
+	body := bytes.Repeat([]byte("0123456789abcdef"), (9<<20)/16) // 9 MiB
+	sum := sha256.Sum256(body)
+	resp, err := http.Post(front.URL+"/api/agents/agt_1/documents?name=big.md", "text/markdown", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := fmt.Sprintf("%d %x", len(body), sum); resp.StatusCode != 200 || <-got != want {
+		t.Fatalf("forwarded a 9 MiB body: %d; want all of it at the next holder", resp.StatusCode)
 	}
 }
