@@ -15,7 +15,12 @@ import (
 // MaxBody) would cut a large archive; these two routes move the deadline
 // as bytes flow instead, so a slow client is still dropped, and a
 // working one is not.
-const transferIdle = time.Minute
+const transferIdle = TransferIdle
+
+// TransferIdle is how long a transfer (an upload, a download) may stall
+// before it is cut off: a standby forwarding one slides its deadlines by
+// it too.
+const TransferIdle = time.Minute
 
 // importView is the answer to an import.
 type importView struct {

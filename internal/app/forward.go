@@ -91,9 +91,10 @@ type forwarder struct {
 	// wait bounds how long a request waits for a control to serve: a
 	// lease's term and a bit, the longest a failover takes.
 	wait, poll time.Duration
-	// streamWrite bounds each write of a forwarded event to the client.
-	streamWrite time.Duration
-	transport   *http.Transport
+	// streamWrite bounds each write of a forwarded event to the client;
+	// transferIdle, each read and write of any other request's body.
+	streamWrite, transferIdle time.Duration
+	transport                 *http.Transport
 
 	mu     sync.Mutex
 	target *url.URL // the serving control's, as last read
@@ -106,7 +107,7 @@ func newForwarder(db *store.DB, self string, serving func() bool, term, poll tim
 	t.ResponseHeaderTimeout = 0 // a long call or a stream answers when it answers
 	t.Proxy = nil               // controls reach each other directly, never through HTTP_PROXY
 	return &forwarder{db: db, self: self, serving: serving, wait: term + 2*poll + 2*time.Second, poll: poll,
-		streamWrite: api.DefaultStreamWriteTimeout, transport: t}
+		streamWrite: api.DefaultStreamWriteTimeout, transferIdle: api.TransferIdle, transport: t}
 }
 
 var errNoControl = corral.Errorf(corral.EUNAVAIL, "no control serves from this store now: the one that did stopped, and none has taken over yet; try again")
@@ -212,7 +213,12 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		prefix = b
 	}
 	streamed := len(prefix) > api.MaxBody
-	rest := &countingReader{r: r.Body}
+	rc := http.NewResponseController(w)
+	rest := &countingReader{r: r.Body, rc: rc, idle: f.transferIdle}
+	// A transfer (a large upload or download) moves its deadlines as
+	// bytes flow, as the API's own transfers do: a slow client is still
+	// dropped, a working one is not.
+	w = &slidingResponse{ResponseWriter: w, rc: rc, idle: f.transferIdle}
 	for {
 		target, err := f.current(r.Context(), deadline)
 		if err != nil {
@@ -257,17 +263,37 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// countingReader counts what was read of r.
+// countingReader counts what was read of r, moving the request's read
+// deadline forward as it reads.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+	n    int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	_ = c.rc.SetReadDeadline(time.Now().Add(c.idle))
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
 }
+
+// slidingResponse moves the answer's write deadline forward as it is
+// written. Unwrap lets the reverse proxy flush and hijack (a WebSocket)
+// the connection underneath.
+type slidingResponse struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (s *slidingResponse) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.idle))
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *slidingResponse) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // rewrite aims out at target: the client's Host is kept (the serving
 // control checks Origin against it), the client's address appended to

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -317,5 +319,40 @@ func TestForwarderPassesLargeBodies(t *testing.T) {
 	resp.Body.Close()
 	if want := fmt.Sprintf("%d %x", len(body), sum); resp.StatusCode != 200 || <-got != want {
 		t.Fatalf("forwarded a 9 MiB body: %d; want all of it at the next holder", resp.StatusCode)
+	}
+}
+
+// TestForwarderSlidesTransfers: a download through a standby that lasts
+// longer than the server's write timeout goes on while bytes flow, as the
+// API's own transfers do.
+func TestForwarderSlidesTransfers(t *testing.T) {
+	db, hold := forwardStore(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 10 {
+			w.Write(bytes.Repeat([]byte("x"), 1000))
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	defer upstream.Close()
+	hold(holderOf("ctl_one", upstream.URL))
+	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
+	f.transferIdle = time.Second
+	// The standby's server, with a write timeout a fifth of the transfer's.
+	srv := newHTTPServer(f, slog.New(slog.DiscardHandler), httpTimeouts{Header: time.Second, Request: time.Second, Idle: time.Second, Write: 100 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/api/agents/agt_1/workspace/archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n != 10000 {
+		t.Fatalf("the download through the standby: %d bytes, %v; want all 10000", n, err)
 	}
 }
