@@ -310,6 +310,13 @@ func (f *forwarder) rewrite(in, out *http.Request, target *url.URL) {
 	if len(hops) > 0 {
 		out.Header.Set("X-Forwarded-For", strings.Join(hops, ", "))
 	}
+	// What a load balancer in front said of the client's scheme and host
+	// goes on as it came (the reverse proxy drops them otherwise).
+	for _, h := range []string{"X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
+		if v := in.Header.Values(h); len(v) > 0 {
+			out.Header[h] = slices.Clone(v)
+		}
+	}
 	out.Header.Set(forwardedHeader, "1")
 }
 

@@ -232,9 +232,13 @@ func TestRewriteForwardedFor(t *testing.T) {
 		in := httptest.NewRequest("GET", "http://front/api/me", nil)
 		in.RemoteAddr = "198.51.100.9:4711"
 		in.Header["X-Forwarded-For"] = tc.prior
+		in.Header.Set("X-Forwarded-Proto", "https")
 		out := in.Clone(context.Background())
 		out.Header = http.Header{}
 		f.rewrite(in, out, mustURL(t, "http://10.0.0.5:8080"))
+		if got := out.Header.Get("X-Forwarded-Proto"); got != "https" {
+			t.Errorf("X-Forwarded-Proto = %q, want the load balancer's https passed on", got)
+		}
 		if got := out.Header.Get("X-Forwarded-For"); got != tc.want || out.URL.Host != "10.0.0.5:8080" || out.Host != "front" {
 			t.Errorf("prior %v: X-Forwarded-For %q to %s (Host %s), want %q to 10.0.0.5:8080 (Host front)", tc.prior, got, out.URL.Host, out.Host, tc.want)
 		}
