@@ -58,6 +58,9 @@ func TestControlFailsOverOnPostgres(t *testing.T) {
 	if !strings.Contains(first.Log(), "store=postgres") {
 		t.Fatalf("the server did not say it keeps its store in PostgreSQL:\n%s", first.Log())
 	}
+	if !strings.Contains(first.Log(), "no --trusted-proxy: requests the other controls forward") {
+		t.Fatalf("a control on a shared store with no trusted proxy did not warn that forwarded clients count as the forwarder:\n%s", first.Log())
+	}
 	if !strings.Contains(first.Log(), "for failover run --role control with sandbox nodes") {
 		t.Fatalf("role all on a shared store did not warn that a takeover elsewhere lacks its workspaces:\n%s", first.Log())
 	}

@@ -88,6 +88,10 @@ func (a *App) buildServer(ctx context.Context) error {
 			log.Warn("role all on a shared store: this control's workspaces and runs' sessions are in its data directory, " +
 				"and a control that takes over elsewhere will not have them; for failover run --role control with sandbox nodes")
 		}
+		if len(c.TrustedProxies) == 0 {
+			log.Warn("no --trusted-proxy: requests the other controls forward to this one will count as their address, not the client's " +
+				"(login throttling, connection caps); list the other controls and the load balancer in --trusted-proxy")
+		}
 		if err := checkSharedKey(ctx, db, key); err != nil {
 			return err
 		}
