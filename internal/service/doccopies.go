@@ -11,6 +11,7 @@ package service
 import (
 	"context"
 	"slices"
+	"time"
 
 	"corral"
 	"corral/internal/retrieval"
@@ -29,6 +30,9 @@ type DocumentCopies interface {
 	HasSharedKey(ctx context.Context, name string) (bool, error)
 	SharedKey(ctx context.Context, name string, value []byte) ([]byte, error)
 }
+
+// syncProgressEvery is how often a long Sync logs how far it has got.
+const syncProgressEvery = 10 * time.Second
 
 // copiesComplete is the shared key that says the store holds a copy of
 // every document.
@@ -92,6 +96,15 @@ func (d *Documents) Sync(ctx context.Context) (SyncReport, error) {
 	if c == nil {
 		return r, nil
 	}
+	// A large library takes a while: say how far it has got now and then.
+	done, said := 0, time.Now()
+	step := func() {
+		done++
+		if time.Since(said) >= syncProgressEvery {
+			d.cfg.Log.Info("making the document indexes match the store", "documents_done", done)
+			said = time.Now()
+		}
+	}
 	complete, err := c.HasSharedKey(ctx, copiesComplete)
 	if err != nil {
 		return r, err
@@ -106,7 +119,7 @@ func (d *Documents) Sync(ctx context.Context) (SyncReport, error) {
 	}
 	if !complete {
 		for _, x := range indexes {
-			n, err := d.copyIndex(ctx, x, kept[x.Owner()])
+			n, err := d.copyIndex(ctx, x, kept[x.Owner()], step)
 			r.Copied += n
 			if err != nil {
 				return r, err
@@ -130,7 +143,7 @@ func (d *Documents) Sync(ctx context.Context) (SyncReport, error) {
 		indexes = append(indexes, x)
 	}
 	for _, x := range indexes {
-		indexed, removed, err := d.syncIndex(ctx, x, kept[x.Owner()])
+		indexed, removed, err := d.syncIndex(ctx, x, kept[x.Owner()], step)
 		r.Indexed, r.Removed = r.Indexed+indexed, r.Removed+removed
 		if err != nil {
 			return r, err
@@ -167,7 +180,7 @@ func (d *Documents) indexes(ctx context.Context) ([]*retrieval.Index, error) {
 }
 
 // copyIndex copies into the store the documents of x it keeps no copy of.
-func (d *Documents) copyIndex(ctx context.Context, x *retrieval.Index, kept []string) (int, error) {
+func (d *Documents) copyIndex(ctx context.Context, x *retrieval.Index, kept []string, step func()) (int, error) {
 	docs, err := x.Documents(ctx)
 	if err != nil {
 		return 0, err
@@ -185,13 +198,14 @@ func (d *Documents) copyIndex(ctx context.Context, x *retrieval.Index, kept []st
 			return n, err
 		}
 		n++
+		step()
 	}
 	return n, nil
 }
 
 // syncIndex indexes into x the documents kept that it lacks, and removes
 // from it the ones not kept.
-func (d *Documents) syncIndex(ctx context.Context, x *retrieval.Index, kept []string) (indexed, removed int, err error) {
+func (d *Documents) syncIndex(ctx context.Context, x *retrieval.Index, kept []string, step func()) (indexed, removed int, err error) {
 	docs, err := x.Documents(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -204,6 +218,7 @@ func (d *Documents) syncIndex(ctx context.Context, x *retrieval.Index, kept []st
 				return indexed, removed, err
 			}
 			removed++
+			step()
 		}
 	}
 	for _, id := range kept {
@@ -232,6 +247,7 @@ func (d *Documents) syncIndex(ctx context.Context, x *retrieval.Index, kept []st
 			return indexed, removed, err
 		}
 		indexed++
+		step()
 	}
 	return indexed, removed, nil
 }
