@@ -3,7 +3,7 @@
 // are replaced: a stand-in that records what is written and lets the test
 // "type" by firing the onData/onBinary handlers the component registered.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { act, fireEvent, render, screen } from '@testing-library/react'
+import { act, fireEvent, render, screen, waitFor } from '@testing-library/react'
 import { Terminal, type TerminalSocket } from './Terminal'
 import { RunView } from './RunView'
 import { canAt } from './testkit'
@@ -353,7 +353,9 @@ describe('RunView terminal button', () => {
     fireEvent.click(button)
     expect(await screen.findByTestId('terminal')).toBeTruthy()
     expect(button.getAttribute('aria-expanded')).toBe('true')
-    expect(FakeSocket.last.url).toBe(`ws://${window.location.host}/api/runs/run_1/terminal`)
+    // The socket opens in an effect, which may run just after the panel
+    // is in the page.
+    await waitFor(() => expect(FakeSocket.last?.url).toBe(`ws://${window.location.host}/api/runs/run_1/terminal`))
     const s = FakeSocket.last
     fireEvent.click(button)
     expect(screen.queryByTestId('terminal')).toBeNull()
