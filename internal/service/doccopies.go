@@ -67,6 +67,15 @@ func (d *Documents) delete(ctx context.Context, x *retrieval.Index, id string) e
 	return x.Delete(ctx, id)
 }
 
+// setOf is the set of ids.
+func setOf(ids []string) map[string]bool {
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
 func copyChunks(chunks []retrieval.Chunk, vectors [][]float32) []corral.DocumentChunk {
 	out := make([]corral.DocumentChunk, len(chunks))
 	for i, c := range chunks {
@@ -185,9 +194,10 @@ func (d *Documents) copyIndex(ctx context.Context, x *retrieval.Index, kept []st
 	if err != nil {
 		return 0, err
 	}
+	isKept := setOf(kept)
 	n := 0
 	for _, doc := range docs {
-		if slices.Contains(kept, doc.ID) {
+		if isKept[doc.ID] {
 			continue
 		}
 		chunks, vectors, err := x.Chunks(ctx, doc.ID)
@@ -210,10 +220,10 @@ func (d *Documents) syncIndex(ctx context.Context, x *retrieval.Index, kept []st
 	if err != nil {
 		return 0, 0, err
 	}
-	have := map[string]bool{}
+	have, isKept := map[string]bool{}, setOf(kept)
 	for _, doc := range docs {
 		have[doc.ID] = true
-		if !slices.Contains(kept, doc.ID) {
+		if !isKept[doc.ID] {
 			if err := x.Delete(ctx, doc.ID); err != nil && corral.ErrorCode(err) != corral.ENOTFOUND {
 				return indexed, removed, err
 			}
