@@ -164,12 +164,15 @@ func workOperations() map[string]operation {
 				"(`event: trace`, `id:` its seq, `data:` a TraceEvent), interleaved with `event: delta` " +
 				"(`data: {\"content\": ...}`, the model's text as it streams) and `event: output` (`data: " +
 				"{\"tool_call_id\": ..., \"content\": ...}`, a running tool's output as the command writes " +
-				"it, its first 32 KiB). Deltas and output are never stored: the whole message and the " +
+				"it, its first 32 KiB; `id:` the last trace event's seq and how many bytes of the output came " +
+				"so far, as `12.345`). Deltas and output are never stored: the whole message and the " +
 				"tool's result follow as trace events. The stream closes after the run's `ended` event. " +
 				"Access is checked again before every event and every 2 seconds: a watcher who loses access " +
 				"gets one `event: error` (`data:` an Error) and the stream closes. A client that stops " +
 				"reading is dropped once a write has waited 30 seconds. A client whose stream broke asks again with " +
-				"`Last-Event-ID` set to the last `id:` it got (EventSource does so itself): the trace events after it follow.",
+				"`Last-Event-ID` set to the last `id:` it got (EventSource does so itself): the trace events after it follow, " +
+				"and of a running tool's output only the bytes it did not have. A stream opened without it sends the " +
+				"output so far from its first byte.",
 			replies: []reply{
 				{status: 200, media: []string{"text/event-stream"}, doc: "The event stream."},
 				{status: 401},

@@ -49,6 +49,7 @@ type (
 )
 
 var (
+	ParseEventID = parseEventID
 	ClientAddrOf = clientAddrOf
 	Decode       = decode
 	OpenAPIJSON  = openAPI

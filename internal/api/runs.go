@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"corral"
@@ -205,17 +206,19 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 	writeFailed := false // the client is gone or stopped reading: nothing more to tell it
 	// A client whose stream broke asks again with the last id it got
 	// (EventSource does so itself): it gets the events after it.
-	after, _ := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64)
-	err = s.runs.Watch(ctx, actor, r.PathValue("id"), after, func(e service.RunEvent) error {
+	from := parseEventID(r.Header.Get("Last-Event-ID"))
+	seq := from.Seq // the last trace event this client has
+	err = s.runs.Watch(ctx, actor, r.PathValue("id"), from, func(e service.RunEvent) error {
 		var err error
 		deadline()
 		switch {
 		case e.Trace != nil:
+			seq = e.Trace.Seq
 			b, _ := json.Marshal(viewTrace(*e.Trace))
 			_, err = fmt.Fprintf(w, "id: %d\nevent: trace\ndata: %s\n\n", e.Trace.Seq, b)
 		case e.Output != nil:
 			b, _ := json.Marshal(map[string]string{"tool_call_id": e.Output.ToolCallID, "content": e.Output.Text})
-			_, err = fmt.Fprintf(w, "event: output\ndata: %s\n\n", b)
+			_, err = fmt.Fprintf(w, "id: %d.%d\nevent: output\ndata: %s\n\n", seq, e.Output.Offset+len(e.Output.Text), b)
 		default:
 			b, _ := json.Marshal(map[string]string{"content": e.Delta})
 			_, err = fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b)
@@ -237,4 +240,24 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, actor corral.
 		rc.Flush()
 	}
 	return nil
+}
+
+// parseEventID reads an id this stream gave: a trace event's seq ("12"),
+// or an output event's "12.345", the last trace event's seq and how many
+// bytes of the running command's output came with it. Anything else is
+// the start: the client gets every event again.
+func parseEventID(id string) service.WatchFrom {
+	seq, off, _ := strings.Cut(id, ".")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 0 {
+		return service.WatchFrom{}
+	}
+	if off == "" {
+		return service.WatchFrom{Seq: n}
+	}
+	o, err := strconv.Atoi(off)
+	if err != nil || o < 0 {
+		return service.WatchFrom{}
+	}
+	return service.WatchFrom{Seq: n, Output: o}
 }

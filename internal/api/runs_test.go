@@ -20,6 +20,7 @@ import (
 	"corral/internal/modeltest"
 	"corral/internal/poll"
 	"corral/internal/sandbox"
+	"corral/internal/service"
 	"corral/internal/trace"
 )
 
@@ -657,6 +658,8 @@ type sse struct {
 	ctx  context.Context
 	res  *http.Response
 	scan *bufio.Scanner
+	// lastID is the last id: the stream gave, as EventSource keeps it.
+	lastID string
 }
 
 // events opens a run's event stream. The stream may stay open for patience
@@ -697,6 +700,8 @@ func (s *sse) next() (typ, data string, ok bool) {
 			if typ != "" {
 				return typ, data, true
 			}
+		case strings.HasPrefix(line, "id: "):
+			s.lastID = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			typ = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
@@ -947,19 +952,57 @@ func TestLateWatcherGetsTheOutputSoFar(t *testing.T) {
 			outputs.WriteString(o.Content)
 		}
 	}
+	// A client whose stream broke here resumes after the last id it got
+	// (an output event's): the line does not come again.
+	last := stream.lastID
+	resumed := owner.eventsAfter(run.ID, last)
 	owner.do("POST", "/api/runs/"+run.ID+"/kill", nil).want(http.StatusAccepted)
-	for {
-		typ, data, ok := stream.next()
-		if !ok {
-			break
-		}
-		if typ == "output" {
-			var o struct{ Content string }
-			json.Unmarshal([]byte(data), &o)
-			outputs.WriteString(o.Content)
+	rest := func(s *sse, outputs *strings.Builder) (types []string) {
+		for {
+			typ, data, ok := s.next()
+			if !ok {
+				return types
+			}
+			switch typ {
+			case "output":
+				var o struct{ Content string }
+				json.Unmarshal([]byte(data), &o)
+				outputs.WriteString(o.Content)
+			case "trace":
+				var ev api.TraceView
+				json.Unmarshal([]byte(data), &ev)
+				types = append(types, ev.Type)
+			}
 		}
 	}
+	rest(stream, &outputs)
 	if outputs.String() != "early-line\n" {
 		t.Fatalf("the late watcher got output %q, want the line once", outputs.String())
+	}
+	var again strings.Builder
+	types := rest(resumed, &again)
+	if again.String() != "" || strings.Join(types, " ") != "tool_result ended" {
+		t.Fatalf("resuming after %q gave output %q and events %v, want no output and the result and the end", last, again.String(), types)
+	}
+}
+
+func TestParseEventID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want service.WatchFrom
+	}{
+		{"", service.WatchFrom{}},
+		{"12", service.WatchFrom{Seq: 12}},
+		{"12.345", service.WatchFrom{Seq: 12, Output: 345}},
+		{"12.", service.WatchFrom{Seq: 12}},
+		{"-1", service.WatchFrom{}},
+		{"12.-5", service.WatchFrom{}},
+		{"12.x", service.WatchFrom{}},
+		{"junk", service.WatchFrom{}},
+		{"1.2.3", service.WatchFrom{}},
+	} {
+		if got := api.ParseEventID(tc.id); got != tc.want {
+			t.Errorf("ParseEventID(%q) = %+v, want %+v", tc.id, got, tc.want)
+		}
 	}
 }

@@ -239,25 +239,38 @@ func (s *Runs) Kill(ctx context.Context, actor corral.User, runID string) (corra
 // recheck is how often a live watch re-checks access while no event comes.
 const recheck = 2 * time.Second
 
-// Watch streams a run's trace to emit: the events so far after seq after
-// (0: all of them; a client resuming after a broken stream names the
-// last it got), then each new one as it happens, until the run ends or
-// ctx is done. Access is checked
+// WatchFrom is where a watch resumes: after trace event Seq and, of the
+// output of the tool call running as of that event, after its first
+// Output bytes. The zero value is the start.
+type WatchFrom struct {
+	Seq    int64
+	Output int
+}
+
+// Watch streams a run's trace to emit: the events so far after from (the
+// zero value: all of them; a client resuming after a broken stream names
+// where it got to), then each new one as it happens, until the run ends
+// or ctx is done. Access is checked
 // afresh before every event and every few seconds, so a watcher whose
 // access is revoked is cut off on the next one (the error says so).
-func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, after int64, emit func(corral.RunEvent) error) error {
+func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, from WatchFrom, emit func(corral.RunEvent) error) error {
 	if _, err := s.loadRun(ctx, actor, runID, access.ViewRuns); err != nil {
 		return err
 	}
-	last := max(after, 0)
+	last := max(from.Seq, 0)
 	sent := map[string]int{} // bytes of each tool call's output sent
+	// Output bytes the client already has of the command running as of
+	// from.Seq: that command's output is the first to come before a new
+	// tool_call event (each command, a re-attached one too, starts with
+	// one, and its offsets count from there).
+	resumed := max(from.Output, 0)
 	send := func(e corral.RunEvent) error {
 		if e.Trace != nil && e.Trace.Seq <= last {
 			return nil
 		}
 		if o := e.Output; o != nil {
 			// A snapshot and live pieces may overlap: send each byte once.
-			done := sent[o.ToolCallID]
+			done := max(sent[o.ToolCallID], resumed)
 			if o.Offset+len(o.Text) <= done {
 				return nil
 			}
@@ -279,6 +292,7 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, after
 				// A new command: its output counts from zero, even if the
 				// model reused a call id.
 				clear(sent)
+				resumed = 0
 			}
 		}
 		return nil

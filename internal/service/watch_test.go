@@ -42,8 +42,33 @@ func (f *fakeEngine) OutputSoFar(string) (runner.Output, bool) {
 // TestWatchSendsEachOutputByteOnce feeds Watch a snapshot of a command's
 // output and live pieces that overlap it: the watcher gets every byte
 // once, in order, and a new command's output starts afresh even under a
-// reused call id.
+// reused call id. A watcher resuming where an earlier stream broke (the
+// API's Last-Event-ID) gets only what it did not have.
 func TestWatchSendsEachOutputByteOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		from service.WatchFrom
+		want string
+	}{
+		{"from the start", service.WatchFrom{}, "admitted tool_call out:abcdef out:gh out:ij tool_call out:new ended"},
+		{"after the first command's start", service.WatchFrom{Seq: 2}, "out:abcdef out:gh out:ij tool_call out:new ended"},
+		{"inside its snapshot", service.WatchFrom{Seq: 2, Output: 5}, "out:f out:gh out:ij tool_call out:new ended"},
+		{"inside its live output", service.WatchFrom{Seq: 2, Output: 7}, "out:h out:ij tool_call out:new ended"},
+		{"after all of it", service.WatchFrom{Seq: 2, Output: 10}, "tool_call out:new ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := watchOutput(t, tc.from); got != tc.want {
+				t.Fatalf("watch sent %s\nwant       %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// watchOutput watches a run whose first command has written "abcdef"
+// when the watcher catches up, then "ghij" live; a second command under
+// the same call id writes "new"; and the run ends. It returns what the
+// watcher got, resuming from from.
+func watchOutput(t *testing.T, from service.WatchFrom) string {
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
@@ -101,7 +126,7 @@ func TestWatchSendsEachOutputByteOnce(t *testing.T) {
 
 	runs := service.NewRuns(service.RunsDeps{Store: db, Engine: eng}, service.Config{})
 	var got []string
-	err = runs.Watch(ctx, u, run.ID, 0, func(e runner.Event) error {
+	err = runs.Watch(ctx, u, run.ID, from, func(e runner.Event) error {
 		switch {
 		case e.Output != nil:
 			got = append(got, "out:"+e.Output.Text)
@@ -113,8 +138,5 @@ func TestWatchSendsEachOutputByteOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "admitted tool_call out:abcdef out:gh out:ij tool_call out:new ended"
-	if s := strings.Join(got, " "); s != want {
-		t.Fatalf("watch sent %s\nwant       %s", s, want)
-	}
+	return strings.Join(got, " ")
 }

@@ -145,6 +145,38 @@ describe('RunView live output', () => {
   }
 })
 
+describe('a running tool’s output across a new stream', () => {
+  it('is shown once when the page opens the stream again from the start', async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true })
+    try {
+      serve(run('builtin', 'running'))
+      render(<RunView run={run('builtin', 'running')} can={canAt('viewer')} me={null} />)
+      await waitFor(() => expect(FakeEventSource.last).not.toBeNull())
+      const first = FakeEventSource.last!
+      act(() => first.emit('trace', ev(1, 'tool_call', { id: 'call_1', name: 'shell' })))
+      act(() => first.emit('output', { tool_call_id: 'call_1', content: 'first\n' }))
+      // The stream is refused outright (the browser will not retry): the
+      // page asks where the run stands and opens a new one, which sends
+      // the trace and the output so far from the start.
+      act(() => {
+        first.readyState = FakeEventSource.CLOSED
+        first.emit('error', undefined)
+      })
+      await act(async () => {
+        await vi.advanceTimersByTimeAsync(2500)
+      })
+      await waitFor(() => expect(FakeEventSource.last).not.toBe(first))
+      const second = FakeEventSource.last!
+      act(() => second.emit('trace', ev(1, 'tool_call', { id: 'call_1', name: 'shell' })))
+      act(() => second.emit('output', { tool_call_id: 'call_1', content: 'first\nsecond\n' }))
+      const live = screen.getByRole('region', { name: 'Tool output so far' })
+      expect(live.querySelector('pre')?.textContent).toBe('first\nsecond\n')
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+})
+
 /** The Status, Tokens and Duration facts of the run page's summary. */
 function fact(name: string): string {
   const dt = screen.getAllByRole('term').find((t) => t.textContent === name)

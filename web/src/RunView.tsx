@@ -104,8 +104,14 @@ export function RunView({ run, can, me, onEnded, compact, onTrace, onState, agen
           stop()
         })
     }
+    let opened = false
     const open = () => {
       if (closed) return
+      // A new EventSource starts from the beginning (only the browser's own
+      // reconnects resume after the last id): the running tool's output
+      // comes again whole.
+      if (opened) dispatch({ type: 'reopened' })
+      opened = true
       es = new EventSource(api.runEventsURL(id))
       es.addEventListener('trace', (e) => {
         const event = parseData<TraceEvent>((e as MessageEvent).data)
@@ -140,7 +146,8 @@ export function RunView({ run, can, me, onEnded, compact, onTrace, onState, agen
           es = null
           check()
         }
-        // Otherwise the browser reconnects by itself and the trace is replayed.
+        // Otherwise the browser reconnects by itself, sending the last id it
+        // got (Last-Event-ID): the events after it follow, none twice.
       })
     }
     open()

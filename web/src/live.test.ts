@@ -92,6 +92,20 @@ describe('liveReducer', () => {
     expect(s.toolOutput).toBe('')
   })
 
+  it('takes a running tool\'s output afresh from a stream opened again from the start', () => {
+    let s = reduce([
+      { type: 'trace', event: ev(1, 'tool_call', { id: 'c1', name: 'shell' }) },
+      { type: 'output', toolCallId: 'c1', content: 'first\n' },
+    ])
+    // The new stream replays the trace and sends the output so far again.
+    s = reduce([
+      { type: 'reopened' },
+      { type: 'trace', event: ev(1, 'tool_call', { id: 'c1', name: 'shell' }) },
+      { type: 'output', toolCallId: 'c1', content: 'first\nsecond\n' },
+    ], s)
+    expect(s.toolOutput).toBe('first\nsecond\n')
+  })
+
   it('ignores events a reconnect replays', () => {
     const s = reduce([
       { type: 'trace', event: ev(1, 'admitted') },

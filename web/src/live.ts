@@ -32,6 +32,8 @@ export type LiveAction =
   | { type: 'output'; toolCallId: string; content: string }
   | { type: 'error'; message: string }
   | { type: 'run'; run: Run }
+  /** A new stream opened from the start (not a resumed one): it sends the running tool's output from its first byte. */
+  | { type: 'reopened' }
 
 /** How much of a running tool's output is kept on the page. */
 export const maxLiveOutput = 64 * 1024
@@ -98,6 +100,8 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
     case 'delta':
       if (state.ended || action.content === '') return state
       return { ...state, streaming: state.streaming + action.content }
+    case 'reopened':
+      return { ...state, toolOutput: '', toolCallId: undefined }
     case 'output': {
       if (state.ended || action.content === '') return state
       // Shown as it comes, the newest part kept when it grows long.
