@@ -120,6 +120,11 @@ func (a *App) buildServer(ctx context.Context) error {
 		// each sees the locks the others set, and a takeover forgets none.
 		// On SQLite, one server's, they stay in its memory.
 		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name, key.Digest) }
+		if a.opt.now == nil {
+			// Their locks are reckoned by the database's clock, which
+			// every control reads alike (each lease renewal sets it).
+			cfg.ThrottleClock = db.Now
+		}
 	}
 	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {

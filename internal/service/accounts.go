@@ -78,17 +78,21 @@ func NewAccounts(store AccountStore, params auth.Params, cfg Config) (*Accounts,
 		}
 		return cfg.ThrottleState(name)
 	}
+	clock := cfg.Now
+	if cfg.ThrottleState != nil && cfg.ThrottleClock != nil {
+		clock = cfg.ThrottleClock
+	}
 	return &Accounts{
 		store: store, params: params,
-		throttle: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, State: state("login")}),
+		throttle: auth.NewThrottle(auth.ThrottleConfig{Now: clock, State: state("login")}),
 		// A hot address stays hot from a minute up to an hour, doubling
 		// with each failure past the streak, or until its hourly count
 		// falls back under the cap.
-		spray: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: sprayFree,
+		spray: auth.NewThrottle(auth.ThrottleConfig{Now: clock, FreeFailures: sprayFree,
 			BaseDelay: time.Minute, MaxDelay: time.Hour, HourlyCap: sprayHourly, State: state("spray")}),
 		// Signups are counted like failures: a burst from one address is
 		// free, a flood slows down and stops at the hourly cap.
-		signups: auth.NewThrottle(auth.ThrottleConfig{Now: cfg.Now, FreeFailures: 20, HourlyCap: 100, State: state("signup")}),
+		signups: auth.NewThrottle(auth.ThrottleConfig{Now: clock, FreeFailures: 20, HourlyCap: 100, State: state("signup")}),
 		slots:   make(chan struct{}, cfg.HashSlots),
 		sleep:   sleep,
 		cfg:     cfg,

@@ -37,6 +37,11 @@ type Config struct {
 	// and a takeover forgets none. Nil keeps them in this process's
 	// memory, which is what one server alone needs.
 	ThrottleState func(name string) auth.ThrottleState
+	// ThrottleClock is the clock the login throttles reckon their locks
+	// by when they share ThrottleState: the database's (store.DB.Now), so
+	// that a lock one server set ends when every other one thinks it
+	// does. Nil: Now.
+	ThrottleClock func() time.Time
 	Now           func() time.Time
 	Log           *slog.Logger
 }

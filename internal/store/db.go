@@ -54,6 +54,9 @@ type DB struct {
 	// fence, once set (Fence), is the lease every write transaction on
 	// PostgreSQL checks it still holds.
 	fence atomic.Pointer[fence]
+	// skew is how far the database's clock is ahead of now's, in
+	// nanoseconds, as Clock last measured it (Now).
+	skew atomic.Int64
 }
 
 // The compiler checks that *DB implements every storage interface.

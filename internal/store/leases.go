@@ -77,15 +77,35 @@ func (db *DB) SharedKey(ctx context.Context, name string, value []byte) ([]byte,
 // own clock, which every server sharing it reads alike, so their clocks
 // need not agree; on SQLite, which one machine's servers share, the
 // store's.
+//
+// Each reading on PostgreSQL also sets how far this process's clock is
+// from the database's, which Now applies.
 func (db *DB) Clock(ctx context.Context) (time.Time, error) {
 	if !db.pg {
 		return db.now(), nil
 	}
 	var ms int64
+	asked := db.now()
 	if err := db.queryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint`).Scan(&ms); err != nil {
 		return time.Time{}, corral.Internal("store.Clock", err)
 	}
-	return fromMillis(ms), nil
+	at := fromMillis(ms)
+	// The database read its clock somewhere in the round trip: take the
+	// middle, so the offset is off by half the round trip at most.
+	mid := asked.Add(db.now().Sub(asked) / 2)
+	db.skew.Store(int64(at.Sub(mid)))
+	return at, nil
+}
+
+// Now is the database's time without asking it: this process's clock
+// moved by the offset the last Clock measured (a few milliseconds off at
+// most, and following the database's clock as often as Clock is read; a
+// control reads it with every lease renewal). Servers sharing a
+// PostgreSQL store that compare times they each wrote (the login
+// throttles' locks) use it, so their own clocks need not agree. On
+// SQLite, and before any Clock, it is this process's clock.
+func (db *DB) Now() time.Time {
+	return db.now().Add(time.Duration(db.skew.Load()))
 }
 
 // A fence keeps a server that lost its lease from writing: once Fence is

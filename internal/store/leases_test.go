@@ -100,22 +100,35 @@ func TestSharedKey(t *testing.T) {
 }
 
 // TestClock: on PostgreSQL the lease clock is the database's (it moves on
-// its own, near this machine's since both run here); on SQLite the store's
-// (t0 in the tests).
+// its own, near this machine's since both run here), and Now follows it
+// without asking, even from a process whose clock is three hours fast; on
+// SQLite both are the store's (t0 in the tests).
 func TestClock(t *testing.T) {
 	db := newDB(t)
+	if !onPostgres() {
+		got, err := db.Clock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(t0) || !db.Now().Equal(t0) {
+			t.Fatalf("Clock = %v, Now = %v, want the store's, %v", got, db.Now(), t0)
+		}
+		return
+	}
+	const fast = 3 * time.Hour
+	db.now = func() time.Time { return time.Now().Add(fast) }
+	if d := time.Until(db.Now()); d < fast-time.Minute {
+		t.Fatalf("before any Clock, Now is %v from this machine's, want this process's clock (%v ahead)", d, fast)
+	}
 	got, err := db.Clock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !onPostgres() {
-		if !got.Equal(t0) {
-			t.Fatalf("Clock = %v, want the store's, %v", got, t0)
-		}
-		return
-	}
 	if d := time.Since(got); d < -time.Minute || d > time.Minute {
 		t.Fatalf("Clock = %v, %v from this machine's: not the database's clock", got, d)
+	}
+	if d := time.Since(db.Now()); d < -time.Minute || d > time.Minute {
+		t.Fatalf("after Clock, Now is %v from the database's clock: it kept this process's, %v fast", d, fast)
 	}
 }
 

@@ -82,6 +82,36 @@ func TestThrottleSharedByServers(t *testing.T) {
 	}
 }
 
+// TestThrottleAcrossSkewedClocks: two servers whose own clocks are an
+// hour apart reckon the throttles' locks by the database's clock (Now), so
+// a lock one sets holds on the other. With their own clocks, the one an
+// hour fast would find a 15-minute lock long over.
+func TestThrottleAcrossSkewedClocks(t *testing.T) {
+	if !onPostgres() {
+		t.Skip("servers with clocks of their own share a PostgreSQL store")
+	}
+	ctx := context.Background()
+	dbs := newDBs(t, 2)
+	var ths []*auth.Throttle
+	for i, db := range dbs {
+		skew := time.Duration(i) * time.Hour
+		db.now = func() time.Time { return time.Now().Add(skew) }
+		if _, err := db.Clock(ctx); err != nil { // a lease renewal does this
+			t.Fatal(err)
+		}
+		ths = append(ths, auth.NewThrottle(auth.ThrottleConfig{Now: db.Now, FreeFailures: 1, BaseDelay: 15 * time.Minute,
+			State: db.ThrottleState("login", digest)}))
+	}
+	const k = "acct:victim@example.com"
+	if err := ths[0].Fail(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	retry, ok, err := ths[1].Allow(ctx, k)
+	if ok || err != nil || retry < 14*time.Minute || retry > 15*time.Minute {
+		t.Fatalf("through the server an hour fast: Allow = %v, %v, %v; want refused for about 15 minutes", retry, ok, err)
+	}
+}
+
 // TestThrottleNoFailureLostAcrossServers: failures recorded at once
 // through two servers are all counted.
 func TestThrottleNoFailureLostAcrossServers(t *testing.T) {
