@@ -366,6 +366,9 @@ func followEvents(client *http.Client, base, runID string, started chan<- struct
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			if strings.Contains(v, ".") {
+				continue // an output event's: the last seq and the output's bytes so far
+			}
 			seq, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return seqs, err

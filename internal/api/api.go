@@ -215,12 +215,18 @@ func New(cfg Config, svc Services) *Server {
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	s.handler = s.outer(unmatched(mux))
+	return s
+}
+
+// outer is what every answer goes through before its route: cross-site
+// requests are refused, and each request is logged.
+func (s *Server) outer(h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, corral.Errorf(corral.EFORBIDDEN, "cross-site request refused"))
 	}))
-	s.handler = cop.Handler(s.logged(unmatched(mux)))
-	return s
+	return cop.Handler(s.logged(h))
 }
 
 // ServeHTTP implements http.Handler.

@@ -21,6 +21,7 @@ import (
 	"corral/internal/role"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
+	"corral/internal/secrets"
 	"corral/internal/service"
 	"corral/internal/store"
 	"corral/internal/telemetry"
@@ -80,6 +81,18 @@ func (a *App) buildServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
+	if c.Database != "" {
+		// Controls sharing the store share the login throttles' records:
+		// each sees the locks the others set, and a takeover forgets none.
+		// On SQLite, one server's, they stay in its memory.
+		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name, key.Digest) }
+		if a.opt.now == nil {
+			// Their locks are reckoned by the database's clock, which
+			// every control reads alike (each lease renewal sets it).
+			cfg.ThrottleClock = db.Now
+		}
+	}
 	// Before anything is reconciled, settled or swept: of the controls
 	// sharing a PostgreSQL store, the one holding the lease serves; one
 	// whose key is not theirs says so now, not once it takes over.
@@ -95,7 +108,13 @@ func (a *App) buildServer(ctx context.Context) error {
 		if err := checkSharedKey(ctx, db, key); err != nil {
 			return err
 		}
-		if err := a.holdControl(ctx, db); err != nil {
+		// Standing by, it answers the store reads itself (they need
+		// nothing a serving control has) and forwards the rest.
+		reads, err := a.storeReads(db, key, cfg)
+		if err != nil {
+			return err
+		}
+		if err := a.holdControl(ctx, db, reads); err != nil {
 			return err
 		}
 	}
@@ -114,18 +133,6 @@ func (a *App) buildServer(ctx context.Context) error {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	a.handler = gated(mux, &a.opened)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
-	cfg := service.Config{Signup: c.Signup, PendingDisk: c.PendingDisk, Now: a.opt.now, Log: log}
-	if c.Database != "" {
-		// Controls sharing the store share the login throttles' records:
-		// each sees the locks the others set, and a takeover forgets none.
-		// On SQLite, one server's, they stay in its memory.
-		cfg.ThrottleState = func(name string) auth.ThrottleState { return db.ThrottleState(name, key.Digest) }
-		if a.opt.now == nil {
-			// Their locks are reckoned by the database's clock, which
-			// every control reads alike (each lease renewal sets it).
-			cfg.ThrottleClock = db.Now
-		}
-	}
 	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {
 		return err
@@ -300,12 +307,7 @@ func (a *App) buildServer(ctx context.Context) error {
 
 	// Streams hold connections: at most half of them, so ordinary requests
 	// always find room.
-	apiCfg := a.opt.api
-	apiCfg.SecureCookies, apiCfg.Log, apiCfg.Done, apiCfg.TrustedProxies = c.SecureCookies, log, a.ctx.Done(), c.TrustedProxies
-	if a.guard != nil && apiCfg.MaxStreams == 0 {
-		apiCfg.MaxStreams = max(1, a.guard.MaxConns()/2)
-	}
-	a.API = api.New(apiCfg, api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
+	a.API = api.New(a.apiConfig(), api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
 		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes,
 		Operations: service.NewOperations(db, cfg)})
 	mux.Handle("/api/", a.Metrics.HTTP(a.API))
@@ -316,6 +318,38 @@ func (a *App) buildServer(ctx context.Context) error {
 		log.Info("this binary has no web app (built without -tags ui): make run builds it")
 	}
 	return nil
+}
+
+// apiConfig is the API's settings.
+func (a *App) apiConfig() api.Config {
+	c := a.opt.api
+	c.SecureCookies, c.Log, c.Done, c.TrustedProxies = a.cfg.SecureCookies, a.opt.log, a.ctx.Done(), a.cfg.TrustedProxies
+	// Streams hold connections: at most half of them, so ordinary
+	// requests always find room.
+	if a.guard != nil && c.MaxStreams == 0 {
+		c.MaxStreams = max(1, a.guard.MaxConns()/2)
+	}
+	return c
+}
+
+// storeReads is what a control standing by answers itself
+// (api.Server.StoreReads): an API on services built on the store alone,
+// with the same settings as the serving control's, so each read is
+// answered as that control would.
+func (a *App) storeReads(db *store.DB, key *secrets.Key, cfg service.Config) (func(rest http.Handler) http.Handler, error) {
+	accounts, err := service.NewAccounts(db, a.opt.params, cfg)
+	if err != nil {
+		return nil, err
+	}
+	srv := api.New(a.apiConfig(), api.Services{
+		Accounts:    accounts,
+		Agents:      service.NewAgents(service.AgentsDeps{Store: db}, cfg),
+		Runs:        service.NewRuns(service.RunsDeps{Store: db}, cfg),
+		Credentials: service.NewCredentials(db, key, cfg),
+		Egress:      service.NewEgress(db, key, cfg),
+		Operations:  service.NewOperations(db, cfg),
+	})
+	return srv.StoreReads, nil
 }
 
 // closeTracer sends the spans still waiting, giving a collector that does

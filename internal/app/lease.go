@@ -45,7 +45,7 @@ func (a *App) leaseTimes() (term, renew, poll time.Duration) {
 // holdControl waits until this server holds the control lease, then
 // keeps renewing it until Close, which gives it up. Losing it (a renewal
 // refused, or none getting through for a whole term) ends Run.
-func (a *App) holdControl(ctx context.Context, db *store.DB) error {
+func (a *App) holdControl(ctx context.Context, db *store.DB, reads func(rest http.Handler) http.Handler) error {
 	log := a.opt.log
 	holder := holderOf(corral.NewID("ctl"), a.advertise())
 	said := false
@@ -73,7 +73,8 @@ func (a *App) holdControl(ctx context.Context, db *store.DB) error {
 			said = true
 			// It serves once it holds the lease and its handler is open.
 			serving := func() bool { return a.holdsLease.Load() && a.opened.Load() }
-			stopStandby = a.standby(newForwarder(db, holder, serving, term, poll))
+			fwd := newForwarder(db, holder, serving, term, poll)
+			stopStandby = a.standby(fwd, reads(fwd))
 		}
 		select {
 		case <-ctx.Done():
@@ -148,11 +149,12 @@ func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-c
 
 // standby answers on the server's address while it waits for the
 // lease, until stop: /healthz 200 (the process is alive), /readyz 200
-// while a control serves to forward to, and everything else forwarded
-// to that control (forward.go). stop hands the address to the real
-// server at once: requests in flight go on being forwarded, now to this
-// control itself.
-func (a *App) standby(fwd *forwarder) (stop func()) {
+// while a control serves to forward to, and everything else with h: the
+// store reads answered here, the rest forwarded by fwd to the serving
+// control (forward.go). stop hands the address to the real server at
+// once: requests in flight go on being forwarded, now to this control
+// itself.
+func (a *App) standby(fwd *forwarder, h http.Handler) (stop func()) {
 	if a.guard == nil {
 		return func() {}
 	}
@@ -177,7 +179,7 @@ func (a *App) standby(fwd *forwarder) (stop func()) {
 			}
 			writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: forwards to the serving control"}})
 		default:
-			fwd.ServeHTTP(w, r)
+			h.ServeHTTP(w, r)
 		}
 	}), a.opt.log, defaultTimeouts)
 	done := make(chan struct{})
