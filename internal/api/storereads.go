@@ -31,6 +31,8 @@ var storeReads = []string{
 	"GET /api/runs/{id}/trace",
 	"GET /api/runs/{id}/tree",
 	"GET /api/runs",
+	"GET /api/agents/{id}/changes",
+	"GET /api/changes",
 	"GET /api/usage",
 	"GET /api/audit",
 	"GET /api/admin/budgets",
@@ -43,8 +45,8 @@ func StoreReadRoutes() []string { return slices.Clone(storeReads) }
 // StoreReads returns a handler that answers the store reads and hands
 // every other request to rest. It is meant for a Server built on the
 // store's services alone: Accounts, Agents, Runs without an engine,
-// Credentials, Egress and Operations; no other route is ever reached on
-// it.
+// Decisions without trees, Credentials, Egress and Operations; no other
+// route is ever reached on it.
 func (s *Server) StoreReads(rest http.Handler) http.Handler {
 	routes := map[string]route{}
 	for _, rt := range s.routes() {

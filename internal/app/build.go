@@ -345,6 +345,7 @@ func (a *App) storeReads(db *store.DB, key *secrets.Key, cfg service.Config) (fu
 		Accounts:    accounts,
 		Agents:      service.NewAgents(service.AgentsDeps{Store: db}, cfg),
 		Runs:        service.NewRuns(service.RunsDeps{Store: db}, cfg),
+		Decisions:   service.NewDecisions(db, nil, nil, cfg), // lists only: a set's diffs are its node's
 		Credentials: service.NewCredentials(db, key, cfg),
 		Egress:      service.NewEgress(db, key, cfg),
 		Operations:  service.NewOperations(db, cfg),

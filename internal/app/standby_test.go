@@ -83,6 +83,11 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 	if _, err := trace.NewRecorder(serving.Store, nil).Append(ctx, run.ID, trace.Admitted, map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	if err := serving.Store.CreateChangeSet(ctx, corral.ChangeSet{ID: corral.NewID("chg"), AgentID: agent.ID, RunID: run.ID,
+		Status: corral.ChangePending, Mode: corral.ChangesReview, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	client := netip.MustParseAddr("192.0.2.1")
 	_, ownerSession, err := serving.Accounts.Login(ctx, "owner@example.com", "correct horse battery", client)
 	if err != nil {
@@ -135,6 +140,9 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 		{"/api/runs/" + run.ID + "/trace", readerSession, 200},
 		{"/api/runs/" + run.ID + "/tree", readerSession, 200},
 		{"/api/runs?status=active", ownerSession, 200},
+		{"/api/agents/" + agent.ID + "/changes", readerSession, 200},
+		{"/api/changes?status=pending", ownerSession, 200},
+		{"/api/changes", ownerSession, 400},
 		{"/api/usage", ownerSession, 200},
 		{"/api/audit", ownerSession, 200},
 		{"/api/admin/budgets", ownerSession, 200},
