@@ -265,7 +265,7 @@ bench: deps postgres
 	$(GO) test -run '^$$' -bench AuditWrites -benchtime 1000x -count 3 ./internal/store/
 	$(GO) test -run '^$$' -bench UsageQuery -benchtime 20x -count 3 ./internal/store/
 	$(GO) test -run '^$$' -bench BenchmarkCopy -benchtime 3x ./internal/store/
-	$(GO) test -run '^$$' -bench Forwarded -benchtime 10x -count 3 ./internal/app/
+	$(GO) test -run '^$$' -bench 'Forwarded|StoreReadsSpread' -benchtime 10x -count 3 ./internal/app/
 	CORRAL_STORE_TEST=postgres $(GO) test -run '^$$' -bench Fence -benchtime 2000x -count 3 ./internal/store/
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime 2000x ./internal/gateway/
 	$(GO) test -run '^$$' -bench MetricsAPI -benchtime 20000x -count 3 ./internal/api/
