@@ -96,6 +96,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	// Before anything is reconciled, settled or swept: of the controls
 	// sharing a PostgreSQL store, the one holding the lease serves; one
 	// whose key is not theirs says so now, not once it takes over.
+	var reads func(rest http.Handler) http.Handler // a shared store's: what a control not serving yet answers
 	if c.Database != "" {
 		if role.HoldsWorktree(r) {
 			log.Warn("role all on a shared store: this control's workspaces and runs' sessions are in its data directory, " +
@@ -109,9 +110,9 @@ func (a *App) buildServer(ctx context.Context) error {
 			return err
 		}
 		// Standing by, it answers the store reads itself (they need
-		// nothing a serving control has) and forwards the rest.
-		reads, err := a.storeReads(db, key, cfg)
-		if err != nil {
+		// nothing a serving control has) and forwards the rest; and
+		// while it starts to serve, it goes on answering them.
+		if reads, err = a.storeReads(db, key, cfg); err != nil {
 			return err
 		}
 		if err := a.holdControl(ctx, db, reads); err != nil {
@@ -131,7 +132,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
-	a.handler = gated(mux, &a.opened)
+	a.handler = gated(mux, &a.opened, reads)
 	a.srv = newHTTPServer(a.handler, log, defaultTimeouts)
 	a.Accounts, err = service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {

@@ -177,7 +177,7 @@ func (a *App) standby(fwd *forwarder, h http.Handler) (stop func()) {
 					Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
 				return
 			}
-			writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: forwards to the serving control"}})
+			writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: answers store reads and forwards the rest to the serving control"}})
 		default:
 			h.ServeHTTP(w, r)
 		}

@@ -264,15 +264,24 @@ func sandboxUser() int {
 
 // gated answers 503 to everything but the nodes' relay and the health
 // checks until open: what a starting control serves. /healthz says the
-// process serves; /readyz says it is starting.
-func gated(h http.Handler, open *atomic.Bool) http.Handler {
+// process serves; /readyz says it is starting. reads, when not nil (a
+// control on a shared store), answers the store reads meanwhile, handing
+// it the 503 for the rest: a control taking over goes on answering what
+// it answered standing by.
+func gated(h http.Handler, open *atomic.Bool, reads func(rest http.Handler) http.Handler) http.Handler {
+	var starting http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":"unavailable","message":"the server is starting"}}`+"\n")
+	})
+	if reads != nil {
+		starting = reads(starting)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if !open.Load() && !strings.HasPrefix(p, fleet.RelayPath) && p != "/healthz" && p != "/readyz" {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":{"code":"unavailable","message":"the server is starting"}}`+"\n")
+			starting.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)

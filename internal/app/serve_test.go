@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,5 +146,54 @@ func TestTooHighMaxConnsIsLowered(t *testing.T) {
 	if g.MaxConns() != budget || !strings.Contains(log.String(), "--max-conns lowered") {
 		t.Fatalf("--max-conns %d under a limit of %d gave a cap of %d, want %d with a warning; log:\n%s",
 			limit+1, limit, g.MaxConns(), budget, log.String())
+	}
+}
+
+// TestGated: until open, a starting control answers 503 to everything but
+// the relay and the health checks, except, on a shared store, the store
+// reads, which it answers as it did standing by; once open, the server's
+// own handler answers everything.
+func TestGated(t *testing.T) {
+	server := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "server") })
+	reads := func(rest http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "GET" && r.URL.Path == "/api/agents" {
+				io.WriteString(w, "read")
+				return
+			}
+			rest.ServeHTTP(w, r)
+		})
+	}
+	for _, tc := range []struct {
+		open         bool
+		reads        bool
+		method, path string
+		want         string // the body, or the status when not 200
+	}{
+		{false, false, "GET", "/api/agents", "503"},
+		{false, false, "GET", "/healthz", "server"},
+		{false, false, "GET", "/readyz", "server"},
+		{false, false, "GET", "/relay", "server"},
+		{false, true, "GET", "/api/agents", "read"},
+		{false, true, "POST", "/api/agents", "503"},
+		{false, true, "GET", "/relay", "server"},
+		{true, true, "GET", "/api/agents", "server"},
+		{true, false, "POST", "/api/agents", "server"},
+	} {
+		var open atomic.Bool
+		open.Store(tc.open)
+		var r func(http.Handler) http.Handler
+		if tc.reads {
+			r = reads
+		}
+		rec := httptest.NewRecorder()
+		gated(server, &open, r).ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		got := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			got = fmt.Sprint(rec.Code)
+		}
+		if got != tc.want {
+			t.Errorf("open %v, reads %v, %s %s: %s, want %s", tc.open, tc.reads, tc.method, tc.path, got, tc.want)
+		}
 	}
 }
