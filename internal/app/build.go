@@ -306,8 +306,6 @@ func (a *App) buildServer(ctx context.Context) error {
 		log.Warn("runs interrupted by the last stop were reconciled", "runs", n)
 	}
 
-	// Streams hold connections: at most half of them, so ordinary requests
-	// always find room.
 	a.API = api.New(a.apiConfig(), api.Services{Accounts: a.Accounts, Agents: a.Agents, Decisions: a.Decisions, Files: a.Files, Repositories: a.Repositories, Runs: a.Runs,
 		Credentials: a.Credentials, Egress: a.Egress, Documents: a.Documents, Models: a.Models, Nodes: a.Nodes,
 		Operations: service.NewOperations(db, cfg)})
