@@ -3,12 +3,15 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"corral"
+	"corral/internal/metrics"
+	"corral/internal/netguard"
 	"corral/internal/store"
 )
 
@@ -151,45 +154,73 @@ func (a *App) renewControl(db *store.DB, holder string, held time.Time, done <-c
 // lease, until stop: /healthz 200 (the process is alive), /readyz 200
 // while a control serves to forward to, and everything else with h: the
 // store reads answered here, the rest forwarded by fwd to the serving
-// control (forward.go). stop hands the address to the real server at
-// once: requests in flight go on being forwarded, now to this control
-// itself.
+// control (forward.go). Its metrics address (Config.MetricsAddr), when
+// it has one, serves the same health checks and metrics of its own: the
+// store's gauges and what it answered. stop hands both addresses to the
+// real servers at once: requests in flight go on being forwarded, now to
+// this control itself.
 func (a *App) standby(fwd *forwarder, h http.Handler) (stop func()) {
-	if a.guard == nil {
-		return func() {}
+	health := http.NewServeMux()
+	health.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeHealth(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	health.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+		defer cancel()
+		if _, ok, _ := fwd.look(ctx); !ok {
+			writeHealth(w, http.StatusServiceUnavailable, readiness{Status: "unavailable",
+				Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
+			return
+		}
+		writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: answers store reads and forwards the rest to the serving control"}})
+	})
+	m := metrics.New(metrics.Config{Gauges: metrics.Gauges{Store: a.storeCounts}})
+	h = m.HTTP(h)
+	var stops []func()
+	if a.guard != nil {
+		stops = append(stops, lend(a.guard, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+				health.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}), a.opt.log))
 	}
-	tcp, ok := a.guard.Listener.(*net.TCPListener)
+	if a.metricsLn != nil {
+		health.Handle("GET /metrics", m.Handler())
+		stops = append(stops, lend(a.metricsLn, health, a.opt.log))
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// lend serves h on ln until stop, which hands ln back for another server
+// to serve on: each connection open then closes after the request it
+// serves.
+func lend(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+	inner := ln
+	if g, ok := ln.(*netguard.Listener); ok {
+		inner = g.Listener
+	}
+	tcp, ok := inner.(*net.TCPListener)
 	if !ok {
 		return func() {}
 	}
-	ln := &pausable{Listener: a.guard, tcp: tcp}
+	p := &pausable{Listener: ln, tcp: tcp}
 	// The server's own limits: slow clients are cut off, and each answer
 	// has a write deadline (a forwarded stream moves it as it writes).
-	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz":
-			writeHealth(w, http.StatusOK, map[string]string{"status": "ok"})
-		case "/readyz":
-			ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
-			defer cancel()
-			if _, ok, _ := fwd.look(ctx); !ok {
-				writeHealth(w, http.StatusServiceUnavailable, readiness{Status: "unavailable",
-					Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
-				return
-			}
-			writeHealth(w, http.StatusOK, readiness{Status: "ok", Checks: map[string]string{"lease": "standby: answers store reads and forwards the rest to the serving control"}})
-		default:
-			h.ServeHTTP(w, r)
-		}
-	}), a.opt.log, defaultTimeouts)
+	srv := newHTTPServer(h, log, defaultTimeouts)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.Serve(ln)
+		srv.Serve(p)
 	}()
 	return func() {
 		srv.SetKeepAlivesEnabled(false) // each connection closes after the request it serves
-		ln.Close()
+		p.Close()
 		<-done
 		tcp.SetDeadline(time.Time{}) // the real server accepts from here on
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 	servingURL := "http://" + <-ready
 
 	second := cfg
-	second.Data = t.TempDir()
+	second.Data, second.MetricsAddr = t.TempDir(), freeAddr(t)
 	standbyURL := standBy(t, ctx, second, cheap)
 
 	// Something of everything the store reads show, made on the serving
@@ -172,6 +173,18 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 		}
 	}
 
+	// Its metrics address answers while it stands by: its health, and
+	// metrics of what it answered.
+	metricsURL := "http://" + second.MetricsAddr
+	if code, body := get(metricsURL, "/readyz", ""); code != 200 || !strings.Contains(body, "standby: answers store reads") {
+		t.Errorf("the standby's metrics address: /readyz = %d %s, want 200 saying it stands by", code, body)
+	}
+	if code, body := get(metricsURL, "/metrics", ""); code != 200 ||
+		!strings.Contains(body, `corral_http_requests_total{code="200",route="GET /api/agents"} 2`) ||
+		!strings.Contains(body, "corral_runs_active 1") {
+		t.Errorf("the standby's /metrics = %d, want its two GET /api/agents counted and the store's active run:\n%s", code, body)
+	}
+
 	// A revocation on the serving control bites on the standby's next read.
 	if err := serving.Agents.DeleteGrant(ctx, owner, agent.ID, reader.ID); err != nil {
 		t.Fatal(err)
@@ -189,18 +202,24 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 	t.Logf("the forwarded request gave up after %v", time.Since(start).Round(time.Millisecond))
 }
 
+// freeAddr is a loopback address whose port was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // standBy starts a control that stands by (another serves from cfg's
 // store) on a port found free a moment ago, and returns its URL once it
 // answers. It gives up waiting when ctx is done (the test's end), and is
 // closed after.
 func standBy(t testing.TB, ctx context.Context, cfg Config, opts ...Option) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = ln.Addr().String()
-	ln.Close()
+	cfg.Addr = freeAddr(t)
 	done := make(chan *App, 1)
 	go func() {
 		a, err := New(ctx, cfg, opts...)
