@@ -114,8 +114,12 @@ var errNoControl = corral.Errorf(corral.EUNAVAIL, "no control serves from this s
 
 // current is the serving control's URL: the lease's holder while its
 // lease lasts (this control's own once it serves), read again at most
-// every poll; it waits for one until deadline.
-func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, error) {
+// every poll; it waits for one until deadline. A patient caller (a
+// stream already under way) waits on past deadline for as long as a
+// control holds the lease and is still starting: a takeover's start
+// may take longer than the lease's lapse did, and its lease ends if it
+// dies starting.
+func (f *forwarder) current(ctx context.Context, deadline time.Time, patient bool) (*url.URL, error) {
 	for {
 		f.mu.Lock()
 		u, fresh := f.target, time.Since(f.read) < f.poll
@@ -123,15 +127,18 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, 
 		if u != nil && fresh {
 			return u, nil
 		}
-		u, ok, err := f.look(ctx)
+		u, live, err := f.look(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if u != nil {
 			f.mu.Lock()
 			f.target, f.read = u, time.Now()
 			f.mu.Unlock()
 			return u, nil
+		}
+		if live && patient {
+			deadline = time.Now().Add(f.wait)
 		}
 		if time.Now().After(deadline) {
 			return nil, errNoControl
@@ -142,10 +149,11 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, 
 	}
 }
 
-// look reads the lease: the URL of a holder whose lease lasts, false
-// while none does, and an error for a live holder that wrote no URL (a
-// control of an older version, which no request need wait for).
-func (f *forwarder) look(ctx context.Context) (*url.URL, bool, error) {
+// look reads the lease: the URL of a holder whose lease lasts; nil while
+// none does, or while this control holds it but is still starting (live
+// says a control holds it); and an error for a live holder that wrote no
+// URL (a control of an older version, which no request need wait for).
+func (f *forwarder) look(ctx context.Context) (u *url.URL, live bool, err error) {
 	holder, until, err := f.db.Lease(ctx, controlLease)
 	if err != nil {
 		return nil, false, nil
@@ -155,11 +163,11 @@ func (f *forwarder) look(ctx context.Context) (*url.URL, bool, error) {
 		return nil, false, nil
 	}
 	if holder == f.self && !f.serving() {
-		return nil, false, nil // taking over: not serving yet
+		return nil, true, nil // taking over: not serving yet
 	}
 	u, ok := urlOf(holder)
 	if !ok {
-		return nil, false, errNoAddress
+		return nil, true, errNoAddress
 	}
 	return u, true, nil
 }
@@ -220,7 +228,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// dropped, a working one is not.
 	w = &slidingResponse{ResponseWriter: w, rc: rc, idle: f.transferIdle}
 	for {
-		target, err := f.current(r.Context(), deadline)
+		target, err := f.current(r.Context(), deadline, false)
 		if err != nil {
 			unavailable(w, err)
 			return
@@ -335,7 +343,7 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time
 	started := false
 	client := &http.Client{Transport: f.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for {
-		target, err := f.current(ctx, deadline)
+		target, err := f.current(ctx, deadline, started)
 		if err != nil {
 			if !started {
 				unavailable(w, err)
@@ -375,8 +383,10 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time
 				resp.Body.Close()
 				return
 			}
-		} else if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
-			resp.Body.Close() // a control still starting
+		} else if resp.StatusCode == http.StatusServiceUnavailable {
+			// A control still starting: current waits on for it while it
+			// holds the lease, however long it takes.
+			resp.Body.Close()
 			f.forget(target)
 			if !f.pause(ctx) {
 				return
@@ -386,15 +396,20 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time
 			resp.Body.Close()
 			return // the stream cannot go on (the run is gone, access lost): the client asks again if it wants
 		}
+		before := last
 		err = relayEvents(w, rc, resp.Body, &last, f.streamWrite)
 		resp.Body.Close()
 		if err == nil || errors.Is(err, errClientGone) || ctx.Err() != nil {
 			return // ended by the serving control (the run ended), or the client left
 		}
 		// The serving control went away mid-stream: the next one goes on
-		// after the last event passed on.
+		// after the last event passed on (after a pause if this one broke
+		// before passing any, rather than spin on a control that does).
 		f.forget(target)
 		deadline = time.Now().Add(f.wait)
+		if last == before && !f.pause(ctx) {
+			return
+		}
 	}
 }
 
