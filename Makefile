@@ -210,7 +210,7 @@ unit:
 # The race detector over the packages whose own code runs goroutines and
 # locks: the gateway and the model API, the relay and its RPC, the fleet,
 # the store, the supervisor, the runner, the services, the node, retrieval,
-# git, the tests' PostgreSQL. It needs cgo, and so a C compiler (make cc).
+# git, the tests' PostgreSQL, runs' events between controls. It needs cgo, and so a C compiler (make cc).
 # The packages that mostly drive real sandboxes end to end (internal/api,
 # internal/workspace, cmd/corral) run in `unit` only: under the detector
 # they take five to ten times as long, past what CI allows. These take
@@ -219,7 +219,7 @@ RACE_PKGS := ./internal/app ./internal/gateway ./internal/modelapi ./internal/re
 	./internal/netguard ./internal/keylock ./internal/trace ./internal/supervisor ./internal/store/... \
 	./internal/nodeagent ./internal/egress ./internal/proxy ./internal/egresstest ./internal/archive ./internal/protocol ./internal/runner \
 	./internal/service ./internal/retrieval ./internal/node ./internal/secrets/... ./internal/access \
-	./internal/sanitize ./internal/gitrepo ./internal/pgtest ./internal/auth/...
+	./internal/sanitize ./internal/gitrepo ./internal/pgtest ./internal/auth/... ./internal/fanout ./internal/runfeed
 race: cc
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(RACE_PKGS)
 	CORRAL_STORE_TEST=postgres CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) ./internal/store

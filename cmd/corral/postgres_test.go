@@ -251,7 +251,9 @@ func TestControlFailoverMidRun(t *testing.T) {
 	}
 	c.do("GET", "/nodes", nil, http.StatusOK, &placed)
 
-	// A browser's event stream on each standby, open before the kill.
+	// A browser's event stream on each standby, open before the kill:
+	// each standby answers it itself, from the store and what the
+	// serving control publishes.
 	type followed struct {
 		seqs []int64
 		err  error

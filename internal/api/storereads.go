@@ -30,6 +30,7 @@ var storeReads = []string{
 	"GET /api/runs/{id}",
 	"GET /api/runs/{id}/trace",
 	"GET /api/runs/{id}/tree",
+	"GET /api/runs/{id}/events", // from the store, and what the serving control publishes (runfeed)
 	"GET /api/runs",
 	"GET /api/agents/{id}/changes",
 	"GET /api/changes",

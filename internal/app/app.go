@@ -226,6 +226,21 @@ func New(ctx context.Context, c Config, opts ...Option) (*App, error) {
 // defer_ adds f to what Close runs, before everything added earlier.
 func (a *App) defer_(f func()) { a.closers = append(a.closers, f) }
 
+// goUntilClose runs f in a goroutine until Close, which cancels its
+// context and waits for it to return.
+func (a *App) goUntilClose(f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	a.defer_(func() {
+		cancel()
+		<-done
+	})
+}
+
 // Close closes every part in the reverse of the order it was built.
 // Runs' sessions go on (the next start re-attaches to them).
 func (a *App) Close() {

@@ -19,6 +19,7 @@ import (
 	"corral/internal/proxy"
 	"corral/internal/retrieval"
 	"corral/internal/role"
+	"corral/internal/runfeed"
 	"corral/internal/runner"
 	"corral/internal/sandbox"
 	"corral/internal/secrets"
@@ -97,6 +98,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	// sharing a PostgreSQL store, the one holding the lease serves; one
 	// whose key is not theirs says so now, not once it takes over.
 	var reads func(rest http.Handler) http.Handler // a shared store's: what a control not serving yet answers
+	var relay runner.Relay                         // a shared store's: runs' events for the other controls
 	if c.Database != "" {
 		if role.HoldsWorktree(r) {
 			log.Warn("role all on a shared store: this control's workspaces and runs' sessions are in its data directory, " +
@@ -109,10 +111,19 @@ func (a *App) buildServer(ctx context.Context) error {
 		if err := checkSharedKey(ctx, db, key); err != nil {
 			return err
 		}
+		// Runs' live events travel between the controls as
+		// notifications: this one publishes its runs' once it serves,
+		// and its feed hands the serving one's to the event streams it
+		// answers standing by.
+		pub := runfeed.NewPublisher(db, log)
+		relay = pub
+		a.goUntilClose(pub.Run)
+		feed := runfeed.NewFeed(db, log)
+		a.goUntilClose(feed.Run)
 		// Standing by, it answers the store reads itself (they need
 		// nothing a serving control has) and forwards the rest; and
 		// while it starts to serve, it goes on answering them.
-		if reads, err = a.storeReads(db, key, cfg); err != nil {
+		if reads, err = a.storeReads(db, key, cfg, feed); err != nil {
 			return err
 		}
 		if err := a.holdControl(ctx, db, reads); err != nil {
@@ -253,7 +264,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 	a.egressCA = ca
 	a.Runner = runner.New(runner.Deps{Store: db, Model: a.Model, Workspaces: a.Stages, Node: sessions,
-		Delegator: a.Delegation, Retriever: a.Documents, Tracer: a.Tracer},
+		Delegator: a.Delegation, Retriever: a.Documents, Tracer: a.Tracer, Relay: relay},
 		runner.Config{QuarantineAfter: c.QuarantineAfter, QuarantineWindow: c.QuarantineWindow, Now: a.opt.now, Log: log,
 			EgressCA: ca.CertPEM(), Ended: a.egressEnded, Finished: a.Metrics.RunEnded})
 	a.defer_(a.Runner.Close)
@@ -335,7 +346,7 @@ func (a *App) apiConfig() api.Config {
 // (api.Server.StoreReads): an API on services built on the store alone,
 // with the same settings as the serving control's, so each read is
 // answered as that control would.
-func (a *App) storeReads(db *store.DB, key *secrets.Key, cfg service.Config) (func(rest http.Handler) http.Handler, error) {
+func (a *App) storeReads(db *store.DB, key *secrets.Key, cfg service.Config, feed service.Feed) (func(rest http.Handler) http.Handler, error) {
 	accounts, err := service.NewAccounts(db, a.opt.params, cfg)
 	if err != nil {
 		return nil, err
@@ -343,8 +354,8 @@ func (a *App) storeReads(db *store.DB, key *secrets.Key, cfg service.Config) (fu
 	srv := api.New(a.apiConfig(), api.Services{
 		Accounts:    accounts,
 		Agents:      service.NewAgents(service.AgentsDeps{Store: db}, cfg),
-		Runs:        service.NewRuns(service.RunsDeps{Store: db}, cfg),
-		Decisions:   service.NewDecisions(db, nil, nil, cfg), // lists only: a set's diffs are its node's
+		Runs:        service.NewRuns(service.RunsDeps{Store: db, Feed: feed}, cfg), // watched through feed
+		Decisions:   service.NewDecisions(db, nil, nil, cfg),                       // lists only: a set's diffs are its node's
 		Credentials: service.NewCredentials(db, key, cfg),
 		Egress:      service.NewEgress(db, key, cfg),
 		Operations:  service.NewOperations(db, cfg),

@@ -7,17 +7,15 @@ package app
 // that arrives while no control serves (the holder died and its lease
 // has not lapsed yet) waits for the next one, up to a term and a bit,
 // instead of failing; one that could not reach the holder is tried again
-// on the next, since it was never sent. An event stream (GET with Accept:
-// text/event-stream) is followed across a failover: when the serving
-// control goes away mid-stream the standby asks the next one for the
-// events after the last it passed on (Last-Event-ID), so the client's
-// stream goes on without a gap or a repeat.
+// on the next, since it was never sent. Event streams are not forwarded:
+// a standby answers them itself, from the store and what the serving
+// control publishes (internal/runfeed), so a stream held on a standby
+// goes on across a failover untouched.
 //
 // Nodes are not forwarded: their relay belongs on the serving control,
 // and a 503 sends them along their --control list to find it.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -91,10 +89,10 @@ type forwarder struct {
 	// wait bounds how long a request waits for a control to serve: a
 	// lease's term and a bit, the longest a failover takes.
 	wait, poll time.Duration
-	// streamWrite bounds each write of a forwarded event to the client;
-	// transferIdle, each read and write of any other request's body.
-	streamWrite, transferIdle time.Duration
-	transport                 *http.Transport
+	// transferIdle bounds each read and write of a request's body and
+	// its answer's: a transfer may last, a stalled client may not.
+	transferIdle time.Duration
+	transport    *http.Transport
 
 	mu     sync.Mutex
 	target *url.URL // the serving control's, as last read
@@ -107,19 +105,15 @@ func newForwarder(db *store.DB, self string, serving func() bool, term, poll tim
 	t.ResponseHeaderTimeout = 0 // a long call or a stream answers when it answers
 	t.Proxy = nil               // controls reach each other directly, never through HTTP_PROXY
 	return &forwarder{db: db, self: self, serving: serving, wait: term + 2*poll + 2*time.Second, poll: poll,
-		streamWrite: api.DefaultStreamWriteTimeout, transferIdle: api.TransferIdle, transport: t}
+		transferIdle: api.TransferIdle, transport: t}
 }
 
 var errNoControl = corral.Errorf(corral.EUNAVAIL, "no control serves from this store now: the one that did stopped, and none has taken over yet; try again")
 
 // current is the serving control's URL: the lease's holder while its
 // lease lasts (this control's own once it serves), read again at most
-// every poll; it waits for one until deadline. A patient caller (a
-// stream already under way) waits on past deadline for as long as a
-// control holds the lease and is still starting: a takeover's start
-// may take longer than the lease's lapse did, and its lease ends if it
-// dies starting.
-func (f *forwarder) current(ctx context.Context, deadline time.Time, patient bool) (*url.URL, error) {
+// every poll; it waits for one until deadline.
+func (f *forwarder) current(ctx context.Context, deadline time.Time) (*url.URL, error) {
 	for {
 		f.mu.Lock()
 		u, fresh := f.target, time.Since(f.read) < f.poll
@@ -127,7 +121,7 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time, patient boo
 		if u != nil && fresh {
 			return u, nil
 		}
-		u, live, err := f.look(ctx)
+		u, err := f.look(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -136,9 +130,6 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time, patient boo
 			f.target, f.read = u, time.Now()
 			f.mu.Unlock()
 			return u, nil
-		}
-		if live && patient {
-			deadline = time.Now().Add(f.wait)
 		}
 		if time.Now().After(deadline) {
 			return nil, errNoControl
@@ -150,26 +141,26 @@ func (f *forwarder) current(ctx context.Context, deadline time.Time, patient boo
 }
 
 // look reads the lease: the URL of a holder whose lease lasts; nil while
-// none does, or while this control holds it but is still starting (live
-// says a control holds it); and an error for a live holder that wrote no
-// URL (a control of an older version, which no request need wait for).
-func (f *forwarder) look(ctx context.Context) (u *url.URL, live bool, err error) {
+// none does, or while this control holds it but is still starting; and
+// an error for a live holder that wrote no URL (a control of an older
+// version, which no request need wait for).
+func (f *forwarder) look(ctx context.Context) (*url.URL, error) {
 	holder, until, err := f.db.Lease(ctx, controlLease)
 	if err != nil {
-		return nil, false, nil
+		return nil, nil
 	}
 	now, err := f.db.Clock(ctx)
 	if err != nil || !until.After(now) {
-		return nil, false, nil
+		return nil, nil
 	}
 	if holder == f.self && !f.serving() {
-		return nil, true, nil // taking over: not serving yet
+		return nil, nil // taking over: not serving yet
 	}
 	u, ok := urlOf(holder)
 	if !ok {
-		return nil, true, errNoAddress
+		return nil, errNoAddress
 	}
-	return u, true, nil
+	return u, nil
 }
 
 var errNoAddress = corral.Errorf(corral.EUNAVAIL, "the serving control does not say where it answers (a version before forwarding): "+
@@ -203,10 +194,6 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deadline := time.Now().Add(f.wait)
-	if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		f.stream(w, r, deadline)
-		return
-	}
 	// The body's first MaxBody bytes are read first (all of it, for any
 	// request but an upload), so that a request the serving control never
 	// got can be sent to the next. A longer body streams on after them,
@@ -228,7 +215,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// dropped, a working one is not.
 	w = &slidingResponse{ResponseWriter: w, rc: rc, idle: f.transferIdle}
 	for {
-		target, err := f.current(r.Context(), deadline, false)
+		target, err := f.current(r.Context(), deadline)
 		if err != nil {
 			unavailable(w, err)
 			return
@@ -333,135 +320,6 @@ func (f *forwarder) rewrite(in, out *http.Request, target *url.URL) {
 func unsent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// stream forwards an event stream, following it across a failover.
-func (f *forwarder) stream(w http.ResponseWriter, r *http.Request, deadline time.Time) {
-	ctx := r.Context()
-	rc := http.NewResponseController(w)
-	last := r.Header.Get("Last-Event-ID")
-	started := false
-	client := &http.Client{Transport: f.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for {
-		target, err := f.current(ctx, deadline, started)
-		if err != nil {
-			if !started {
-				unavailable(w, err)
-			}
-			return
-		}
-		out := r.Clone(ctx)
-		out.RequestURI = ""
-		out.Body = http.NoBody
-		f.rewrite(r, out, target)
-		if last != "" {
-			out.Header.Set("Last-Event-ID", last)
-		}
-		resp, err := client.Do(out)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			f.forget(target)
-			if !f.pause(ctx) {
-				return
-			}
-			continue
-		}
-		if !started {
-			started = true
-			for k, v := range resp.Header {
-				if !hopByHop[http.CanonicalHeaderKey(k)] {
-					w.Header()[k] = v
-				}
-			}
-			rc.SetWriteDeadline(time.Now().Add(f.streamWrite))
-			w.WriteHeader(resp.StatusCode)
-			rc.Flush()
-			if resp.StatusCode != http.StatusOK {
-				io.Copy(w, resp.Body)
-				resp.Body.Close()
-				return
-			}
-		} else if resp.StatusCode == http.StatusServiceUnavailable {
-			// A control still starting: current waits on for it while it
-			// holds the lease, however long it takes.
-			resp.Body.Close()
-			f.forget(target)
-			if !f.pause(ctx) {
-				return
-			}
-			continue
-		} else if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return // the stream cannot go on (the run is gone, access lost): the client asks again if it wants
-		}
-		before := last
-		err = relayEvents(w, rc, resp.Body, &last, f.streamWrite)
-		resp.Body.Close()
-		if err == nil || errors.Is(err, errClientGone) || ctx.Err() != nil {
-			return // ended by the serving control (the run ended), or the client left
-		}
-		// The serving control went away mid-stream: the next one goes on
-		// after the last event passed on (after a pause if this one broke
-		// before passing any, rather than spin on a control that does).
-		f.forget(target)
-		deadline = time.Now().Add(f.wait)
-		if last == before && !f.pause(ctx) {
-			return
-		}
-	}
-}
-
-// hopByHop are the headers of one connection, not passed on (RFC 9110,
-// 7.6.1).
-var hopByHop = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
-	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true}
-
-var errClientGone = errors.New("the client went away")
-
-// relayEvents copies whole events (each ends with a blank line) from
-// body to w, and records the id of each one passed on in last. It
-// returns nil when body ended cleanly, errClientGone when w failed, and
-// the read error when the stream broke (a half event is never passed
-// on: the next control sends it whole).
-func relayEvents(w io.Writer, rc *http.ResponseController, body io.Reader, last *string, timeout time.Duration) error {
-	br := bufio.NewReaderSize(body, 64<<10)
-	var event bytes.Buffer
-	id := ""
-	for {
-		line, err := br.ReadBytes('\n')
-		if err != nil {
-			if err == io.EOF && len(line) == 0 && event.Len() == 0 {
-				return nil
-			}
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-		event.Write(line)
-		if v, ok := bytes.CutPrefix(line, []byte("id:")); ok {
-			id = strings.TrimSpace(string(v))
-		}
-		if len(bytes.TrimRight(line, "\r\n")) > 0 {
-			continue
-		}
-		// A client that stops reading is dropped, as the API drops it,
-		// rather than holding this stream and the serving control's.
-		rc.SetWriteDeadline(time.Now().Add(timeout))
-		if _, err := w.Write(event.Bytes()); err != nil {
-			return errClientGone
-		}
-		if err := rc.Flush(); err != nil {
-			return errClientGone
-		}
-		event.Reset()
-		if id != "" {
-			*last = id
-			id = ""
-		}
-	}
 }
 
 // unavailable answers 503 with why, asking to try again shortly.

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,161 +146,6 @@ func TestForwarderFollowsTheServingControl(t *testing.T) {
 	}
 }
 
-// TestForwarderResumesAStream: an event stream forwarded by a standby
-// goes on across a failover in one response: the serving control dies
-// mid-event, the next is asked for the events after the last one passed
-// on, and the client gets each event once, whole.
-func TestForwarderResumesAStream(t *testing.T) {
-	db, hold := forwardStore(t)
-	event := func(w io.Writer, id int) {
-		fmt.Fprintf(w, "id: %d\nevent: trace\ndata: {\"seq\":%d}\n\n", id, id)
-	}
-	lastAsked := make(chan string, 1)
-	var two *httptest.Server
-	one := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for id := 1; id <= 3; id++ {
-			event(w, id)
-		}
-		io.WriteString(w, "id: 4\nevent: trace\n") // half of the fourth
-		w.(http.Flusher).Flush()
-		hold(holderOf("ctl_two", two.URL))
-		panic(http.ErrAbortHandler) // the connection breaks, as when the process is killed
-	}))
-	defer one.Close()
-	two = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		last := r.Header.Get("Last-Event-ID")
-		lastAsked <- last
-		w.Header().Set("Content-Type", "text/event-stream")
-		var from int
-		fmt.Sscan(last, &from)
-		for id := from + 1; id <= 5; id++ {
-			event(w, id)
-		}
-	}))
-	defer two.Close()
-	hold(holderOf("ctl_one", one.URL))
-	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
-	front := httptest.NewServer(f)
-	defer front.Close()
-
-	ids, lines, err := followStream(t, front.URL)
-	if err != nil {
-		t.Fatalf("the stream broke: %v", err)
-	}
-	if got := strings.Join(ids, ","); got != "1,2,3,4,5" || lines != 5*4 {
-		t.Fatalf("ids = %s in %d lines, want 1,2,3,4,5 each whole (20 lines)", got, lines)
-	}
-	if last := <-lastAsked; last != "3" {
-		t.Fatalf("the next control was asked for events after %q, want 3", last)
-	}
-}
-
-// TestForwarderWaitsOutASlowTakeover: a stream under way is followed
-// across a takeover that takes longer to start than the forwarder's
-// wait (a loaded machine, a big store): while a control holds the lease
-// and is still starting, answering 503 or, when it is this control, not
-// serving yet, the stream waits on; it ends once no control has held
-// the lease for a whole wait.
-func TestForwarderWaitsOutASlowTakeover(t *testing.T) {
-	const wait = 100 * time.Millisecond
-	event := func(w io.Writer, id int) {
-		fmt.Fprintf(w, "id: %d\nevent: trace\ndata: {}\n\n", id)
-	}
-	for _, tc := range []string{"another control", "this control", "no control"} {
-		t.Run(tc, func(t *testing.T) {
-			db, hold := forwardStore(t)
-			var serving atomic.Bool
-			started := time.Now().Add(time.Hour) // when the next control serves
-			var mu sync.Mutex
-			next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				ready := time.Now().After(started)
-				mu.Unlock()
-				if tc == "another control" && !ready {
-					w.WriteHeader(http.StatusServiceUnavailable) // starting
-					return
-				}
-				w.Header().Set("Content-Type", "text/event-stream")
-				var from int
-				fmt.Sscan(r.Header.Get("Last-Event-ID"), &from)
-				for id := from + 1; id <= 4; id++ {
-					event(w, id)
-				}
-			}))
-			defer next.Close()
-			self := holderOf("ctl_me", next.URL)
-			var oneHolder string
-			one := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/event-stream")
-				event(w, 1)
-				event(w, 2)
-				w.(http.Flusher).Flush()
-				// It dies; the next takes the lease, and takes 10 waits
-				// to start.
-				mu.Lock()
-				started = time.Now().Add(10 * wait)
-				mu.Unlock()
-				switch tc {
-				case "another control":
-					hold(holderOf("ctl_two", next.URL))
-				case "this control":
-					hold(self)
-					go func() {
-						time.Sleep(10 * wait)
-						serving.Store(true)
-					}()
-				case "no control":
-					if err := db.ReleaseLease(context.Background(), controlLease, oneHolder); err != nil {
-						t.Error(err)
-					}
-				}
-				panic(http.ErrAbortHandler)
-			}))
-			defer one.Close()
-			oneHolder = holderOf("ctl_one", one.URL)
-			hold(oneHolder)
-			f := newForwarder(db, self, serving.Load, 3*time.Second, 10*time.Millisecond)
-			f.wait = wait
-			front := httptest.NewServer(f)
-			defer front.Close()
-
-			ids, _, err := followStream(t, front.URL)
-			want := "1,2,3,4"
-			if tc == "no control" {
-				want = "1,2" // and the stream ends: nothing to follow
-			}
-			if got := strings.Join(ids, ","); err != nil || got != want {
-				t.Fatalf("ids = %s (%v), want %s", got, err, want)
-			}
-		})
-	}
-}
-
-// followStream reads a run's event stream through the forwarder at
-// base to its end: the events' ids, the lines read, and how it ended.
-func followStream(t *testing.T, base string) (ids []string, lines int, err error) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+"/api/runs/run_1/events", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("stream = %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		lines++
-		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-			ids = append(ids, v)
-		}
-	}
-	return ids, lines, sc.Err()
-}
-
 // TestRewriteForwardedFor: the client's address is appended to what
 // X-Forwarded-For it came with (the serving control believes only what
 // its trusted proxies vouch for, reading from the right).
@@ -341,8 +184,9 @@ func mustURL(t *testing.T, s string) *url.URL {
 }
 
 // TestForwarderDropsAStalledClient: a client that stops reading a
-// forwarded stream is dropped once a write has waited the stream's write
-// timeout, and so is the stream it held on the serving control.
+// forwarded answer that goes on and on is dropped once a write has
+// waited the transfer's idle bound, and so is the answer it held on the
+// serving control.
 func TestForwarderDropsAStalledClient(t *testing.T) {
 	db, hold := forwardStore(t)
 	ended := make(chan struct{})
@@ -359,7 +203,7 @@ func TestForwarderDropsAStalledClient(t *testing.T) {
 	defer upstream.Close()
 	hold(holderOf("ctl_one", upstream.URL))
 	f := newForwarder(db, holderOf("ctl_me", "http://127.0.0.1:1"), func() bool { return false }, 3*time.Second, 20*time.Millisecond)
-	f.streamWrite = 100 * time.Millisecond
+	f.transferIdle = 100 * time.Millisecond
 	front := httptest.NewServer(f)
 	defer front.Close()
 

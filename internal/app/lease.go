@@ -167,7 +167,7 @@ func (a *App) standby(fwd *forwarder, h http.Handler) (stop func()) {
 	health.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 		defer cancel()
-		if u, _, _ := fwd.look(ctx); u == nil {
+		if u, _ := fwd.look(ctx); u == nil {
 			writeHealth(w, http.StatusServiceUnavailable, readiness{Status: "unavailable",
 				Checks: map[string]string{"lease": "standby: no control serves from this store now to forward to"}})
 			return

@@ -74,14 +74,28 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 	if _, _, err := serving.Accounts.CreateToken(ctx, owner, "laptop"); err != nil {
 		t.Fatal(err)
 	}
-	run := corral.Run{ID: corral.NewID("run"), AgentID: agent.ID, MessageID: corral.NewID("msg"), StageID: corral.NewID("chg"),
-		TriggeredBy: &corral.UserRef{ID: owner.ID}}
-	msg := corral.Message{ID: run.MessageID, AgentID: agent.ID, Role: corral.RoleUser, Content: "go", RunID: run.ID, Author: &corral.UserRef{ID: owner.ID}}
-	if _, err := serving.Store.Admit(ctx, msg, run, corral.Admission{ID: corral.NewID("adm"), AgentID: agent.ID, UserID: owner.ID},
-		func(corral.AdmissionFacts) string { return "" }); err != nil {
-		t.Fatal(err)
+	// A run in flight, its trace begun, and one that has ended: its event
+	// stream is its whole trace, then the end.
+	rec := trace.NewRecorder(serving.Store, nil)
+	admit := func(content string, events ...string) corral.Run {
+		run := corral.Run{ID: corral.NewID("run"), AgentID: agent.ID, MessageID: corral.NewID("msg"), StageID: corral.NewID("chg"),
+			TriggeredBy: &corral.UserRef{ID: owner.ID}, Status: corral.RunAdmitted}
+		msg := corral.Message{ID: run.MessageID, AgentID: agent.ID, Role: corral.RoleUser, Content: content, RunID: run.ID, Author: &corral.UserRef{ID: owner.ID}}
+		if _, err := serving.Store.Admit(ctx, msg, run, corral.Admission{ID: corral.NewID("adm"), AgentID: agent.ID, UserID: owner.ID},
+			func(corral.AdmissionFacts) string { return "" }); err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range events {
+			if _, err := rec.Append(ctx, run.ID, typ, map[string]string{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return run
 	}
-	if _, err := trace.NewRecorder(serving.Store, nil).Append(ctx, run.ID, trace.Admitted, map[string]string{}); err != nil {
+	run := admit("go", trace.Admitted)
+	ended := admit("went", trace.Admitted, trace.Started, trace.Ended)
+	ended.Status = corral.RunErrored
+	if err := serving.Store.UpdateRun(ctx, ended, corral.RunAdmitted); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -140,6 +154,8 @@ func TestStandbyAnswersStoreReads(t *testing.T) {
 		{"/api/runs/" + run.ID, readerSession, 200},
 		{"/api/runs/" + run.ID + "/trace", readerSession, 200},
 		{"/api/runs/" + run.ID + "/tree", readerSession, 200},
+		{"/api/runs/" + ended.ID + "/events", readerSession, 200},
+		{"/api/runs/run_nosuch/events", readerSession, 404},
 		{"/api/runs?status=active", ownerSession, 200},
 		{"/api/agents/" + agent.ID + "/changes", readerSession, 200},
 		{"/api/changes?status=pending", ownerSession, 200},

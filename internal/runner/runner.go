@@ -224,6 +224,17 @@ type Deps struct {
 	Retriever Retriever
 	// Tracer makes the runs' spans (nil: none).
 	Tracer *telemetry.Tracer
+	// Relay passes runs' events on to other controls (runfeed.Publisher;
+	// nil: none).
+	Relay Relay
+}
+
+// Relay passes runs' events on beyond this process: each event the
+// runner publishes to its watchers, and each run's end once its final
+// status is stored. Neither may block.
+type Relay interface {
+	Event(runID string, e Event)
+	End(runID string)
 }
 
 // New returns a Runner over d.
@@ -234,7 +245,7 @@ func New(d Deps, cfg Config) *Runner {
 		store: d.Store, model: d.Model, ws: d.Workspaces, node: d.Node, cfg: cfg,
 		deleg: d.Delegator, docs: d.Retriever, tracer: d.Tracer,
 		rec:  trace.NewRecorder(d.Store, cfg.Now),
-		hub:  newHub(),
+		hub:  newHub(d.Relay),
 		base: base, shutdown: cancel,
 		active: map[string]*active{},
 	}

@@ -29,10 +29,18 @@ type Engine interface {
 	Start(run corral.Run, msg corral.Message, ev corral.Admission)
 	Stop(ctx context.Context, runID string) error
 	Kill(ctx context.Context, runID string) error
-	Subscribe(runID string) (<-chan corral.RunEvent, func())
-	OutputSoFar(runID string) (corral.RunOutput, bool)
+	Feed
 	// Note records an event in a run's trace.
 	Note(ctx context.Context, runID, typ string, data any)
+}
+
+// Feed is where runs' live events come from: the engine, on the control
+// that drives them, or the events another control publishes
+// (runfeed.Feed). A subscription's channel closes when the run ends or
+// when events may have been missed: the watcher reads the store again.
+type Feed interface {
+	Subscribe(runID string) (<-chan corral.RunEvent, func())
+	OutputSoFar(runID string) (corral.RunOutput, bool)
 }
 
 // Ready says whether runs can happen at all: a model provider is
@@ -50,6 +58,7 @@ type Runs struct {
 	store     RunStore
 	admission *Admissions
 	engine    Engine
+	feed      Feed
 	terminals Terminals // nil: no terminals
 	cfg       Config
 }
@@ -61,13 +70,21 @@ type RunsDeps struct {
 	Store     RunStore
 	Admission *Admissions
 	Engine    Engine
+	// Feed is where Watch gets live events; nil: the engine. A control
+	// that drives no runs (a standby) watches what the one that does
+	// publishes.
+	Feed      Feed
 	Terminals Terminals
 }
 
 // NewRuns returns the run use cases.
 func NewRuns(d RunsDeps, cfg Config) *Runs {
 	cfg.defaults()
-	return &Runs{store: d.Store, admission: d.Admission, engine: d.Engine, terminals: d.Terminals, cfg: cfg}
+	feed := d.Feed
+	if feed == nil && d.Engine != nil {
+		feed = d.Engine
+	}
+	return &Runs{store: d.Store, admission: d.Admission, engine: d.Engine, feed: feed, terminals: d.Terminals, cfg: cfg}
 }
 
 // Send adds the actor's message to the agent's thread and starts a run for
@@ -301,7 +318,7 @@ func (s *Runs) Watch(ctx context.Context, actor corral.User, runID string, from 
 	defer tick.Stop()
 	for {
 		// Subscribe before reading, so nothing falls between the two.
-		ch, cancel := s.engine.Subscribe(runID)
+		ch, cancel := s.feed.Subscribe(runID)
 		done, err := s.catchUp(ctx, runID, send)
 		if err != nil || done {
 			cancel()
@@ -337,7 +354,7 @@ func (s *Runs) catchUp(ctx context.Context, runID string, send func(corral.RunEv
 		}
 	}
 	// What the running tool wrote before this watcher subscribed.
-	if o, ok := s.engine.OutputSoFar(runID); ok && o.Text != "" {
+	if o, ok := s.feed.OutputSoFar(runID); ok && o.Text != "" {
 		if err := send(corral.RunEvent{Output: &o}); err != nil {
 			return false, err
 		}

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"corral"
 
 	"github.com/pressly/goose/v3"
@@ -51,6 +53,9 @@ type DB struct {
 	// once in SQLite's dialect, are translated as they are prepared, and
 	// write transactions take one lock, as SQLite's single writer does.
 	pg bool
+	// pgcfg is how to connect to it: a listener (Listen) holds a
+	// connection of its own.
+	pgcfg *pgx.ConnConfig
 	// fence, once set (Fence), is the lease every write transaction on
 	// PostgreSQL checks it still holds.
 	fence atomic.Pointer[fence]

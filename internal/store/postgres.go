@@ -130,7 +130,7 @@ func openPostgres(ctx context.Context, url string, migrateIt bool) (*DB, error) 
 		pool.Close()
 		return nil, corral.Internal(op, fmt.Errorf("migrations: %w", err))
 	}
-	return &DB{w: pool, r: pool, ws: stmts{pool: pool, pg: true}, rs: stmts{pool: pool, pg: true}, now: time.Now, pg: true}, nil
+	return &DB{w: pool, r: pool, ws: stmts{pool: pool, pg: true}, rs: stmts{pool: pool, pg: true}, now: time.Now, pg: true, pgcfg: cfg}, nil
 }
 
 // pgReason is what a connection error says, without the server's

@@ -47,10 +47,16 @@ func (db *DB) LastTrace(ctx context.Context, runID string) (int64, string, error
 
 // Trace returns a run's events in order.
 func (db *DB) Trace(ctx context.Context, runID string) ([]trace.Event, error) {
+	return db.TraceAfter(ctx, runID, 0)
+}
+
+// TraceAfter returns a run's events after the one numbered after, in
+// order.
+func (db *DB) TraceAfter(ctx context.Context, runID string, after int64) ([]trace.Event, error) {
 	const op = "sqlite.Trace"
 	rows, err := db.query(ctx, `
 		SELECT run_id, seq, at, type, data, prev_hash, hash
-		FROM trace_events WHERE run_id = ? ORDER BY seq`, runID)
+		FROM trace_events WHERE run_id = ? AND seq > ? ORDER BY seq`, runID, after)
 	if err != nil {
 		return nil, corral.Internal(op, err)
 	}
