@@ -104,12 +104,12 @@ func (f *Feed) handle(ctx context.Context, n note) {
 			delete(f.last, n.Run)
 			return
 		}
-		after, known := f.last[n.Run]
-		if !known {
-			// Its watchers read the store after subscribing: what came
-			// before this event, they have.
-			after = n.Seq - 1
-		}
+		// The first notice since the run was watched reads its whole
+		// trace: a notice may stand for several events (the publisher
+		// merges neighbours), and a watcher may have read the store
+		// before the first of them was stored. Watchers skip what they
+		// have.
+		after := f.last[n.Run]
 		rctx, cancel := context.WithTimeout(ctx, readTimeout)
 		events, err := f.db.TraceAfter(rctx, n.Run, after)
 		cancel()
